@@ -1,0 +1,21 @@
+//! `fencepost-api` holds what every fencepost component must agree on: the C1
+//! (lock-server) and C2 (rail-stub) wire types and error codes, the monotonic
+//! [`clock::Clock`] seam that every expiry decision goes through, the duration
+//! syntax of the C4 configuration keys, the server's grace formula, and the
+//! ledger invariant check that the bench and the experiments run on R6's output.
+//!
+//! Nothing here does I/O. Keeping these in one crate means a change to the wire
+//! is one change, seen by the server and the client at once.
+
+pub mod clock;
+pub mod duration;
+pub mod grace;
+pub mod latency;
+pub mod lock;
+pub mod rail;
+
+pub use clock::{Clock, FakeClock, MonoTime, MonotonicClock};
+pub use duration::{DurationParseError, format_duration, parse_duration};
+pub use grace::{GraceParams, GracePolicy};
+pub use latency::{LatencySpec, LatencySpecError};
+pub use rail::{LedgerCheck, LedgerView, PayoutState, RailErrorCode, check_ledger};

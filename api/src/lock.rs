@@ -1,0 +1,354 @@
+//! C1: the lock-server's wire types, limits and error codes (L1–L8), shared by
+//! the server and the SDK so the two cannot drift apart.
+//!
+//! Durations on the wire are integer milliseconds. `expires_at` is RFC 3339
+//! for humans and logs; no client may derive a deadline from it.
+
+use serde::{Deserialize, Serialize};
+
+/// Request bodies larger than this are refused with `413 PAYLOAD_TOO_LARGE`.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Longest lock key, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+/// Longest `owner_id`, in characters.
+pub const MAX_OWNER_CHARS: usize = 128;
+/// Longest revoke `reason`, in characters.
+pub const MAX_REASON_CHARS: usize = 1024;
+
+/// Every C1 error code, with its HTTP status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LockErrorCode {
+    /// 400: malformed JSON, a missing or ill-typed field, a bad key. Fix the request.
+    BadRequest,
+    /// 404: no such session (never existed, or deleted). Open a new session.
+    SessionUnknown,
+    /// 410: the session expired on the server. Its locks are gone; open a new session.
+    SessionExpired,
+    /// 409: another grant holds the key or it is in grace; retry after `retry_after_ms`.
+    LockHeld,
+    /// 409: the grant is no longer current (lapsed, revoked, reassigned, wrong token). Terminal.
+    LockLost,
+    /// 404: L7/L8 on a key that was never granted.
+    LockUnknown,
+    /// 503: this replica does not serve; try `leader` if given.
+    NotLeader,
+    /// 413: the body is over [`MAX_BODY_BYTES`].
+    PayloadTooLarge,
+    /// 503: the store is unreachable; nothing changed, retry later. (Not in C1's
+    /// table; see docs/contract-notes.md.)
+    Unavailable,
+}
+
+impl LockErrorCode {
+    /// The HTTP status this code travels with.
+    pub fn status(self) -> u16 {
+        match self {
+            LockErrorCode::BadRequest => 400,
+            LockErrorCode::SessionUnknown | LockErrorCode::LockUnknown => 404,
+            LockErrorCode::SessionExpired => 410,
+            LockErrorCode::LockHeld | LockErrorCode::LockLost => 409,
+            LockErrorCode::NotLeader | LockErrorCode::Unavailable => 503,
+            LockErrorCode::PayloadTooLarge => 413,
+        }
+    }
+
+    /// The code as it appears in the `code` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockErrorCode::BadRequest => "BAD_REQUEST",
+            LockErrorCode::SessionUnknown => "SESSION_UNKNOWN",
+            LockErrorCode::SessionExpired => "SESSION_EXPIRED",
+            LockErrorCode::LockHeld => "LOCK_HELD",
+            LockErrorCode::LockLost => "LOCK_LOST",
+            LockErrorCode::LockUnknown => "LOCK_UNKNOWN",
+            LockErrorCode::NotLeader => "NOT_LEADER",
+            LockErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            LockErrorCode::Unavailable => "UNAVAILABLE",
+        }
+    }
+
+    /// Parses a `code` field; `None` for a code this version does not know.
+    pub fn parse(code: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(code.to_string())).ok()
+    }
+}
+
+impl std::fmt::Display for LockErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body of every error reply, C1 and C2: `{"code", "message"}` plus the
+/// fields some codes add.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The machine-readable code, e.g. `LOCK_HELD`.
+    pub code: String,
+    /// One line a person can act on.
+    pub message: String,
+    /// With `LOCK_HELD`: how long until the key could be free, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// With `NOT_LEADER`: the leader's base URL, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+}
+
+/// L1 request: open a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateSessionRequest {
+    /// Who this session is, for logs and L7 (1–128 characters).
+    pub owner_id: String,
+    /// Requested session TTL; absent means `lock.session.ttl`. Clamped, never refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// L1 reply (201).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionGranted {
+    /// The session id (at least 122 random bits).
+    pub session_id: String,
+    /// The TTL granted, after clamping: clients use this value.
+    pub ttl_ms: u64,
+    /// Wall-clock end of the session, for humans only.
+    pub expires_at: String,
+}
+
+/// L2 reply (200).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// The TTL granted from this heartbeat's receipt.
+    pub ttl_ms: u64,
+    /// Wall-clock end of the session, for humans only.
+    pub expires_at: String,
+}
+
+/// L4 request: acquire a key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcquireRequest {
+    /// The session that will hold the grant.
+    pub session_id: String,
+    /// Requested lease; absent means `lock.default.ttl`. Clamped, never refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// L5 request: renew a grant (same token).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenewRequest {
+    /// The holding session.
+    pub session_id: String,
+    /// The grant's fencing token.
+    pub token: u64,
+    /// Requested lease; absent means `lock.default.ttl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+/// L6 request: release a grant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseRequest {
+    /// The holding session.
+    pub session_id: String,
+    /// The grant's fencing token.
+    pub token: u64,
+}
+
+/// L4/L5 reply (200).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseGranted {
+    /// The key.
+    pub key: String,
+    /// The fencing token: strictly increasing per key, unchanged by renew.
+    pub token: u64,
+    /// The lease granted, after clamping: clients use this value.
+    pub lease_ms: u64,
+    /// Wall-clock end of the lease, for humans only.
+    pub expires_at: String,
+}
+
+/// A key's state as L7 reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LockState {
+    /// A current grant.
+    Held,
+    /// Lease (or session) over, not yet reassignable.
+    Grace,
+    /// Reassignable now.
+    Free,
+}
+
+/// L7 reply (200).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockInfo {
+    /// The key.
+    pub key: String,
+    /// HELD, GRACE or FREE.
+    pub state: LockState,
+    /// The last token issued for the key.
+    pub token: u64,
+    /// The holding session, while HELD or in GRACE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The holder's owner id, while HELD or in GRACE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    /// Milliseconds until the state changes (HELD: lease end; GRACE: reassignable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_ms: Option<u64>,
+}
+
+/// L8 request: revoke the current grant (an operator action).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevokeRequest {
+    /// Why, for the logs (1–1024 characters).
+    pub reason: String,
+}
+
+/// L8 reply (200): the LockOutcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockOutcome {
+    /// The key.
+    pub key: String,
+    /// The token that was revoked, if a grant was HELD or in GRACE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_token: Option<u64>,
+    /// The key's state after the revoke.
+    pub state: LockState,
+}
+
+/// `GET /v1/config`: the effective clamps and grace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerConfigView {
+    /// `lock.default.ttl`, ms.
+    pub default_ttl_ms: u64,
+    /// `lock.session.ttl`, ms.
+    pub session_ttl_ms: u64,
+    /// `lock.ttl.min`, ms.
+    pub ttl_min_ms: u64,
+    /// `lock.ttl.max`, ms.
+    pub ttl_max_ms: u64,
+    /// `fixed` or `derived`.
+    pub grace_mode: String,
+    /// With `fixed`: the grace, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_ms: Option<u64>,
+    /// With `derived`: `lock.clock.offset-max`, ms (fractional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_max_ms: Option<f64>,
+    /// With `derived`: `lock.clock.drift-ppm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_drift_ppm: Option<u64>,
+    /// With `derived`: `lock.clock.quantum`, ms (fractional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_quantum_ms: Option<f64>,
+    /// The grace for a lease of `default_ttl_ms`, in ms (fractional), for display.
+    pub grace_for_default_ttl_ms: f64,
+    /// The grace for a session of `session_ttl_ms`, in ms (fractional), for display.
+    pub grace_for_session_ttl_ms: f64,
+    /// The store kind: `memory`, `sqlite` or `postgres` (never its credentials).
+    pub store: String,
+}
+
+/// Checks a lock key: 1–256 bytes of `[A-Za-z0-9._:/-]`. The error names the problem.
+pub fn validate_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("lock key is empty; keys are 1-256 bytes of [A-Za-z0-9._:/-]".into());
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(format!(
+            "lock key is {} bytes; the limit is {MAX_KEY_BYTES}",
+            key.len()
+        ));
+    }
+    if let Some(c) = key
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-')))
+    {
+        return Err(format!(
+            "lock key contains {c:?}; keys are 1-256 bytes of [A-Za-z0-9._:/-]"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an `owner_id`: 1–128 characters, no control characters.
+pub fn validate_owner(owner: &str) -> Result<(), String> {
+    let n = owner.chars().count();
+    if n == 0 || n > MAX_OWNER_CHARS {
+        return Err(format!(
+            "owner_id is {n} characters; it must be 1-{MAX_OWNER_CHARS}"
+        ));
+    }
+    if owner.chars().any(char::is_control) {
+        return Err("owner_id contains a control character".into());
+    }
+    Ok(())
+}
+
+/// Percent-encodes a key for use as one path segment (`/` becomes `%2F`).
+pub fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_carry_their_status() {
+        for code in [
+            LockErrorCode::BadRequest,
+            LockErrorCode::SessionUnknown,
+            LockErrorCode::SessionExpired,
+            LockErrorCode::LockHeld,
+            LockErrorCode::LockLost,
+            LockErrorCode::LockUnknown,
+            LockErrorCode::NotLeader,
+            LockErrorCode::PayloadTooLarge,
+            LockErrorCode::Unavailable,
+        ] {
+            assert_eq!(LockErrorCode::parse(code.as_str()), Some(code));
+            assert!(code.status() >= 400);
+        }
+        assert_eq!(LockErrorCode::LockHeld.status(), 409);
+        assert_eq!(LockErrorCode::SessionExpired.status(), 410);
+    }
+
+    #[test]
+    fn keys_are_checked_by_length_and_alphabet() {
+        assert!(validate_key("payout:42").is_ok());
+        assert!(validate_key("a/b.c_d-e").is_ok());
+        assert!(validate_key("").is_err());
+        assert!(validate_key(&"k".repeat(257)).is_err());
+        assert!(validate_key(&"k".repeat(256)).is_ok());
+        assert!(validate_key("sp ace").unwrap_err().contains("' '"));
+    }
+
+    #[test]
+    fn encode_key_escapes_slash() {
+        assert_eq!(encode_key("a/b:c"), "a%2Fb:c");
+    }
+
+    #[test]
+    fn optional_fields_are_omitted() {
+        let s = serde_json::to_string(&AcquireRequest {
+            session_id: "s".into(),
+            ttl_ms: None,
+        })
+        .unwrap();
+        assert_eq!(s, r#"{"session_id":"s"}"#);
+    }
+}

@@ -1,0 +1,378 @@
+//! Starts `lock-server` and `rail-stub` as child processes, the way the bench,
+//! the experiments and the integration tests all need them: on a free loopback
+//! port (`--listen 127.0.0.1:0`), ready once the child prints its one
+//! `listening on http://IP:PORT` line, and always stopped — on drop (error,
+//! panic), and by the kernel if this process dies first (`PR_SET_PDEATHSIG`).
+//!
+//! It also owns the process-level faults the experiments inject: SIGSTOP /
+//! SIGCONT (a stalled server or worker) and SIGKILL (a crash).
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How long a child may take to print its `listening on` line.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a child could not be started or controlled. Each says what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The binary is not where it was looked for and could not be built.
+    #[error("cannot find or build the `{name}` binary: {detail}")]
+    Binary {
+        /// The binary's name.
+        name: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// Spawning the process failed (permissions, missing file).
+    #[error("cannot start {path}: {source}")]
+    Spawn {
+        /// The binary's path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The child exited or stayed silent instead of printing `listening on http://IP:PORT`.
+    #[error(
+        "{name} did not report `listening on http://IP:PORT` ({why}); its stderr ends with:\n{stderr_tail}"
+    )]
+    NotReady {
+        /// The binary's name.
+        name: String,
+        /// Exit, timeout, or an unparsable line.
+        why: String,
+        /// The last lines the child wrote to stderr.
+        stderr_tail: String,
+    },
+    /// Sending a signal failed (the child is gone).
+    #[error("signal {signal} to pid {pid} failed: {source}")]
+    Signal {
+        /// The signal.
+        signal: Signal,
+        /// The child's pid.
+        pid: i32,
+        /// The OS error.
+        source: nix::Error,
+    },
+}
+
+/// One of our own services, running as a child process.
+pub struct ChildService {
+    /// The binary's name, for messages.
+    name: String,
+    /// The process; `None` once it has been reaped.
+    child: Option<Child>,
+    /// The bound address the child printed.
+    addr: SocketAddr,
+    /// Where the child's stderr goes (its JSON logs), kept for diagnostics.
+    stderr_path: PathBuf,
+    /// Whether we SIGSTOPped it (so drop SIGCONTs before killing).
+    stopped: bool,
+}
+
+impl ChildService {
+    /// Starts `binary` with `args` plus `--listen 127.0.0.1:0` and waits, at most
+    /// [`START_TIMEOUT`], for its `listening on` line. `stderr_path` receives
+    /// the child's stderr.
+    pub fn start<I, S>(binary: &Path, args: I, stderr_path: &Path) -> Result<Self, HarnessError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let name = binary
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| binary.display().to_string());
+        let stderr = std::fs::File::create(stderr_path).map_err(|source| HarnessError::Spawn {
+            path: stderr_path.to_path_buf(),
+            source,
+        })?;
+        let mut cmd = Command::new(binary);
+        cmd.args(args)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().map_err(|source| HarnessError::Spawn {
+            path: binary.to_path_buf(),
+            source,
+        })?;
+        let stdout = child.stdout.take().expect("stdout was piped");
+        let (tx, rx) = mpsc::channel::<String>();
+        // Reads the first line for us, then keeps draining so the child never
+        // blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_ok() {
+                let _ = tx.send(line);
+            }
+            let mut sink = Vec::new();
+            let _ = reader.read_to_end(&mut sink);
+        });
+        let mut service = ChildService {
+            name: name.clone(),
+            child: Some(child),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stderr_path: stderr_path.to_path_buf(),
+            stopped: false,
+        };
+        let line = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(line) => line,
+            Err(_) => {
+                let why = match service
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
+                    Some(status) => format!("it exited with {status}"),
+                    None => format!("nothing within {START_TIMEOUT:?}"),
+                };
+                return Err(service.not_ready(why));
+            }
+        };
+        match parse_listening_line(&line) {
+            Some(addr) => {
+                service.addr = addr;
+                Ok(service)
+            }
+            None => Err(service.not_ready(format!("first stdout line was {:?}", line.trim_end()))),
+        }
+    }
+
+    fn not_ready(&mut self, why: String) -> HarnessError {
+        self.kill_now();
+        HarnessError::NotReady {
+            name: self.name.clone(),
+            why,
+            stderr_tail: self.stderr_tail(20),
+        }
+    }
+
+    /// The address the child is listening on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL, `http://IP:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(-1)
+    }
+
+    /// The file holding the child's stderr.
+    pub fn stderr_path(&self) -> &Path {
+        &self.stderr_path
+    }
+
+    /// The last `lines` lines of the child's stderr, for error messages.
+    pub fn stderr_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Sends `signal` to the child.
+    pub fn signal(&mut self, signal: Signal) -> Result<(), HarnessError> {
+        let pid = self.pid();
+        kill(Pid::from_raw(pid), signal).map_err(|source| HarnessError::Signal {
+            signal,
+            pid,
+            source,
+        })?;
+        match signal {
+            Signal::SIGSTOP => self.stopped = true,
+            Signal::SIGCONT => self.stopped = false,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Freezes the child (SIGSTOP): it keeps its sockets but answers nothing.
+    pub fn pause(&mut self) -> Result<(), HarnessError> {
+        self.signal(Signal::SIGSTOP)
+    }
+
+    /// Thaws a paused child (SIGCONT).
+    pub fn resume(&mut self) -> Result<(), HarnessError> {
+        self.signal(Signal::SIGCONT)
+    }
+
+    /// Crashes the child (SIGKILL) and reaps it.
+    pub fn kill9(&mut self) {
+        self.kill_now();
+    }
+
+    /// Asks the child to stop (SIGTERM) and waits up to `timeout` for it to
+    /// exit; kills it if it does not. Returns whether it exited on its own,
+    /// with its exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        if self.stopped {
+            let _ = self.resume();
+        }
+        let child = self.child.as_mut()?;
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+        let step = Duration::from_millis(10);
+        let mut waited = Duration::ZERO;
+        while waited < timeout {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(step);
+            waited += step;
+        }
+        self.kill_now();
+        None
+    }
+
+    /// True while the child has not exited.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    fn kill_now(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.stopped = false;
+    }
+}
+
+impl Drop for ChildService {
+    fn drop(&mut self) {
+        self.kill_now();
+    }
+}
+
+/// Parses `listening on http://IP:PORT`.
+pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
+    line.trim()
+        .strip_prefix("listening on http://")?
+        .parse()
+        .ok()
+}
+
+/// Makes the kernel SIGKILL the child when this process dies, so a crashed or
+/// SIGKILLed harness leaves nothing behind.
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
+}
+
+/// Finds one of the workspace's binaries (`lock-server`, `rail-stub`, …).
+///
+/// Order: `$FENCEPOST_BIN_DIR/NAME`; else the directory of the running
+/// executable (or its parent, for test binaries under `deps/`). When the
+/// caller is a test binary (under `deps/`), or the binary is missing, the
+/// binary is (re)built first with `cargo build -p PACKAGE --bin NAME` in the
+/// same profile, once per process, so tests never run a stale server.
+pub fn binary(package: &str, name: &str) -> Result<PathBuf, HarnessError> {
+    let err = |detail: String| HarnessError::Binary {
+        name: name.to_string(),
+        detail,
+    };
+    if let Ok(dir) = std::env::var("FENCEPOST_BIN_DIR") {
+        let p = Path::new(&dir).join(name);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(err(format!("FENCEPOST_BIN_DIR={dir} has no {name}")))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| err(e.to_string()))?;
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let in_deps = dir.file_name() == Some(OsStr::new("deps"));
+    if in_deps {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    if in_deps || !path.is_file() {
+        build_once(package, name, &dir).map_err(err)?;
+    }
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(err(format!(
+            "{} does not exist after building",
+            path.display()
+        )))
+    }
+}
+
+/// Runs `cargo build -p package --bin name` at most once per process per binary.
+fn build_once(package: &str, name: &str, out_dir: &Path) -> Result<(), String> {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if built.iter().any(|b| b == name) {
+        return Ok(());
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", package, "--bin", name]);
+    if out_dir.file_name() == Some(OsStr::new("release")) {
+        cmd.arg("--release");
+    }
+    // Build into the same target directory the caller lives in.
+    if let Some(target) = out_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    if let Some(root) = workspace_root() {
+        cmd.current_dir(root);
+    }
+    let out = cmd.output().map_err(|e| format!("running cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo build -p {package} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    built.push(name.to_string());
+    Ok(())
+}
+
+/// The workspace root, known at compile time of this crate.
+fn workspace_root() -> Option<PathBuf> {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_listening_line() {
+        assert_eq!(
+            parse_listening_line("listening on http://127.0.0.1:4321\n"),
+            Some("127.0.0.1:4321".parse().unwrap())
+        );
+        assert_eq!(parse_listening_line("listening on 127.0.0.1:1"), None);
+    }
+}

@@ -1,0 +1,208 @@
+//! The lock-server's command line and environment (C4). Every key can be set
+//! by its environment variable or its flag (the flag wins); bad values are
+//! refused at start with a message naming the key and the accepted range.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use fencepost_api::duration::parse_duration;
+use fencepost_api::grace::{GraceParams, GracePolicy};
+
+use crate::core::Limits;
+
+/// lock-server: sessions, leases and fencing tokens over SQLite or PostgreSQL (fencepost C1).
+///
+/// Durations take a unit: 250ms, 15s, 2m. Every option can also be set by the
+/// environment variable shown.
+///
+/// Examples:
+///   lock-server                                  # sqlite in a temp file, 127.0.0.1:7070
+///   lock-server --store sqlite:/var/lib/fp/lock.sqlite --listen 0.0.0.0:7070
+///   lock-server --store postgres://fencepost@127.0.0.1:5432/fencepost
+///   lock-server --listen 127.0.0.1:0 --store memory: --default-ttl 1s --session-ttl 1s
+///   lock-server --grace 200ms                    # fixed grace instead of the derived one
+#[derive(Debug, Parser)]
+#[command(name = "lock-server", version, verbatim_doc_comment)]
+pub struct Args {
+    /// lock.listen: the address to serve on; port 0 picks a free port. Prints
+    /// `listening on http://IP:PORT` once ready.
+    #[arg(long, env = "LOCK_LISTEN", default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+
+    /// lock.store: memory: (not durable), sqlite:PATH (sqlite: alone = a new
+    /// temp file), or postgres://USER[:PASS]@HOST:PORT/DB.
+    #[arg(long, env = "LOCK_STORE", default_value = "sqlite:")]
+    pub store: String,
+
+    /// lock.session.ttl: the session TTL when L1 asks for none.
+    #[arg(long, env = "LOCK_SESSION_TTL", default_value = "15s")]
+    pub session_ttl: String,
+
+    /// lock.default.ttl: the lease when L4/L5 ask for none.
+    #[arg(long, env = "LOCK_DEFAULT_TTL", default_value = "30s")]
+    pub default_ttl: String,
+
+    /// lock.ttl.min: requested TTLs below are clamped up to this.
+    #[arg(long, env = "LOCK_TTL_MIN", default_value = "100ms")]
+    pub ttl_min: String,
+
+    /// lock.ttl.max: requested TTLs above are clamped down to this.
+    #[arg(long, env = "LOCK_TTL_MAX", default_value = "10m")]
+    pub ttl_max: String,
+
+    /// lock.server.grace: a fixed grace for every grant. Without it grace is
+    /// derived per grant: offset-max + 2 * drift-ppm * 1e-6 * lease + quantum.
+    #[arg(long, env = "LOCK_SERVER_GRACE", conflicts_with_all = ["clock_offset_max", "clock_drift_ppm", "clock_quantum"])]
+    pub grace: Option<String>,
+
+    /// lock.clock.offset-max: the largest clock offset error (derived grace).
+    #[arg(long, env = "LOCK_CLOCK_OFFSET_MAX")]
+    pub clock_offset_max: Option<String>,
+
+    /// lock.clock.drift-ppm: the drift-rate bound per clock, ppm (derived grace).
+    #[arg(long, env = "LOCK_CLOCK_DRIFT_PPM")]
+    pub clock_drift_ppm: Option<String>,
+
+    /// lock.clock.quantum: clock and timer quantisation (derived grace).
+    #[arg(long, env = "LOCK_CLOCK_QUANTUM")]
+    pub clock_quantum: Option<String>,
+}
+
+/// A configuration value that was refused; the message names the key.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}={value:?}: {why}")]
+pub struct ConfigError {
+    /// The C4 key, e.g. `lock.session.ttl`.
+    pub key: &'static str,
+    /// The value given.
+    pub value: String,
+    /// What is accepted.
+    pub why: String,
+}
+
+fn duration(key: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    parse_duration(value).map_err(|e| ConfigError {
+        key,
+        value: value.to_string(),
+        why: e.to_string(),
+    })
+}
+
+/// The largest TTL a grant may have: bounded so every instant stays representable.
+const TTL_CEILING: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Args {
+    /// Checks every value and builds the server's [`Limits`].
+    pub fn limits(&self) -> Result<Limits, ConfigError> {
+        let ttl_min = duration("lock.ttl.min", &self.ttl_min)?;
+        let ttl_max = duration("lock.ttl.max", &self.ttl_max)?;
+        if ttl_min.is_zero() {
+            return Err(ConfigError {
+                key: "lock.ttl.min",
+                value: self.ttl_min.clone(),
+                why: "must be greater than 0".into(),
+            });
+        }
+        if ttl_max < ttl_min || ttl_max > TTL_CEILING {
+            return Err(ConfigError {
+                key: "lock.ttl.max",
+                value: self.ttl_max.clone(),
+                why: format!("must be between lock.ttl.min ({}) and 7 days", self.ttl_min),
+            });
+        }
+        let in_range = |key: &'static str, value: &String| -> Result<Duration, ConfigError> {
+            let d = duration(key, value)?;
+            if d < ttl_min || d > ttl_max {
+                return Err(ConfigError {
+                    key,
+                    value: value.clone(),
+                    why: format!(
+                        "must be within lock.ttl.min..lock.ttl.max ({}..{})",
+                        self.ttl_min, self.ttl_max
+                    ),
+                });
+            }
+            Ok(d)
+        };
+        let session_ttl = in_range("lock.session.ttl", &self.session_ttl)?;
+        let default_ttl = in_range("lock.default.ttl", &self.default_ttl)?;
+        let grace = match &self.grace {
+            Some(g) => GracePolicy::Fixed(duration("lock.server.grace", g)?),
+            None => {
+                let mut p = GraceParams::default();
+                if let Some(v) = &self.clock_offset_max {
+                    p.offset_max = duration("lock.clock.offset-max", v)?;
+                }
+                if let Some(v) = &self.clock_quantum {
+                    p.quantum = duration("lock.clock.quantum", v)?;
+                }
+                if let Some(v) = &self.clock_drift_ppm {
+                    p.drift_ppm = v
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| *n <= 1_000_000)
+                        .ok_or_else(|| ConfigError {
+                            key: "lock.clock.drift-ppm",
+                            value: v.clone(),
+                            why: "must be a whole number of ppm from 0 to 1000000".into(),
+                        })?;
+                }
+                GracePolicy::Derived(p)
+            }
+        };
+        Ok(Limits {
+            default_ttl,
+            session_ttl,
+            ttl_min,
+            ttl_max,
+            grace,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut v = vec!["lock-server"];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v).unwrap()
+    }
+
+    #[test]
+    fn defaults_are_the_c4_values() {
+        assert_eq!(args(&[]).limits().unwrap(), Limits::default());
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let e = args(&["--session-ttl", "-1s"]).limits().unwrap_err();
+        assert!(e.to_string().starts_with("lock.session.ttl="), "{e}");
+        let e = args(&["--default-ttl", "20m"]).limits().unwrap_err();
+        assert!(e.to_string().contains("lock.default.ttl"), "{e}");
+        let e = args(&["--clock-drift-ppm", "lots"]).limits().unwrap_err();
+        assert!(e.to_string().contains("lock.clock.drift-ppm"), "{e}");
+        let e = args(&["--ttl-min", "0s"]).limits().unwrap_err();
+        assert!(e.to_string().contains("lock.ttl.min"), "{e}");
+    }
+
+    #[test]
+    fn fixed_grace_and_derived_parameters_are_read() {
+        let l = args(&["--grace", "200ms"]).limits().unwrap();
+        assert_eq!(l.grace, GracePolicy::Fixed(Duration::from_millis(200)));
+        let l = args(&["--clock-offset-max", "5ms", "--clock-drift-ppm", "10"])
+            .limits()
+            .unwrap();
+        assert_eq!(
+            l.grace,
+            GracePolicy::Derived(GraceParams {
+                offset_max: Duration::from_millis(5),
+                drift_ppm: 10,
+                quantum: Duration::from_millis(1),
+            })
+        );
+    }
+}

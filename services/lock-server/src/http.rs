@@ -1,0 +1,285 @@
+//! The C1 HTTP surface. Handlers read and validate the request, call the
+//! [`LockService`], and map every outcome to a C1 reply in one place
+//! ([`ApiError`]'s `IntoResponse`). Client mistakes are 4xx with a JSON body
+//! `{"code","message"}`; only the store's failure is a 5xx, and it changes nothing.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+
+use fencepost_api::clock::wall_clock_rfc3339_after;
+use fencepost_api::lock::{
+    AcquireRequest, CreateSessionRequest, ErrorBody, HeartbeatReply, LockErrorCode, MAX_BODY_BYTES,
+    MAX_REASON_CHARS, ReleaseRequest, RenewRequest, RevokeRequest, validate_key, validate_owner,
+};
+
+use crate::service::{LockService, ServiceError};
+
+/// An error reply.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    body: ErrorBody,
+}
+
+impl ApiError {
+    /// A reply with a C1 code.
+    pub fn new(code: LockErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::from_u16(code.status()).expect("valid status"),
+            body: ErrorBody {
+                code: code.as_str().to_string(),
+                message: message.into(),
+                retry_after_ms: None,
+                leader: None,
+            },
+        }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        Self::new(LockErrorCode::BadRequest, message)
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Refused(c) => {
+                let mut err = ApiError::new(c.code, c.message);
+                err.body.retry_after_ms = c.retry_after_ms;
+                err
+            }
+            ServiceError::Store(s) => {
+                tracing::error!(error = %s, "store failure");
+                ApiError::new(
+                    LockErrorCode::Unavailable,
+                    "the lock store is unavailable; nothing was changed, retry later",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body)).into_response()
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The router for one lock-server.
+pub fn app(service: Arc<LockService>) -> Router {
+    Router::new()
+        .route("/v1/sessions", post(create_session))
+        .route("/v1/sessions/{session_id}/heartbeat", post(heartbeat))
+        .route("/v1/sessions/{session_id}", delete(delete_session))
+        .route("/v1/locks/{key}/acquire", post(acquire))
+        .route("/v1/locks/{key}/renew", post(renew))
+        .route("/v1/locks/{key}/release", post(release))
+        .route("/v1/locks/{key}/revoke", post(revoke))
+        .route("/v1/locks/{key}", get(info))
+        .route("/v1/config", get(config))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            ApiError::raw(
+                StatusCode::NOT_FOUND,
+                "NOT_FOUND",
+                "no such endpoint; see C1 (L1-L8)",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::raw(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "METHOD_NOT_ALLOWED",
+                "method not allowed on this path; see C1 (L1-L8)",
+            )
+        })
+        .with_state(service)
+}
+
+impl ApiError {
+    /// A reply outside C1's table (unknown route, wrong method).
+    fn raw(status: StatusCode, code: &str, message: &str) -> Self {
+        ApiError {
+            status,
+            body: ErrorBody {
+                code: code.to_string(),
+                message: message.to_string(),
+                retry_after_ms: None,
+                leader: None,
+            },
+        }
+    }
+}
+
+/// Reads a JSON body of at most [`MAX_BODY_BYTES`]; `empty_ok` turns an empty body into `{}`.
+async fn read_json<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+    empty_ok: bool,
+) -> ApiResult<T> {
+    let too_large = || {
+        ApiError::new(
+            LockErrorCode::PayloadTooLarge,
+            format!("request body is over {MAX_BODY_BYTES} bytes"),
+        )
+    };
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > MAX_BODY_BYTES as u64 {
+            return Err(too_large());
+        }
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| too_large())?;
+    let bytes: &[u8] = if empty_ok && bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        &bytes
+    };
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+}
+
+/// Extracts and validates the `{key}` path segment.
+fn key_of(path: Result<Path<String>, PathRejection>) -> ApiResult<String> {
+    let Path(key) = path.map_err(|e| ApiError::bad(format!("bad lock key in path: {e}")))?;
+    validate_key(&key).map_err(ApiError::bad)?;
+    Ok(key)
+}
+
+/// Extracts the `{session_id}` path segment (any id that is not ours is simply unknown).
+fn session_of(path: Result<Path<String>, PathRejection>) -> ApiResult<String> {
+    let Path(id) = path.map_err(|e| ApiError::bad(format!("bad session id in path: {e}")))?;
+    Ok(id)
+}
+
+async fn create_session(
+    State(s): State<Arc<LockService>>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let req: CreateSessionRequest = read_json(&headers, body, false).await?;
+    validate_owner(&req.owner_id).map_err(ApiError::bad)?;
+    let granted = s.create_session(&req.owner_id, req.ttl_ms).await?;
+    Ok((StatusCode::CREATED, Json(granted)).into_response())
+}
+
+async fn heartbeat(
+    State(s): State<Arc<LockService>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<HeartbeatReply>> {
+    let id = session_of(path)?;
+    let _: serde_json::Map<String, serde_json::Value> = read_json(&headers, body, true).await?;
+    let ttl = s.heartbeat(&id).await?;
+    Ok(Json(HeartbeatReply {
+        ttl_ms: ttl.as_millis() as u64,
+        expires_at: wall_clock_rfc3339_after(ttl),
+    }))
+}
+
+async fn delete_session(
+    State(s): State<Arc<LockService>>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<StatusCode> {
+    let id = session_of(path)?;
+    s.delete_session(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn acquire(
+    State(s): State<Arc<LockService>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let key = key_of(path)?;
+    let req: AcquireRequest = read_json(&headers, body, false).await?;
+    let granted = s.acquire(&key, &req.session_id, req.ttl_ms).await?;
+    Ok(Json(granted).into_response())
+}
+
+async fn renew(
+    State(s): State<Arc<LockService>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let key = key_of(path)?;
+    let req: RenewRequest = read_json(&headers, body, false).await?;
+    let granted = s
+        .renew(&key, &req.session_id, req.token, req.ttl_ms)
+        .await?;
+    Ok(Json(granted).into_response())
+}
+
+async fn release(
+    State(s): State<Arc<LockService>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<StatusCode> {
+    let key = key_of(path)?;
+    let req: ReleaseRequest = read_json(&headers, body, false).await?;
+    s.release(&key, &req.session_id, req.token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn revoke(
+    State(s): State<Arc<LockService>>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let key = key_of(path)?;
+    let req: RevokeRequest = read_json(&headers, body, false).await?;
+    let n = req.reason.chars().count();
+    if n == 0 || n > MAX_REASON_CHARS {
+        return Err(ApiError::bad(format!(
+            "reason is {n} characters; it must be 1-{MAX_REASON_CHARS}"
+        )));
+    }
+    Ok(Json(s.revoke(&key, &req.reason).await?).into_response())
+}
+
+async fn info(
+    State(s): State<Arc<LockService>>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Response> {
+    let key = key_of(path)?;
+    Ok(Json(s.info(&key)?).into_response())
+}
+
+async fn config(State(s): State<Arc<LockService>>) -> Response {
+    Json(s.config_view()).into_response()
+}
+
+async fn readyz(State(s): State<Arc<LockService>>) -> ApiResult<&'static str> {
+    s.ready()
+        .await
+        .map_err(|e| ServiceError::Store(e).into())
+        .map(|_| "ready\n")
+}
+
+async fn metrics(State(s): State<Arc<LockService>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics_text(),
+    )
+        .into_response()
+}

@@ -1,0 +1,69 @@
+//! `lock-server`: fencepost's lock service (C1). Sessions, leases, strictly
+//! increasing fencing tokens and grace, with the tokens, holders and sessions
+//! persisted in a [`store::LockStore`] (SQLite embedded, or PostgreSQL) and the
+//! leases and session liveness kept in memory and decided on a monotonic
+//! [`fencepost_api::Clock`].
+//!
+//! Layout: [`core`] is the pure state machine, [`service`] wires it to a store
+//! and a clock, [`http`] is the C1 surface, [`config`] the C4 keys, and [`run`]
+//! serves a bound listener until a shutdown future resolves.
+
+pub mod config;
+pub mod core;
+pub mod http;
+pub mod service;
+pub mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use fencepost_api::Clock;
+
+pub use crate::core::Limits;
+pub use crate::service::LockService;
+
+/// Serves `service` on `listener` until `shutdown` resolves, running the
+/// sweeper beside it. In-flight requests finish before this returns.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    service: Arc<LockService>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    // The sweeper retires expired sessions and grants; it stops with the server.
+    let sweeper = {
+        let service = service.clone();
+        let mut stop = stop_tx.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(service::SWEEP_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => service.sweep().await,
+                    _ = stop.changed() => break,
+                }
+            }
+        })
+    };
+    let served = axum::serve(listener, http::app(service))
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = stop_rx.changed() => {}
+            }
+        })
+        .await;
+    let _ = stop_tx.send(true);
+    let _ = sweeper.await;
+    served
+}
+
+/// Opens the store named by `url` and starts a service on `clock`.
+pub async fn start_service(
+    limits: Limits,
+    store_url: &str,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<LockService>, store::StoreError> {
+    let store = store::open(store_url).await?;
+    LockService::start(limits, store, clock).await
+}

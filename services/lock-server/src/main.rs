@@ -1,0 +1,82 @@
+//! The `lock-server` binary: parse the C4 options, open the store, bind, print
+//! `listening on http://IP:PORT`, serve until SIGTERM or Ctrl-C.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use clap::Parser;
+use fencepost_api::MonotonicClock;
+use lock_server::config::Args;
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let limits = match args.limits() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("lock-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    let service = match lock_server::start_service(
+        limits,
+        &args.store,
+        Arc::new(MonotonicClock::new()),
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lock-server: cannot open the store: {e}");
+            std::process::exit(1);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!(
+                "lock-server: cannot listen on {} (lock.listen): {e}",
+                args.listen
+            );
+            std::process::exit(1);
+        }
+    };
+    let addr = listener
+        .local_addr()
+        .expect("bound listener has an address");
+    tracing::info!(store = %service.config_view().store, %addr, "lock-server ready");
+    println!("listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    if let Err(e) = lock_server::run(listener, service, shutdown_signal()).await {
+        eprintln!("lock-server: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,199 @@
+//! Where grants, tokens and holders are persisted. A [`LockStore`] is the
+//! durable half of the lock-server: the fencing token of every grant is issued
+//! by the store and persisted before the grant is returned, so tokens only go
+//! up across crashes and restarts. Leases and session liveness are *not*
+//! persisted: they live in memory on the serving process (a heartbeat never
+//! writes), and a restarted server restarts them from its own start instant.
+//!
+//! Implementations: [`memory::MemoryStore`] (`memory:`, not durable, for tests
+//! and quick runs), [`sqlite::SqliteStore`] (`sqlite:PATH`, the embedded
+//! default) and [`postgres::PostgresStore`] (`postgres://…`).
+
+pub mod memory;
+pub mod postgres;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+/// A failure of the store itself (never of the client's request). The server
+/// answers it with `503 UNAVAILABLE` and changes nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused or failed; check the file's path, permissions and disk.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL refused or failed; check the server is up and the URL's credentials.
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No connection could be had from the pool; the database is down or overloaded.
+    #[error("postgres pool: {0}")]
+    Pool(String),
+    /// The store URL is not one of `memory:`, `sqlite:PATH`, `postgres://…`.
+    #[error(
+        "lock.store={0:?} is not a store URL; use memory:, sqlite:PATH (or sqlite: for a temp file) or postgres://USER@HOST:PORT/DB"
+    )]
+    BadUrl(String),
+    /// A blocking store task panicked or was cancelled.
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+/// A persisted session: enough to restore it at a takeover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// The session id.
+    pub id: String,
+    /// Who opened it.
+    pub owner_id: String,
+    /// The TTL granted, ms.
+    pub ttl_ms: u64,
+}
+
+/// A persisted grant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantRecord {
+    /// Its fencing token.
+    pub token: u64,
+    /// The holding session.
+    pub session_id: String,
+    /// The lease granted, ms.
+    pub lease_ms: u64,
+}
+
+/// A persisted key: its last token and its holder, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// The key.
+    pub key: String,
+    /// The last token ever issued for it.
+    pub last_token: u64,
+    /// The current holder, if not released.
+    pub holder: Option<GrantRecord>,
+}
+
+/// Everything a store holds, read at start-up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Sessions not deleted or expired.
+    pub sessions: Vec<SessionRecord>,
+    /// Every key ever granted.
+    pub keys: Vec<KeyRecord>,
+}
+
+/// The durable state of a lock-server. Every method is atomic: it either
+/// persists all of its effect or fails having persisted nothing.
+#[async_trait]
+pub trait LockStore: Send + Sync {
+    /// `memory`, `sqlite` or `postgres`, for `/v1/config` and logs.
+    fn kind(&self) -> &'static str;
+
+    /// Reads everything persisted (start-up recovery).
+    async fn load(&self) -> Result<Snapshot, StoreError>;
+
+    /// Persists a new session.
+    async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+
+    /// Forgets a session and clears every grant it holds.
+    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError>;
+
+    /// Issues the key's next token — strictly greater than every token ever
+    /// issued for it, including by earlier processes — and records `session_id`
+    /// as its holder with `lease_ms`, durably, before returning the token.
+    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError>;
+
+    /// Records a renew's new lease for the grant `(key, token)`; a no-op if
+    /// that grant is no longer the holder.
+    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError>;
+
+    /// Clears the holder of `key` if it is still the grant with `token`
+    /// (release, revoke, expiry); the key's last token is kept.
+    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError>;
+
+    /// Checks the store answers (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Opens the store named by a `lock.store` URL: `memory:`, `sqlite:PATH`
+/// (`sqlite:` alone: a fresh file in the temp dir), or `postgres://…`
+/// (migrations are applied at start).
+pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
+    if url == "memory:" {
+        return Ok(Arc::new(memory::MemoryStore::default()));
+    }
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let path = if path.is_empty() {
+            std::env::temp_dir().join(format!("fencepost-lock-{}.sqlite", std::process::id()))
+        } else {
+            std::path::PathBuf::from(path)
+        };
+        return Ok(Arc::new(sqlite::SqliteStore::open(&path).await?));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Arc::new(postgres::PostgresStore::connect(url).await?));
+    }
+    Err(StoreError::BadUrl(url.to_string()))
+}
+
+/// The schema both SQL stores share (SQLite and PostgreSQL both take it).
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS fp_sessions (
+    id       TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL,
+    ttl_ms   BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fp_locks (
+    key            TEXT PRIMARY KEY,
+    last_token     BIGINT NOT NULL,
+    holder_session TEXT,
+    holder_token   BIGINT,
+    lease_ms       BIGINT
+);
+CREATE INDEX IF NOT EXISTS fp_locks_holder ON fp_locks (holder_session);
+";
+
+/// Issues the next token and sets the holder in one statement.
+pub(crate) const GRANT_SQL: &str = "
+INSERT INTO fp_locks (key, last_token, holder_session, holder_token, lease_ms)
+VALUES ($1, 1, $2, 1, $3)
+ON CONFLICT (key) DO UPDATE SET
+    last_token     = fp_locks.last_token + 1,
+    holder_session = excluded.holder_session,
+    holder_token   = fp_locks.last_token + 1,
+    lease_ms       = excluded.lease_ms
+RETURNING last_token";
+
+pub(crate) const CLEAR_GRANT_SQL: &str = "UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL WHERE key = $1 AND holder_token = $2";
+pub(crate) const CLEAR_SESSION_GRANTS_SQL: &str = "UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL WHERE holder_session = $1";
+pub(crate) const DELETE_SESSION_SQL: &str = "DELETE FROM fp_sessions WHERE id = $1";
+pub(crate) const INSERT_SESSION_SQL: &str =
+    "INSERT INTO fp_sessions (id, owner_id, ttl_ms) VALUES ($1, $2, $3)";
+pub(crate) const SET_LEASE_SQL: &str =
+    "UPDATE fp_locks SET lease_ms = $3 WHERE key = $1 AND holder_token = $2";
+pub(crate) const SELECT_SESSIONS_SQL: &str = "SELECT id, owner_id, ttl_ms FROM fp_sessions";
+pub(crate) const SELECT_LOCKS_SQL: &str =
+    "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks";
+
+/// Builds a [`KeyRecord`] from one `fp_locks` row's columns.
+pub(crate) fn key_record(
+    key: String,
+    last_token: i64,
+    holder_session: Option<String>,
+    holder_token: Option<i64>,
+    lease_ms: Option<i64>,
+) -> KeyRecord {
+    let holder = match (holder_session, holder_token, lease_ms) {
+        (Some(session_id), Some(token), Some(lease_ms)) => Some(GrantRecord {
+            token: token as u64,
+            session_id,
+            lease_ms: lease_ms as u64,
+        }),
+        _ => None,
+    };
+    KeyRecord {
+        key,
+        last_token: last_token as u64,
+        holder,
+    }
+}

@@ -1,0 +1,173 @@
+//! `sqlite:PATH` — the embedded default. One connection in WAL mode with
+//! `synchronous=FULL`, so a grant's token is on disk before the grant is
+//! returned and survives a kill -9 (and a power loss). Calls run on tokio's
+//! blocking pool; the connection mutex is never held across an await.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{
+    CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
+    LockStore, SCHEMA, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord,
+    Snapshot, StoreError, key_record,
+};
+
+/// A store in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    /// The one connection; SQLite serialises writers anyway.
+    conn: Arc<Mutex<Connection>>,
+    /// The file, for logs.
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and applies the schema.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        let path = path.to_path_buf();
+        let p = path.clone();
+        let conn = tokio::task::spawn_blocking(move || -> Result<Connection, StoreError> {
+            let conn = Connection::open(&p)?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))?;
+            conn.execute_batch(SCHEMA)?;
+            Ok(conn)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))??;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn run<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut guard).map_err(StoreError::from)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+}
+
+/// SQLite's placeholders are `?1`; the shared SQL uses PostgreSQL's `$1`.
+fn q(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+#[async_trait]
+impl LockStore for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn load(&self) -> Result<Snapshot, StoreError> {
+        self.run(|c| {
+            let sessions = c
+                .prepare(SELECT_SESSIONS_SQL)?
+                .query_map([], |r| {
+                    Ok(SessionRecord {
+                        id: r.get(0)?,
+                        owner_id: r.get(1)?,
+                        ttl_ms: r.get::<_, i64>(2)? as u64,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let keys = c
+                .prepare(SELECT_LOCKS_SQL)?
+                .query_map([], |r| {
+                    Ok(key_record(
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Snapshot { sessions, keys })
+        })
+        .await
+    }
+
+    async fn create_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
+        let s = s.clone();
+        self.run(move |c| {
+            c.execute(
+                &q(INSERT_SESSION_SQL),
+                params![s.id, s.owner_id, s.ttl_ms as i64],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
+        let id = session_id.to_string();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            tx.execute(&q(CLEAR_SESSION_GRANTS_SQL), params![id])?;
+            tx.execute(&q(DELETE_SESSION_SQL), params![id])?;
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
+        let (key, id) = (key.to_string(), session_id.to_string());
+        self.run(move |c| {
+            let token: i64 =
+                c.query_row(&q(GRANT_SQL), params![key, id, lease_ms as i64], |r| {
+                    r.get(0)
+                })?;
+            Ok(token as u64)
+        })
+        .await
+    }
+
+    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
+        let key = key.to_string();
+        self.run(move |c| {
+            c.execute(
+                &q(SET_LEASE_SQL),
+                params![key, token as i64, lease_ms as i64],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
+        let key = key.to_string();
+        self.run(move |c| {
+            c.execute(&q(CLEAR_GRANT_SQL), params![key, token as i64])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.run(|c| {
+            c.query_row("SELECT 1", [], |_| Ok(()))
+                .optional()
+                .map(|_| ())
+        })
+        .await
+    }
+}
