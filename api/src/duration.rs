@@ -74,7 +74,7 @@ pub fn format_duration(d: Duration) -> String {
         ("ms", 1_000_000),
         ("us", 1_000),
     ] {
-        if n != 0 && n % size == 0 {
+        if n != 0 && n.is_multiple_of(size) {
             return format!("{}{unit}", n / size);
         }
     }

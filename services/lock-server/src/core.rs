@@ -555,10 +555,10 @@ impl LockTable {
             .collect();
         let mut lapsed_grants = Vec::new();
         for (key, entry) in &self.keys {
-            if let Some(g) = &entry.grant {
-                if self.grant_state(g, now).0 == LockState::Free {
-                    lapsed_grants.push((key.clone(), g.token));
-                }
+            if let Some(g) = &entry.grant
+                && self.grant_state(g, now).0 == LockState::Free
+            {
+                lapsed_grants.push((key.clone(), g.token));
             }
         }
         for (key, token) in lapsed_grants {
@@ -573,6 +573,18 @@ impl LockTable {
         self.expired
             .retain(|_, at| !now.has_reached(at.saturating_add(TOMBSTONE_KEEP)));
         out
+    }
+
+    /// A canonical text of the whole table (sorted), so tests can assert that a
+    /// refused request changed nothing.
+    pub fn digest(&self) -> String {
+        let mut sessions: Vec<_> = self.sessions.values().map(|s| format!("{s:?}")).collect();
+        sessions.sort();
+        let mut expired: Vec<_> = self.expired.iter().map(|e| format!("{e:?}")).collect();
+        expired.sort();
+        let mut keys: Vec<_> = self.keys.iter().map(|k| format!("{k:?}")).collect();
+        keys.sort();
+        format!("sessions={sessions:?}\nexpired={expired:?}\nkeys={keys:?}")
     }
 
     // ----- recovery -----------------------------------------------------

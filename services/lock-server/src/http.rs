@@ -134,14 +134,12 @@ async fn read_json<T: DeserializeOwned>(
             format!("request body is over {MAX_BODY_BYTES} bytes"),
         )
     };
-    if let Some(len) = headers
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > MAX_BODY_BYTES as u64 {
-            return Err(too_large());
-        }
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
     }
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await

@@ -371,6 +371,24 @@ impl LockService {
         out
     }
 
+    /// A canonical text of the in-memory table and the store's contents, so a
+    /// test can assert that a refused request changed nothing.
+    pub async fn state_digest(&self) -> String {
+        let table = self.table().digest();
+        let mut stored = self
+            .store
+            .load()
+            .await
+            .map(|s| {
+                let mut v: Vec<String> = s.sessions.iter().map(|x| format!("{x:?}")).collect();
+                v.extend(s.keys.iter().map(|x| format!("{x:?}")));
+                v
+            })
+            .unwrap_or_else(|e| vec![format!("store error: {e}")]);
+        stored.sort();
+        format!("{table}\nstore={stored:?}")
+    }
+
     /// The state a key is in now (tests and tools).
     pub fn state_of(&self, key: &str) -> Option<LockState> {
         self.info(key).ok().map(|i| i.state)

@@ -94,10 +94,10 @@ impl LockStore for MemoryStore {
 
     async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
         self.with(|t| {
-            if let Some(k) = t.keys.get_mut(key) {
-                if k.holder.as_ref().is_some_and(|h| h.token == token) {
-                    k.holder = None;
-                }
+            if let Some(k) = t.keys.get_mut(key)
+                && k.holder.as_ref().is_some_and(|h| h.token == token)
+            {
+                k.holder = None;
             }
         });
         Ok(())

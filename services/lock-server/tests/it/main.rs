@@ -1,0 +1,8 @@
+//! lock-server integration tests: one binary, one module per concern.
+
+mod boundaries;
+mod processes;
+mod proptest_router;
+mod semantics;
+mod store_suite;
+mod support;

@@ -1,0 +1,160 @@
+//! One suite, every store: the [`LockStore`] contract (tokens only go up, even
+//! across reopening; holders are compare-and-clear by token) and the service's
+//! recovery from what a store holds. Each test is a generic async fn over a
+//! [`StoreKind`]; the macro at the bottom instantiates it per store. The
+//! PostgreSQL instances skip outside CI when no database is configured, and
+//! fail in CI.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencepost_api::clock::{FakeClock, MonoTime};
+use lock_server::store::{self, GrantRecord, LockStore, SessionRecord};
+use lock_server::{Limits, LockService};
+
+use crate::support::StoreKind;
+
+fn session(id: &str) -> SessionRecord {
+    SessionRecord {
+        id: id.into(),
+        owner_id: format!("owner-{id}"),
+        ttl_ms: 1_000,
+    }
+}
+
+async fn tokens_only_go_up_even_after_reopening(kind: StoreKind) {
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let s = store::open(&url).await.unwrap();
+    s.create_session(&session("s1")).await.unwrap();
+    assert_eq!(s.grant("k", "s1", 1_000).await.unwrap(), 1);
+    assert_eq!(s.grant("k", "s1", 1_000).await.unwrap(), 2);
+    assert_eq!(s.grant("other", "s1", 1_000).await.unwrap(), 1);
+    s.clear_grant("k", 2).await.unwrap();
+    // memory: lives only as long as the process, so it is not reopened.
+    let s = if matches!(kind, StoreKind::Memory) {
+        s
+    } else {
+        drop(s);
+        store::open(&url).await.unwrap()
+    };
+    let snap = s.load().await.unwrap();
+    let k = snap.keys.iter().find(|k| k.key == "k").unwrap();
+    assert_eq!((k.last_token, &k.holder), (2, &None));
+    assert_eq!(s.grant("k", "s1", 1_000).await.unwrap(), 3);
+}
+
+async fn clear_grant_only_clears_the_matching_token(kind: StoreKind) {
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let s = store::open(&url).await.unwrap();
+    let t = s.grant("k", "s1", 500).await.unwrap();
+    s.clear_grant("k", t + 1).await.unwrap();
+    s.set_lease("k", t, 700).await.unwrap();
+    s.set_lease("k", t + 1, 900).await.unwrap();
+    let snap = s.load().await.unwrap();
+    assert_eq!(
+        snap.keys[0].holder,
+        Some(GrantRecord {
+            token: t,
+            session_id: "s1".into(),
+            lease_ms: 700
+        })
+    );
+    s.clear_grant("k", t).await.unwrap();
+    assert_eq!(s.load().await.unwrap().keys[0].holder, None);
+}
+
+async fn deleting_a_session_clears_every_grant_it_holds(kind: StoreKind) {
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let s = store::open(&url).await.unwrap();
+    s.create_session(&session("a")).await.unwrap();
+    s.create_session(&session("b")).await.unwrap();
+    s.grant("k1", "a", 1_000).await.unwrap();
+    s.grant("k2", "a", 1_000).await.unwrap();
+    s.grant("k3", "b", 1_000).await.unwrap();
+    s.delete_session("a").await.unwrap();
+    let snap = s.load().await.unwrap();
+    assert_eq!(snap.sessions, vec![session("b")]);
+    let mut held: Vec<_> = snap
+        .keys
+        .iter()
+        .filter_map(|k| {
+            k.holder
+                .as_ref()
+                .map(|h| (k.key.clone(), h.session_id.clone()))
+        })
+        .collect();
+    held.sort();
+    assert_eq!(held, vec![("k3".to_string(), "b".to_string())]);
+    s.ping().await.unwrap();
+}
+
+async fn a_restarted_service_restores_grants_with_leases_from_its_own_start(kind: StoreKind) {
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let store: Arc<dyn LockStore> = store::open(&url).await.unwrap();
+    let clock = FakeClock::new(MonoTime::from_nanos(5_000_000_000));
+    let first = LockService::start(Limits::default(), store.clone(), Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    let sid = first
+        .create_session("worker", Some(1_000))
+        .await
+        .unwrap()
+        .session_id;
+    let granted = first.acquire("k", &sid, Some(2_000)).await.unwrap();
+    drop(first);
+
+    // A new process: its monotonic clock knows nothing of the old one (it even starts lower).
+    let store: Arc<dyn LockStore> = if matches!(kind, StoreKind::Memory) {
+        store
+    } else {
+        store::open(&url).await.unwrap()
+    };
+    let clock2 = FakeClock::new(MonoTime::from_nanos(1));
+    let second = LockService::start(Limits::default(), store, Arc::new(clock2.clone()))
+        .await
+        .unwrap();
+    let info = second.info("k").unwrap();
+    assert_eq!(info.token, granted.token);
+    assert_eq!(info.state, fencepost_api::lock::LockState::Held);
+    // The restored session lives a full TTL from the takeover, and a heartbeat keeps it.
+    clock2.advance(Duration::from_millis(900));
+    second.heartbeat(&sid).await.unwrap();
+    // The grant renews with the same token.
+    let renewed = second
+        .renew("k", &sid, granted.token, Some(2_000))
+        .await
+        .unwrap();
+    assert_eq!(renewed.token, granted.token);
+    // A rival gets a strictly higher token once the holder releases.
+    second.release("k", &sid, granted.token).await.unwrap();
+    let rival = second
+        .create_session("rival", None)
+        .await
+        .unwrap()
+        .session_id;
+    let next = second.acquire("k", &rival, None).await.unwrap();
+    assert!(next.token > granted.token);
+}
+
+macro_rules! store_suite {
+    ($($test:ident),* $(,)?) => {
+        mod memory { $( #[tokio::test] async fn $test() { super::$test(super::StoreKind::Memory).await } )* }
+        mod sqlite { $( #[tokio::test] async fn $test() { super::$test(super::StoreKind::Sqlite).await } )* }
+        mod postgres { $( #[tokio::test] async fn $test() { super::$test(super::StoreKind::Postgres).await } )* }
+    };
+}
+
+store_suite!(
+    tokens_only_go_up_even_after_reopening,
+    clear_grant_only_clears_the_matching_token,
+    deleting_a_session_clears_every_grant_it_holds,
+    a_restarted_service_restores_grants_with_leases_from_its_own_start,
+);

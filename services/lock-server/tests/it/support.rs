@@ -1,0 +1,186 @@
+//! Shared test plumbing: a service on a fake clock behind the router (no
+//! socket), one-shot JSON calls, and the stores every suite runs against.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use fencepost_api::clock::{FakeClock, MonoTime};
+use http_body_util::BodyExt;
+use lock_server::store::{self, LockStore};
+use lock_server::{Limits, LockService};
+use serde_json::Value;
+use tower::ServiceExt;
+
+/// A lock-server on a fake clock, driven through its router without a socket.
+pub struct TestServer {
+    /// The service (for digests and direct calls).
+    pub service: Arc<LockService>,
+    /// The clock every expiry decision reads; advance it to move time.
+    pub clock: FakeClock,
+    /// The C1 router.
+    pub app: Router,
+}
+
+impl TestServer {
+    /// A server with `limits` over `store`, its fake clock starting at 1 s.
+    pub async fn new(limits: Limits, store: Arc<dyn LockStore>) -> Self {
+        let clock = FakeClock::new(MonoTime::from_nanos(1_000_000_000));
+        let service = LockService::start(limits, store, Arc::new(clock.clone()))
+            .await
+            .expect("service starts");
+        let app = lock_server::http::app(service.clone());
+        TestServer {
+            service,
+            clock,
+            app,
+        }
+    }
+
+    /// A server with default limits on the memory store.
+    pub async fn memory() -> Self {
+        Self::new(
+            Limits::default(),
+            Arc::new(store::memory::MemoryStore::default()),
+        )
+        .await
+    }
+
+    /// Sends one request; returns the status and the JSON body (Null if empty or not JSON).
+    pub async fn call(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        self.call_raw(method, uri, body.into_bytes()).await
+    }
+
+    /// Sends raw bytes as the body.
+    pub async fn call_raw(&self, method: Method, uri: &str, body: Vec<u8>) -> (StatusCode, Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .expect("request builds");
+        let resp = self.app.clone().oneshot(req).await.expect("router answers");
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, json)
+    }
+
+    /// L1 with an owner and a TTL; returns the session id.
+    pub async fn open_session(&self, owner: &str, ttl_ms: u64) -> String {
+        let (st, body) = self
+            .call(
+                Method::POST,
+                "/v1/sessions",
+                Some(serde_json::json!({"owner_id": owner, "ttl_ms": ttl_ms})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{body}");
+        body["session_id"].as_str().expect("session_id").to_string()
+    }
+
+    /// L4; returns (status, body).
+    pub async fn acquire(&self, key: &str, session: &str, ttl_ms: u64) -> (StatusCode, Value) {
+        self.call(
+            Method::POST,
+            &format!("/v1/locks/{key}/acquire"),
+            Some(serde_json::json!({"session_id": session, "ttl_ms": ttl_ms})),
+        )
+        .await
+    }
+
+    /// L7's `state` field, or the error code.
+    pub async fn state(&self, key: &str) -> String {
+        let (_, body) = self
+            .call(Method::GET, &format!("/v1/locks/{key}"), None)
+            .await;
+        body["state"]
+            .as_str()
+            .or(body["code"].as_str())
+            .unwrap_or("?")
+            .to_string()
+    }
+}
+
+/// A fresh, unique directory under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "fencepost-test-{tag}-{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// The PostgreSQL URL for tests (`FENCEPOST_TEST_PG_URL`), or `None` to skip.
+/// With `CI=true` a missing PostgreSQL fails the test instead of skipping it.
+pub fn pg_url() -> Option<String> {
+    match std::env::var("FENCEPOST_TEST_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but FENCEPOST_TEST_PG_URL is not set: .ci/run must start PostgreSQL")
+        }
+        _ => {
+            eprintln!(
+                "skipping PostgreSQL test: set FENCEPOST_TEST_PG_URL (scripts/pg-test-cluster.sh start)"
+            );
+            None
+        }
+    }
+}
+
+/// A store URL for a fresh, empty schema in the test database, so tests
+/// running in parallel never see each other's keys.
+pub async fn fresh_pg_store_url() -> Option<String> {
+    let url = pg_url()?;
+    let schema = format!("t_{:016x}", rand::random::<u64>());
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {url}: {e}"));
+    let task = tokio::spawn(conn);
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("create schema");
+    drop(client);
+    let _ = task.await;
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{sep}options=-csearch_path%3D{schema}"))
+}
+
+/// Which store a suite runs against.
+#[derive(Clone, Copy, Debug)]
+pub enum StoreKind {
+    /// `memory:`
+    Memory,
+    /// `sqlite:` in a fresh temp dir.
+    Sqlite,
+    /// `postgres://` in a fresh schema.
+    Postgres,
+}
+
+impl StoreKind {
+    /// A store URL of this kind, fresh and empty; `None` to skip (no PostgreSQL outside CI).
+    pub async fn fresh_url(self) -> Option<String> {
+        match self {
+            StoreKind::Memory => Some("memory:".into()),
+            StoreKind::Sqlite => Some(format!(
+                "sqlite:{}",
+                temp_dir("sqlite").join("lock.sqlite").display()
+            )),
+            StoreKind::Postgres => fresh_pg_store_url().await,
+        }
+    }
+}
