@@ -1,0 +1,292 @@
+//! The built `rail-stub` binary: the `listening on` line, SIGTERM, exit code 2
+//! on bad values, `--help`, and the SQLite ledger surviving a killed process.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{temp_path, wait_until};
+
+/// A running rail-stub child and its base URL.
+struct Running {
+    child: Child,
+    base: String,
+    /// The rest of stdout, after the `listening on` line.
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary with `args` and waits (20 s at most) for its one line.
+fn start(args: &[&str]) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rail-stub"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // Read the first line on a thread so a silent child cannot hang the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+        stdout
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("no `listening on` line within 20 s");
+    let stdout = reader.join().unwrap();
+    let base = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    assert!(
+        base.starts_with("http://127.0.0.1:") && !base.ends_with(":0"),
+        "{base}"
+    );
+    Running {
+        child,
+        base,
+        stdout,
+    }
+}
+
+/// Sends SIGTERM and waits (10 s at most) for the exit status.
+async fn terminate(mut running: Running) -> (std::process::ExitStatus, String) {
+    let pid = running.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut status = None;
+    wait_until(Duration::from_secs(10), || {
+        status = running.child.try_wait().unwrap();
+        status.is_some()
+    })
+    .await;
+    let status = status.expect("rail-stub did not stop within 10 s of SIGTERM");
+    let mut rest = String::new();
+    running.stdout.read_to_string(&mut rest).unwrap();
+    (status, rest)
+}
+
+#[tokio::test]
+async fn the_binary_prints_one_listening_line_serves_and_stops_on_sigterm() {
+    let rail = start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--latency",
+        "fixed:1ms",
+        "--seed",
+        "5",
+    ]);
+    let http = reqwest::Client::new();
+    let health: Value = http
+        .get(format!("{}/healthz", rail.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (health["seed"].as_u64(), health["latency"].as_str()),
+        (Some(5), Some("fixed:1ms"))
+    );
+
+    let created = http
+        .post(format!("{}/v1/payouts", rail.base))
+        .json(&json!({"payout_id": "p-1", "amount_minor": 1, "currency": "EUR"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    // Over a real socket the declared length is checked before reading.
+    let big = http
+        .post(format!("{}/v1/payouts/p-1/claim", rail.base))
+        .header("content-type", "application/json")
+        .body(vec![b' '; 70 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 413);
+    assert_eq!(
+        big.json::<Value>().await.unwrap()["code"],
+        "PAYLOAD_TOO_LARGE"
+    );
+
+    let (status, rest) = terminate(rail).await;
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        rest, "",
+        "stdout must hold exactly the one `listening on` line"
+    );
+}
+
+#[tokio::test]
+async fn the_sqlite_ledger_survives_a_killed_and_restarted_binary() {
+    let dir = temp_path("binary-restart");
+    let ledger = format!("sqlite:{}", dir.join("rail.db").display());
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--latency",
+        "fixed:0ms",
+        "--ledger",
+        &ledger,
+    ];
+    let http = reqwest::Client::new();
+    let before: Value = {
+        let mut rail = start(&args);
+        let post = |path: String, body: Value| {
+            http.post(format!("{}{path}", rail.base)).json(&body).send()
+        };
+        assert_eq!(
+            post("/v1/payouts/bulk".into(), json!({"count": 2}))
+                .await
+                .unwrap()
+                .status(),
+            201
+        );
+        assert_eq!(
+            post("/v1/payouts/p-000001/claim".into(), json!({"token": 4}))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        assert_eq!(
+            post("/v1/payouts/p-000001/submit".into(), json!({"token": 4}))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        assert_eq!(
+            post("/v1/payouts/p-000002/claim".into(), json!({"token": 9}))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        assert_eq!(
+            post("/v1/payouts/p-000002/claim".into(), json!({"token": 8}))
+                .await
+                .unwrap()
+                .status(),
+            409
+        );
+        let before = http
+            .get(format!("{}/v1/ledger", rail.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        // SIGKILL: no shutdown path runs; only what was persisted before each reply survives.
+        rail.child.kill().unwrap();
+        rail.child.wait().unwrap();
+        before
+    };
+    let rail = start(&args);
+    let after: Value = http
+        .get(format!("{}/v1/ledger", rail.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+    assert_eq!(after["counters"]["fenced_out_fence1"], 1);
+    let stale = http
+        .post(format!("{}/v1/payouts/p-000002/submit", rail.base))
+        .json(&json!({"token": 8}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 409);
+    drop(rail);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_values_exit_2_naming_the_flag() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rail-stub"));
+        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    for (args, env, flag) in [
+        (&["--latency", "gauss:5ms"][..], &[][..], "--latency"),
+        (
+            &["--latency", "uniform:50ms..10ms"][..],
+            &[][..],
+            "--latency",
+        ),
+        (
+            &[][..],
+            &[("RAIL_LATENCY", "lognormal:p50=1s,p99=1ms")][..],
+            "--latency",
+        ),
+        (
+            &[][..],
+            &[("RAIL_LISTEN", "not-an-address")][..],
+            "--listen",
+        ),
+        (&[][..], &[("RAIL_SEED", "seven")][..], "--seed"),
+        (&["--ledger", "postgres://db"][..], &[][..], "--ledger"),
+    ] {
+        let (code, stderr) = run(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?} {env:?}: {stderr}");
+    }
+}
+
+#[test]
+fn help_teaches_the_latency_forms_and_the_environment_variables() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rail-stub"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "fixed:5ms",
+        "uniform:10ms..50ms",
+        "lognormal:p50=40ms,p99=400ms",
+        "RAIL_LISTEN",
+        "RAIL_LATENCY",
+        "RAIL_SEED",
+        "RAIL_LEDGER",
+        "sqlite:PATH",
+        "listening on http://IP:PORT",
+    ] {
+        assert!(
+            help.contains(needle),
+            "--help should mention {needle}:\n{help}"
+        );
+    }
+}
