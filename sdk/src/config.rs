@@ -1,0 +1,368 @@
+//! [`LockClientConfig`]: the C4 keys the SDK reads (environment first, then
+//! explicit values set on the config), and their validation. A bad value is
+//! refused with an error naming the key and the accepted range; nothing
+//! starts half-configured.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencepost_api::duration::{DurationParseError, parse_duration};
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::lease;
+
+/// C4 key of the safety margin.
+pub const KEY_MARGIN: &str = "lock.client.safety-margin";
+/// C4 key of the default lease TTL.
+pub const KEY_DEFAULT_TTL: &str = "lock.default.ttl";
+/// C4 key of the session TTL.
+pub const KEY_SESSION_TTL: &str = "lock.session.ttl";
+/// The SDK's name for the per-request timeout (not a C4 key; config only).
+pub const KEY_REQUEST_TIMEOUT: &str = "lock.client.request-timeout";
+/// The SDK's name for the lock-server base URL (not a C4 key).
+pub const KEY_BASE_URL: &str = "lock.client.base-url";
+
+/// Environment variable of [`KEY_MARGIN`].
+pub const ENV_MARGIN: &str = "LOCK_CLIENT_SAFETY_MARGIN";
+/// Environment variable of [`KEY_DEFAULT_TTL`].
+pub const ENV_DEFAULT_TTL: &str = "LOCK_DEFAULT_TTL";
+/// Environment variable of [`KEY_SESSION_TTL`].
+pub const ENV_SESSION_TTL: &str = "LOCK_SESSION_TTL";
+
+/// How the safety margin of ADR-006 D1 is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MarginPolicy {
+    /// The same margin for every grant: `0 ≤ m < 1`, default 0.30.
+    Fixed(f64),
+    /// ADR-006's deferred V2: `margin = clamp(k × p99_rtt / lease, floor, ceiling)`,
+    /// with `p99_rtt` the 99th percentile of the client's observed L2/L5 RTTs
+    /// (the histogram of [`LockClient::rtt_histogram`](crate::LockClient::rtt_histogram)).
+    /// Warm-up: while fewer than
+    /// [`ADAPTIVE_WARMUP_SAMPLES`](crate::lease::ADAPTIVE_WARMUP_SAMPLES) RTTs
+    /// are recorded (also after [`reset_rtt`](crate::LockClient::reset_rtt)),
+    /// the margin is `ceiling`.
+    Adaptive {
+        /// How many p99 RTTs of the lease to keep in reserve (> 0).
+        k: f64,
+        /// The smallest margin ever used, `0 ≤ floor ≤ ceiling`.
+        floor: f64,
+        /// The largest margin ever used, and the warm-up margin, `< 1`.
+        ceiling: f64,
+    },
+}
+
+impl Default for MarginPolicy {
+    /// `Fixed(0.30)`, the C4 default.
+    fn default() -> Self {
+        MarginPolicy::Fixed(0.30)
+    }
+}
+
+impl fmt::Display for MarginPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MarginPolicy::Fixed(m) => write!(f, "{m}"),
+            MarginPolicy::Adaptive { k, floor, ceiling } => {
+                write!(f, "adaptive:k={k},floor={floor},ceiling={ceiling}")
+            }
+        }
+    }
+}
+
+impl FromStr for MarginPolicy {
+    type Err = ConfigError;
+
+    /// Parses `0.30` (fixed) or `adaptive:k=4,floor=0.05,ceiling=0.5`, and
+    /// validates it. Errors name `lock.client.safety-margin`.
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        let bad = |reason: &'static str| ConfigError::Invalid {
+            key: KEY_MARGIN,
+            value: text.to_string(),
+            reason,
+        };
+        let t = text.trim();
+        let policy = if let Some(rest) = t.strip_prefix("adaptive:") {
+            let (mut k, mut floor, mut ceiling) = (None, None, None);
+            for part in rest.split(',') {
+                let (name, value) = part
+                    .split_once('=')
+                    .ok_or(bad("expected adaptive:k=K,floor=F,ceiling=C"))?;
+                let v: f64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad("k, floor and ceiling must be numbers"))?;
+                match name.trim() {
+                    "k" => k = Some(v),
+                    "floor" => floor = Some(v),
+                    "ceiling" => ceiling = Some(v),
+                    _ => return Err(bad("expected adaptive:k=K,floor=F,ceiling=C")),
+                }
+            }
+            match (k, floor, ceiling) {
+                (Some(k), Some(floor), Some(ceiling)) => {
+                    MarginPolicy::Adaptive { k, floor, ceiling }
+                }
+                _ => return Err(bad("expected adaptive:k=K,floor=F,ceiling=C")),
+            }
+        } else {
+            MarginPolicy::Fixed(
+                t.parse()
+                    .map_err(|_| bad("must be a number with 0 ≤ m < 1"))?,
+            )
+        };
+        // Re-validate with the original text in any error.
+        policy.validate().map_err(|e| match e {
+            ConfigError::Invalid { key, reason, .. } => ConfigError::Invalid {
+                key,
+                value: text.to_string(),
+                reason,
+            },
+            other => other,
+        })?;
+        Ok(policy)
+    }
+}
+
+impl MarginPolicy {
+    /// Refuses margins outside `[0, 1)`, NaN, a non-positive `k`, or `floor > ceiling`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |reason: &'static str| ConfigError::Invalid {
+            key: KEY_MARGIN,
+            value: self.to_string(),
+            reason,
+        };
+        let in_range = |m: f64| m.is_finite() && (0.0..1.0).contains(&m);
+        match *self {
+            MarginPolicy::Fixed(m) if !in_range(m) => Err(bad("must be 0 ≤ m < 1")),
+            MarginPolicy::Fixed(_) => Ok(()),
+            MarginPolicy::Adaptive { k, floor, ceiling } => {
+                if !(k.is_finite() && k > 0.0) {
+                    Err(bad("adaptive k must be a finite number > 0"))
+                } else if !in_range(floor) || !in_range(ceiling) {
+                    Err(bad("adaptive floor and ceiling must be 0 ≤ m < 1"))
+                } else if floor > ceiling {
+                    Err(bad("adaptive floor must not exceed ceiling"))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// The margin, in ppm, for a grant of `lease`, given the RTTs seen so far.
+    pub(crate) fn margin_ppm(&self, lease: Duration, rtt: lease::RttSummary) -> u64 {
+        match *self {
+            MarginPolicy::Fixed(m) => lease::ppm_nearest(m),
+            MarginPolicy::Adaptive { k, floor, ceiling } => {
+                lease::ppm_ceil(lease::adaptive_margin(k, floor, ceiling, lease, rtt))
+            }
+        }
+    }
+
+    /// Whether the margin depends on observed RTTs.
+    pub(crate) fn is_adaptive(&self) -> bool {
+        matches!(self, MarginPolicy::Adaptive { .. })
+    }
+}
+
+/// Why a configuration was refused. Every message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A value outside its accepted range.
+    #[error("{key}={value}: {reason}")]
+    Invalid {
+        /// The C4 key (or the SDK's own key name).
+        key: &'static str,
+        /// The value as given.
+        value: String,
+        /// The accepted range or form.
+        reason: &'static str,
+    },
+    /// A duration that does not parse (`250ms`, `15s`, `2m` are the forms).
+    #[error("{key}={value}: {source}")]
+    Duration {
+        /// The C4 key.
+        key: &'static str,
+        /// The text as given.
+        value: String,
+        /// What the parser said.
+        #[source]
+        source: DurationParseError,
+    },
+    /// The HTTP client could not be built (a platform problem, not a value).
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+/// Everything a [`LockClient`](crate::LockClient) needs. Build it with
+/// [`LockClientConfig::new`] (defaults) or [`LockClientConfig::from_env`]
+/// (C4 environment variables), then override fields with the `with_*`
+/// methods; [`LockClient::new`](crate::LockClient::new) validates it.
+#[derive(Clone)]
+pub struct LockClientConfig {
+    /// The lock-server's base URL, `http://HOST:PORT` (no trailing path).
+    pub base_url: String,
+    /// `lock.client.safety-margin`: fixed 0.30 by default.
+    pub margin: MarginPolicy,
+    /// `lock.session.ttl`: the TTL asked for in L1 (the server may clamp it). Default 15 s.
+    pub session_ttl: Duration,
+    /// `lock.default.ttl`: the lease asked for in L4/L5 when the caller gives
+    /// none. Default 30 s.
+    pub default_ttl: Duration,
+    /// Per-request timeout of every L1–L7 exchange (heartbeats use the smaller
+    /// of this and the time left before the deadline they protect). Default 2 s.
+    pub request_timeout: Duration,
+    /// When true, [`Session::check_still_held_confirmed`](crate::Session::check_still_held_confirmed)
+    /// does one L7 hop; when false (default) it is the local check.
+    pub confirm_with_server: bool,
+    /// Seed of the backoff jitter RNG (ChaCha8; session `n` uses stream `n`).
+    /// Default 0: runs replay exactly; give each process its own seed in production.
+    pub seed: u64,
+    /// The monotonic clock every deadline is read from. Default [`MonotonicClock`].
+    pub clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for LockClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClientConfig")
+            .field("base_url", &self.base_url)
+            .field("margin", &self.margin)
+            .field("session_ttl", &self.session_ttl)
+            .field("default_ttl", &self.default_ttl)
+            .field("request_timeout", &self.request_timeout)
+            .field("confirm_with_server", &self.confirm_with_server)
+            .field("seed", &self.seed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LockClientConfig {
+    /// The defaults of C4 for a server at `base_url`.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        LockClientConfig {
+            base_url: base_url.into(),
+            margin: MarginPolicy::default(),
+            session_ttl: Duration::from_secs(15),
+            default_ttl: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(2),
+            confirm_with_server: false,
+            seed: 0,
+            clock: Arc::new(MonotonicClock::new()),
+        }
+    }
+
+    /// The defaults overridden by `LOCK_CLIENT_SAFETY_MARGIN`, `LOCK_DEFAULT_TTL`
+    /// and `LOCK_SESSION_TTL` when set; refuses bad values naming the key.
+    pub fn from_env(base_url: impl Into<String>) -> Result<Self, ConfigError> {
+        Self::from_lookup(base_url, |name| std::env::var(name).ok())
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `lookup`
+    /// (tests pass a map instead of mutating the process environment).
+    pub fn from_lookup(
+        base_url: impl Into<String>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let mut cfg = Self::new(base_url);
+        if let Some(v) = lookup(ENV_MARGIN) {
+            cfg.margin = v.parse()?;
+        }
+        if let Some(v) = lookup(ENV_DEFAULT_TTL) {
+            cfg.default_ttl = parse_ttl(KEY_DEFAULT_TTL, &v)?;
+        }
+        if let Some(v) = lookup(ENV_SESSION_TTL) {
+            cfg.session_ttl = parse_ttl(KEY_SESSION_TTL, &v)?;
+        }
+        Ok(cfg)
+    }
+
+    /// Sets the margin policy.
+    pub fn with_margin(mut self, margin: MarginPolicy) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// Sets the session TTL asked for in L1.
+    pub fn with_session_ttl(mut self, ttl: Duration) -> Self {
+        self.session_ttl = ttl;
+        self
+    }
+
+    /// Sets the default lease asked for in L4/L5.
+    pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
+        self.default_ttl = ttl;
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Turns the server-confirmed check on or off.
+    pub fn with_confirm_with_server(mut self, on: bool) -> Self {
+        self.confirm_with_server = on;
+        self
+    }
+
+    /// Sets the jitter seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets the clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Checks every value; the error names the key and the accepted range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.margin.validate()?;
+        for (key, d) in [
+            (KEY_SESSION_TTL, self.session_ttl),
+            (KEY_DEFAULT_TTL, self.default_ttl),
+            (KEY_REQUEST_TIMEOUT, self.request_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::Invalid {
+                    key,
+                    value: fencepost_api::format_duration(d),
+                    reason: "must be greater than zero",
+                });
+            }
+        }
+        let url_ok = reqwest::Url::parse(&self.base_url)
+            .map(|u| u.scheme() == "http" || u.scheme() == "https")
+            .unwrap_or(false);
+        if !url_ok {
+            return Err(ConfigError::Invalid {
+                key: KEY_BASE_URL,
+                value: self.base_url.clone(),
+                reason: "must be an http:// URL such as http://127.0.0.1:7070",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Parses a TTL for `key`: a C4 duration, greater than zero.
+fn parse_ttl(key: &'static str, text: &str) -> Result<Duration, ConfigError> {
+    let d = parse_duration(text).map_err(|source| ConfigError::Duration {
+        key,
+        value: text.to_string(),
+        source,
+    })?;
+    if d.is_zero() {
+        return Err(ConfigError::Invalid {
+            key,
+            value: text.to_string(),
+            reason: "must be greater than zero",
+        });
+    }
+    Ok(d)
+}

@@ -1,0 +1,58 @@
+//! `fencepost-sdk`: the client side of ADR-006 (contract C3), where lease
+//! arithmetic is written once.
+//!
+//! A [`LockClient`] opens [`Session`]s (L1). A session runs one heartbeat task
+//! that sends L2 every period and renews (L5) the handles close to their end.
+//! [`Session::acquire`] (L4) is bounded by a wait budget, with exponential
+//! backoff and full jitter from a seeded RNG. Every grant becomes a
+//! [`LockHandle`] whose *client deadline* is
+//! `send + granted × (1 − margin)`, with `send` read from the [`Clock`]
+//! immediately before the request was written and `granted` the TTL in the
+//! reply. [`Session::check_still_held`] compares one clock read with that
+//! deadline (and the session's); [`Session::ensure_time_for`] refuses a step
+//! whose worst-case cost does not fit in the remaining lease (ADR-006 D4).
+//!
+//! Returning `Ok` from either is a liveness narrowing, never a permission: the
+//! fencing token ([`LockHandle::token`]), checked downstream, is the safety
+//! mechanism.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use fencepost_sdk::{AcquireOptions, LockClient, LockClientConfig};
+//!
+//! let client = LockClient::new(LockClientConfig::from_env("http://127.0.0.1:7070")?)?;
+//! let session = client.open_session("worker-1").await?;
+//! let lock = session
+//!     .acquire("payout:42", AcquireOptions::default().wait_up_to(Duration::from_secs(5)))
+//!     .await?;
+//! session.ensure_time_for(&lock, Duration::from_secs(7))?; // before the irreversible step
+//! // ... call downstream with lock.token() ...
+//! session.release(lock).await?;
+//! session.close().await;
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+mod acquire;
+mod client;
+pub mod clock;
+mod config;
+mod error;
+mod heartbeat;
+pub mod lease;
+mod metrics;
+mod session;
+mod transport;
+
+pub use acquire::{AcquireOptions, Backoff};
+pub use client::LockClient;
+pub use clock::{Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
+pub use config::{ConfigError, LockClientConfig, MarginPolicy};
+pub use error::{LockError, LockLost, LostReason};
+pub use metrics::ClientStats;
+pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
+
+/// The HDR histogram type [`LockClient::rtt_histogram`] returns (values in µs).
+pub use hdrhistogram::Histogram;

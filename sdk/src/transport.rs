@@ -1,0 +1,312 @@
+//! The thin HTTP layer over C1 (L1–L7): builds each request, reads `send`
+//! from the clock immediately before handing it to the connection (D2), and
+//! maps status and `code` to [`LockError`]. It keeps no state and never
+//! touches a deadline; the session does that with the `send` it returns.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencepost_api::lock::{
+    AcquireRequest, CreateSessionRequest, ErrorBody, HeartbeatReply, LeaseGranted, LockErrorCode,
+    LockInfo, ReleaseRequest, RenewRequest, SessionGranted, encode_key,
+};
+use serde::de::DeserializeOwned;
+
+use crate::clock::{Clock, MonoTime};
+use crate::error::{LockError, LockLost, LostReason};
+
+/// The result of one exchange, with the clock reading taken just before the
+/// request was written.
+pub(crate) struct Reply<T> {
+    /// `clock.now()` immediately before the request went to the connection.
+    pub send: MonoTime,
+    /// The decoded reply or the failure.
+    pub result: Result<T, LockError>,
+}
+
+impl<T> Reply<T> {
+    /// Whether the server answered at all (any status), i.e. whether this
+    /// exchange has a round-trip time.
+    pub(crate) fn got_reply(&self) -> bool {
+        !matches!(
+            self.result,
+            Err(LockError::Timeout { .. } | LockError::Transport(_))
+        )
+    }
+}
+
+/// The grant a LOCK_LOST reply refers to (renew, release).
+pub(crate) struct GrantRef<'a> {
+    pub key: &'a Arc<str>,
+    pub token: u64,
+}
+
+/// One lock-server, reached through one pooled HTTP client.
+pub(crate) struct Http {
+    /// Connection pool shared by every session of the client.
+    client: reqwest::Client,
+    /// Base URL without a trailing slash.
+    base: String,
+}
+
+impl Http {
+    /// A client for `base_url` whose connections time out after `connect_timeout`.
+    pub(crate) fn new(base_url: &str, connect_timeout: Duration) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            // The lock-server is a local service; a proxy would only add RTT.
+            .no_proxy()
+            .connect_timeout(connect_timeout)
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(Http {
+            client,
+            base: base_url.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// L1 `POST /v1/sessions`.
+    pub(crate) async fn create_session(
+        &self,
+        clock: &dyn Clock,
+        owner_id: &str,
+        ttl_ms: u64,
+        timeout: Duration,
+    ) -> Reply<SessionGranted> {
+        let body = CreateSessionRequest {
+            owner_id: owner_id.to_string(),
+            ttl_ms: Some(ttl_ms),
+        };
+        let req = self
+            .client
+            .post(format!("{}/v1/sessions", self.base))
+            .json(&body);
+        self.json(clock, req, timeout, None).await
+    }
+
+    /// L2 `POST /v1/sessions/{id}/heartbeat`.
+    pub(crate) async fn heartbeat(
+        &self,
+        clock: &dyn Clock,
+        session_id: &str,
+        timeout: Duration,
+    ) -> Reply<HeartbeatReply> {
+        let url = format!(
+            "{}/v1/sessions/{}/heartbeat",
+            self.base,
+            encode_key(session_id)
+        );
+        let req = self.client.post(url).json(&serde_json::json!({}));
+        self.json(clock, req, timeout, None).await
+    }
+
+    /// L3 `DELETE /v1/sessions/{id}`.
+    pub(crate) async fn delete_session(
+        &self,
+        clock: &dyn Clock,
+        session_id: &str,
+        timeout: Duration,
+    ) -> Reply<()> {
+        let url = format!("{}/v1/sessions/{}", self.base, encode_key(session_id));
+        self.empty(clock, self.client.delete(url), timeout, None)
+            .await
+    }
+
+    /// L4 `POST /v1/locks/{key}/acquire`.
+    pub(crate) async fn acquire(
+        &self,
+        clock: &dyn Clock,
+        key: &str,
+        session_id: &str,
+        ttl_ms: u64,
+        timeout: Duration,
+    ) -> Reply<LeaseGranted> {
+        let body = AcquireRequest {
+            session_id: session_id.to_string(),
+            ttl_ms: Some(ttl_ms),
+        };
+        let url = format!("{}/v1/locks/{}/acquire", self.base, encode_key(key));
+        self.json(clock, self.client.post(url).json(&body), timeout, None)
+            .await
+    }
+
+    /// L5 `POST /v1/locks/{key}/renew`.
+    pub(crate) async fn renew(
+        &self,
+        clock: &dyn Clock,
+        grant: GrantRef<'_>,
+        session_id: &str,
+        ttl_ms: u64,
+        timeout: Duration,
+    ) -> Reply<LeaseGranted> {
+        let body = RenewRequest {
+            session_id: session_id.to_string(),
+            token: grant.token,
+            ttl_ms: Some(ttl_ms),
+        };
+        let url = format!("{}/v1/locks/{}/renew", self.base, encode_key(grant.key));
+        self.json(
+            clock,
+            self.client.post(url).json(&body),
+            timeout,
+            Some(grant),
+        )
+        .await
+    }
+
+    /// L6 `POST /v1/locks/{key}/release`.
+    pub(crate) async fn release(
+        &self,
+        clock: &dyn Clock,
+        grant: GrantRef<'_>,
+        session_id: &str,
+        timeout: Duration,
+    ) -> Reply<()> {
+        let body = ReleaseRequest {
+            session_id: session_id.to_string(),
+            token: grant.token,
+        };
+        let url = format!("{}/v1/locks/{}/release", self.base, encode_key(grant.key));
+        self.empty(
+            clock,
+            self.client.post(url).json(&body),
+            timeout,
+            Some(grant),
+        )
+        .await
+    }
+
+    /// L7 `GET /v1/locks/{key}`.
+    pub(crate) async fn info(
+        &self,
+        clock: &dyn Clock,
+        key: &str,
+        timeout: Duration,
+    ) -> Reply<LockInfo> {
+        let url = format!("{}/v1/locks/{}", self.base, encode_key(key));
+        self.json(clock, self.client.get(url), timeout, None).await
+    }
+
+    /// An exchange whose success carries a JSON body.
+    async fn json<T: DeserializeOwned>(
+        &self,
+        clock: &dyn Clock,
+        req: reqwest::RequestBuilder,
+        timeout: Duration,
+        grant: Option<GrantRef<'_>>,
+    ) -> Reply<T> {
+        let (send, raw) = self.raw(clock, req, timeout).await;
+        let result = raw.and_then(|(status, bytes)| {
+            if (200..300).contains(&status) {
+                serde_json::from_slice(&bytes).map_err(|e| LockError::UnexpectedReply {
+                    status,
+                    detail: format!("success body does not match C1: {e}"),
+                })
+            } else {
+                Err(error_from_reply(status, &bytes, grant))
+            }
+        });
+        Reply { send, result }
+    }
+
+    /// An exchange whose success has no body (204).
+    async fn empty(
+        &self,
+        clock: &dyn Clock,
+        req: reqwest::RequestBuilder,
+        timeout: Duration,
+        grant: Option<GrantRef<'_>>,
+    ) -> Reply<()> {
+        let (send, raw) = self.raw(clock, req, timeout).await;
+        let result = raw.and_then(|(status, bytes)| {
+            if (200..300).contains(&status) {
+                Ok(())
+            } else {
+                Err(error_from_reply(status, &bytes, grant))
+            }
+        });
+        Reply { send, result }
+    }
+
+    /// Builds the request, reads `send`, performs the exchange and reads the
+    /// whole body (the timeout covers all of it).
+    async fn raw(
+        &self,
+        clock: &dyn Clock,
+        req: reqwest::RequestBuilder,
+        timeout: Duration,
+    ) -> (MonoTime, Result<(u16, Vec<u8>), LockError>) {
+        // Serialise and build first, so `send` is as close as possible to the write.
+        let request = match req.timeout(timeout).build() {
+            Ok(r) => r,
+            Err(e) => return (clock.now(), Err(LockError::Transport(e))),
+        };
+        let send = clock.now();
+        let result = async {
+            let resp = self.client.execute(request).await?;
+            let status = resp.status().as_u16();
+            let bytes = resp.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes.to_vec()))
+        }
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                LockError::Timeout { after: timeout }
+            } else {
+                LockError::Transport(e)
+            }
+        });
+        (send, result)
+    }
+}
+
+/// Maps a non-2xx reply to its [`LockError`].
+fn error_from_reply(status: u16, bytes: &[u8], grant: Option<GrantRef<'_>>) -> LockError {
+    let body: ErrorBody = match serde_json::from_slice(bytes) {
+        Ok(b) => b,
+        Err(_) => {
+            let text = String::from_utf8_lossy(bytes);
+            return LockError::UnexpectedReply {
+                status,
+                detail: format!("error body is not C1 JSON: {:.200}", text),
+            };
+        }
+    };
+    match LockErrorCode::parse(&body.code) {
+        Some(LockErrorCode::BadRequest) => LockError::BadRequest {
+            message: body.message,
+        },
+        Some(LockErrorCode::SessionUnknown) => LockError::SessionUnknown,
+        Some(LockErrorCode::SessionExpired) => LockError::SessionExpired,
+        Some(LockErrorCode::LockHeld) => LockError::LockHeld {
+            key: String::new(),
+            retry_after_ms: body.retry_after_ms,
+            attempts: 1,
+        },
+        Some(LockErrorCode::LockLost) => match grant {
+            Some(g) => LockError::LockLost(LockLost {
+                key: g.key.clone(),
+                token: g.token,
+                reason: LostReason::LeaseLost,
+            }),
+            None => LockError::UnexpectedReply {
+                status,
+                detail: "LOCK_LOST on a request that names no grant".into(),
+            },
+        },
+        Some(LockErrorCode::LockUnknown) => LockError::LockUnknown,
+        Some(LockErrorCode::NotLeader) => LockError::NotLeader {
+            leader: body.leader,
+        },
+        Some(LockErrorCode::Unavailable) => LockError::Unavailable {
+            message: body.message,
+        },
+        Some(LockErrorCode::PayloadTooLarge) => LockError::PayloadTooLarge,
+        None if status == 503 => LockError::Unavailable {
+            message: body.message,
+        },
+        None => LockError::UnexpectedReply {
+            status,
+            detail: format!("unknown code {:?}: {}", body.code, body.message),
+        },
+    }
+}
