@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let e = args(&["--session-ttl", "-1s"]).limits().unwrap_err();
+        let e = args(&["--session-ttl=-1s"]).limits().unwrap_err();
         assert!(e.to_string().starts_with("lock.session.ttl="), "{e}");
         let e = args(&["--default-ttl", "20m"]).limits().unwrap_err();
         assert!(e.to_string().contains("lock.default.ttl"), "{e}");

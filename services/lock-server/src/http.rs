@@ -90,12 +90,14 @@ pub fn app(service: Arc<LockService>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .fallback(|| async {
-            ApiError::raw(
-                StatusCode::NOT_FOUND,
-                "NOT_FOUND",
-                "no such endpoint; see C1 (L1-L8)",
-            )
+        .fallback(|uri: axum::http::Uri| async move {
+            // `/v1/locks//acquire` matches no route: its key is empty, a bad key (C1), not a bad path.
+            if uri.path().starts_with("/v1/locks/") {
+                return ApiError::bad(
+                    "lock key is empty or the path is malformed; keys are 1-256 bytes of [A-Za-z0-9._:/-], path-encoded",
+                );
+            }
+            ApiError::raw(StatusCode::NOT_FOUND, "NOT_FOUND", "no such endpoint; see C1 (L1-L8)")
         })
         .method_not_allowed_fallback(|| async {
             ApiError::raw(
@@ -104,7 +106,29 @@ pub fn app(service: Arc<LockService>) -> Router {
                 "method not allowed on this path; see C1 (L1-L8)",
             )
         })
+        .layer(axum::middleware::from_fn(refuse_declared_oversize))
         .with_state(service)
+}
+
+/// Refuses any request whose declared body is over the limit with 413, also on
+/// endpoints that never read a body (L3, L7), so the limit holds everywhere (C1).
+async fn refuse_declared_oversize(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return ApiError::new(
+            LockErrorCode::PayloadTooLarge,
+            format!("request body is over {MAX_BODY_BYTES} bytes"),
+        )
+        .into_response();
+    }
+    next.run(req).await
 }
 
 impl ApiError {

@@ -278,6 +278,27 @@ async fn client_mistakes_get_clear_4xx_codes() {
         ),
         (
             Method::POST,
+            "/v1/locks//acquire".into(),
+            format!(r#"{{"session_id":"{a}"}}"#).into_bytes(),
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST",
+        ),
+        (
+            Method::DELETE,
+            format!("/v1/sessions/{a}"),
+            vec![b' '; 70_000],
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (
+            Method::GET,
+            "/v1/locks/never".into(),
+            vec![b' '; 70_000],
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (
+            Method::POST,
             "/v1/sessions/nope/heartbeat".into(),
             Vec::new(),
             StatusCode::NOT_FOUND,

@@ -66,6 +66,7 @@ impl TestServer {
             .method(method)
             .uri(uri)
             .header("content-type", "application/json")
+            .header("content-length", body.len())
             .body(Body::from(body))
             .expect("request builds");
         let resp = self.app.clone().oneshot(req).await.expect("router answers");
