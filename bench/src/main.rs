@@ -1,6 +1,59 @@
-//! `bench`: the M7 load driver (C4). Not built yet: see issue "bench: the M7 load driver".
+//! The `bench` binary: parse, dispatch, map errors to exit codes (C4).
+
+use clap::Parser;
+
+use bench::cli::{Cli, Command};
 
 fn main() {
-    eprintln!("bench: not implemented yet in this version of fencepost (tracked as the bench issue)");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let code = match cli.command {
+        Command::Run(args) => run(&args, false),
+        Command::Sweep(args) => run(&args, true),
+        Command::Report { dir } => match bench::report::write_report(&dir) {
+            Ok(()) => {
+                println!("report: {}", dir.join("report.md").display());
+                0
+            }
+            Err(e) => {
+                eprintln!("bench report: {e:#}");
+                2
+            }
+        },
+        Command::Triggers { dir } => match bench::triggers::run_triggers_command(&dir) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("bench triggers: {e:#}");
+                2
+            }
+        },
+    };
+    std::process::exit(code);
+}
+
+fn run(args: &bench::cli::RunArgs, sweep: bool) -> i32 {
+    let plan = match bench::drive::resolve(args, sweep) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return 2;
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(bench::drive::execute(plan)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bench: {e:#}");
+            1
+        }
+    }
 }

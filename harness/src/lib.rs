@@ -311,7 +311,8 @@ pub fn binary(package: &str, name: &str) -> Result<PathBuf, HarnessError> {
         dir.pop();
     }
     let path = dir.join(name);
-    if in_deps || !path.is_file() {
+    let under_cargo = std::env::var_os("CARGO").is_some();
+    if in_deps || under_cargo || !path.is_file() {
         build_once(package, name, &dir).map_err(err)?;
     }
     if path.is_file() {

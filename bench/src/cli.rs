@@ -1,0 +1,160 @@
+//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// bench — fencepost's M7 load driver: measure the heartbeat RTT and payout
+/// throughput of real payout workers across safety margins and TTLs, and check
+/// ADR-006 §6.5's revisit triggers.
+///
+/// By default (`--runtime process`) each cell starts a fresh lock-server
+/// (embedded SQLite) and rail-stub as child processes on free loopback ports,
+/// seeds a payout backlog, and runs N workers on the SDK. Production numbers
+/// (30 s lease, 5 s rail read timeout, D4's +2 s, the rail latency) scale with
+/// the cell's TTL, so `--ttl 1s` runs the ADR's arithmetic in seconds.
+///
+/// Examples:
+///   bench sweep --margin 0.1..0.5:0.2 --ttl 1s,2s --duration 4s
+///   bench run --margin 0.3 --ttl 1s --duration 10s --net-delay lognormal:p50=2ms,p99=40ms
+///   bench run --ttl 2s --server-pause 3s:400ms
+///   bench sweep --margin 0.1..0.5 --ttl 1s --margin-policy adaptive:k=3,floor=0.05,ceiling=0.5
+///   bench run --runtime docker --duration 5s --pg-url postgres://postgres@127.0.0.1:54329/fencepost
+///   bench run --runtime external --lock-url http://10.0.0.5:7070 --rail-url http://10.0.0.6:7080
+///   bench sweep ... --out data/runs/my-sweep --resume     # skip cells already done
+///   bench report data/runs/my-sweep                       # redraw report.md and plots
+///   bench triggers data/runs/my-sweep                     # exit 0: none fired, 3: one fired
+///
+/// Exit codes: 0 ok, 1 a run failed (service, ledger invariant), 2 bad input,
+/// 3 (`triggers`) a trigger fired, 130 interrupted.
+#[derive(Debug, Parser)]
+#[command(name = "bench", version, verbatim_doc_comment)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// bench's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One configuration (one cell): prints a live line and a summary table.
+    Run(RunArgs),
+    /// The grid: one run per (TTL, margin) cell, same seed per cell, resumable.
+    Sweep(RunArgs),
+    /// Redraw report.md, the plots and triggers.json from a results directory.
+    Report {
+        /// A results directory written by run or sweep.
+        dir: PathBuf,
+    },
+    /// Evaluate ADR-006 §6.5's revisit triggers; exit 0 if none fires, 3 if one does.
+    Triggers {
+        /// A results directory written by run or sweep.
+        dir: PathBuf,
+    },
+}
+
+/// The options of `run` and `sweep`.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// lock.client.safety-margin: one value (run), or a list/range for sweep:
+    /// `0.3`, `0.1,0.3`, `0.1..0.5` (step 0.1), `0.1..0.5:0.2`. 0 <= m < 1.
+    #[arg(long, env = "LOCK_CLIENT_SAFETY_MARGIN", default_value = "0.3")]
+    pub margin: String,
+
+    /// `fixed`, or `adaptive:k=K,floor=F,ceiling=C` (margin = clamp(k * p99 RTT / lease, F, C)).
+    #[arg(long, default_value = "fixed")]
+    pub margin_policy: String,
+
+    /// Lease TTL(s) requested by every acquire: `1s`, or a list for sweep: `1s,2s,30s`.
+    #[arg(long, default_value = "1s")]
+    pub ttl: String,
+
+    /// Session TTL; default: production's 15 s scaled with the TTL (7.5 s at --ttl 15s, 500 ms at 1s).
+    #[arg(long)]
+    pub session_ttl: Option<String>,
+
+    /// Concurrent payout workers (each its own SDK client and session).
+    #[arg(long, default_value_t = 8)]
+    pub workers: u32,
+
+    /// How long each cell runs.
+    #[arg(long, default_value = "10s")]
+    pub duration: String,
+
+    /// Payouts seeded into the backlog per cell (R7), 1..1000000.
+    #[arg(long, default_value_t = 200_000)]
+    pub payouts: u64,
+
+    /// rail.latency in production time (scaled with the TTL): fixed:5ms,
+    /// uniform:10ms..50ms, lognormal:p50=40ms,p99=400ms.
+    #[arg(
+        long,
+        env = "RAIL_LATENCY",
+        default_value = "lognormal:p50=40ms,p99=400ms"
+    )]
+    pub rail_latency: String,
+
+    /// rail.read.timeout in production time (scaled); D4 requires timeout + 2 s of lease.
+    #[arg(long, env = "RAIL_READ_TIMEOUT", default_value = "5s")]
+    pub rail_read_timeout: String,
+
+    /// Use the rail latency, read timeout and session TTL as given, unscaled.
+    #[arg(long)]
+    pub no_time_scale: bool,
+
+    /// Extra round-trip delay between workers and the lock-server, through an
+    /// in-process TCP proxy (not scaled), e.g. lognormal:p50=2ms,p99=40ms.
+    #[arg(long)]
+    pub net_delay: Option<String>,
+
+    /// SIGSTOP the lock-server for FOR every EVERY (process runtime), e.g. 3s:400ms.
+    #[arg(long)]
+    pub server_pause: Option<String>,
+
+    /// Turn off check_still_held/ensure_time_for before the submit (UC-03: lets stale writes reach the fences).
+    #[arg(long)]
+    pub disable_client_check: bool,
+
+    /// process (child processes, embedded SQLite), docker (containers, PostgreSQL: --pg-url),
+    /// or external (--lock-url/--rail-url).
+    #[arg(long, default_value = "process")]
+    pub runtime: String,
+
+    /// lock.store for the process runtime's lock-server (default: SQLite in the cell's directory).
+    #[arg(long)]
+    pub store: Option<String>,
+
+    /// PostgreSQL for --runtime docker's lock-server, as this machine reaches it
+    /// (relayed into the containers' network); default $FENCEPOST_TEST_PG_URL.
+    #[arg(long, env = "FENCEPOST_PG_URL")]
+    pub pg_url: Option<String>,
+
+    /// The lock-server image for --runtime docker (scripts/build-images.sh builds it).
+    #[arg(long, default_value = crate::docker::DEFAULT_LOCK_IMAGE)]
+    pub lock_image: String,
+
+    /// The rail-stub image for --runtime docker (scripts/build-images.sh builds it).
+    #[arg(long, default_value = crate::docker::DEFAULT_RAIL_IMAGE)]
+    pub rail_image: String,
+
+    /// The lock-server for --runtime external.
+    #[arg(long)]
+    pub lock_url: Option<String>,
+
+    /// The rail-stub for --runtime external.
+    #[arg(long)]
+    pub rail_url: Option<String>,
+
+    /// The seed for workers, backoff jitter, rail latency and the delay proxy; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Results directory; default data/runs/<timestamp>-<run|sweep>/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+
+    /// Continue a sweep in --out, skipping cells it already finished (same configuration and seed).
+    #[arg(long)]
+    pub resume: bool,
+}

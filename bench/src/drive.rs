@@ -1,0 +1,391 @@
+//! `bench run` and `bench sweep`: turn the flags into a checked plan (every
+//! bad value is an exit-2 error naming its flag), then run the cells in order
+//! with a progress bar, writing results, histograms and the manifest after
+//! every cell so nothing finished is lost on Ctrl-C or a crash, and finish
+//! with the report, the triggers and a summary naming a margin per TTL.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use fencepost_api::latency::LatencySpec;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::watch;
+
+use crate::cli::RunArgs;
+use crate::grid::{self, Cell, FlagError};
+use crate::manifest::Manifest;
+use crate::runner::{self, Live, RunConfig, Runtime};
+use crate::{hist, report, results};
+
+/// A checked `run`/`sweep`.
+#[derive(Debug)]
+pub struct Plan {
+    /// `run` or `sweep`.
+    pub command: &'static str,
+    /// The configuration every cell shares.
+    pub config: RunConfig,
+    /// The cells, in order.
+    pub cells: Vec<Cell>,
+    /// The results directory.
+    pub out: PathBuf,
+    /// Skip cells already in `out`.
+    pub resume: bool,
+}
+
+fn flag(flag: &'static str, value: &str, why: impl Into<String>) -> FlagError {
+    FlagError {
+        flag,
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+fn latency(f: &'static str, text: &str) -> Result<LatencySpec, FlagError> {
+    text.parse::<LatencySpec>()
+        .map_err(|e| flag(f, text, e.to_string()))
+}
+
+/// Checks every flag of `run` (one cell) or `sweep` (the grid).
+pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
+    let command = if sweep { "sweep" } else { "run" };
+    let margins = grid::parse_margins(&args.margin)?;
+    let ttls = grid::parse_ttls(&args.ttl)?;
+    if !sweep && (margins.len() > 1 || ttls.len() > 1) {
+        let (f, v) = if margins.len() > 1 {
+            ("--margin", &args.margin)
+        } else {
+            ("--ttl", &args.ttl)
+        };
+        return Err(flag(
+            f,
+            v,
+            "bench run takes one value; use bench sweep for a grid",
+        ));
+    }
+    let policy = grid::parse_policy(&args.margin_policy)?;
+    let duration = grid::parse_positive_duration("--duration", &args.duration)?;
+    if !(1..=1_000_000).contains(&args.payouts) {
+        return Err(flag(
+            "--payouts",
+            &args.payouts.to_string(),
+            "must be 1..1000000",
+        ));
+    }
+    if !(1..=1024).contains(&args.workers) {
+        return Err(flag(
+            "--workers",
+            &args.workers.to_string(),
+            "must be 1..1024",
+        ));
+    }
+    let session_ttl = args
+        .session_ttl
+        .as_deref()
+        .map(|s| {
+            grid::parse_ttls(s)
+                .map_err(|e| flag("--session-ttl", s, e.why))
+                .map(|v| v[0])
+        })
+        .transpose()?;
+    let rail_latency = latency("--rail-latency", &args.rail_latency)?;
+    let rail_read_timeout =
+        grid::parse_positive_duration("--rail-read-timeout", &args.rail_read_timeout)?;
+    let net_delay = args
+        .net_delay
+        .as_deref()
+        .map(|s| latency("--net-delay", s))
+        .transpose()?;
+    let server_pause = args
+        .server_pause
+        .as_deref()
+        .map(grid::parse_pause)
+        .transpose()?;
+    let runtime = match args.runtime.as_str() {
+        "process" => Runtime::Process {
+            store: args.store.clone(),
+        },
+        "external" => {
+            let need = |f: &'static str, v: &Option<String>| {
+                v.clone()
+                    .filter(|u| u.starts_with("http://"))
+                    .ok_or_else(|| {
+                        flag(
+                            f,
+                            v.as_deref().unwrap_or(""),
+                            "--runtime external needs an http:// URL",
+                        )
+                    })
+            };
+            if server_pause.is_some() {
+                return Err(flag(
+                    "--server-pause",
+                    args.server_pause.as_deref().unwrap_or(""),
+                    "needs --runtime process (it signals the lock-server process)",
+                ));
+            }
+            Runtime::External {
+                lock_url: need("--lock-url", &args.lock_url)?,
+                rail_url: need("--rail-url", &args.rail_url)?,
+            }
+        }
+        "docker" => {
+            if let Some(p) = &args.server_pause {
+                return Err(flag(
+                    "--server-pause",
+                    p,
+                    "needs --runtime process (it signals the lock-server process)",
+                ));
+            }
+            if let Some(s) = &args.store {
+                return Err(flag(
+                    "--store",
+                    s,
+                    "is for --runtime process; the docker runtime's lock-server uses --pg-url",
+                ));
+            }
+            let pg_url = args
+                .pg_url
+                .clone()
+                .or_else(|| std::env::var("FENCEPOST_TEST_PG_URL").ok())
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| flag("--pg-url", "", "--runtime docker needs a PostgreSQL: --pg-url postgres://USER@HOST:PORT/DB (or eval \"$(scripts/pg-test-cluster.sh start)\")"))?;
+            if !(pg_url.starts_with("postgres://") || pg_url.starts_with("postgresql://")) {
+                return Err(flag(
+                    "--pg-url",
+                    &pg_url,
+                    "expected postgres://USER[:PASS]@HOST[:PORT]/DB",
+                ));
+            }
+            Runtime::Docker {
+                pg_url,
+                lock_image: args.lock_image.clone(),
+                rail_image: args.rail_image.clone(),
+            }
+        }
+        other => {
+            return Err(flag(
+                "--runtime",
+                other,
+                "expected process, docker or external",
+            ));
+        }
+    };
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let out = match &args.out {
+        Some(p) => p.clone(),
+        None if args.resume => {
+            return Err(flag(
+                "--resume",
+                "",
+                "needs --out DIR naming the sweep to continue",
+            ));
+        }
+        None => PathBuf::from("data/runs").join(format!(
+            "{}-{command}",
+            crate::manifest::now_rfc3339().replace(':', "")
+        )),
+    };
+    Ok(Plan {
+        command,
+        config: RunConfig {
+            runtime,
+            workers: args.workers,
+            duration,
+            payouts: args.payouts,
+            policy,
+            session_ttl,
+            rail_latency,
+            rail_read_timeout,
+            time_scale: !args.no_time_scale,
+            net_delay,
+            server_pause,
+            seed,
+            client_check: !args.disable_client_check,
+        },
+        cells: grid::cells(&ttls, &margins),
+        out,
+        resume: args.resume,
+    })
+}
+
+/// Runs the plan; returns the process exit code.
+pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
+    let Plan {
+        command,
+        mut config,
+        cells,
+        out,
+        resume,
+    } = plan;
+    std::fs::create_dir_all(&out)?;
+    let mut rows = Vec::new();
+    let mut manifest = if resume {
+        let old = Manifest::read(&out).map_err(|e| {
+            anyhow::anyhow!("--resume: cannot read {}/manifest.json: {e}", out.display())
+        })?;
+        // The earlier run's seed wins, so resumed cells replay the same way.
+        config.seed = old.seed;
+        let now = serde_json::to_value(&config)?;
+        if old.config != now {
+            eprintln!(
+                "bench: --resume: the configuration differs from {}/manifest.json:\n  was: {}\n  now: {}",
+                out.display(),
+                old.config,
+                now
+            );
+            return Ok(2);
+        }
+        if out.join("results.parquet").exists() || out.join("results.csv").exists() {
+            rows = results::read_results(&out)?;
+        }
+        old
+    } else {
+        if out.join("manifest.json").exists() {
+            eprintln!(
+                "bench: {} already holds a run; pass --resume to continue it, or a new --out",
+                out.display()
+            );
+            return Ok(2);
+        }
+        Manifest::new(
+            &format!("bench {command}"),
+            config.seed,
+            serde_json::to_value(&config)?,
+        )
+    };
+    manifest.finished_at = None;
+    manifest.write(&out)?;
+    let run_id = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    eprintln!(
+        "bench {command}: seed {} (rerun with --seed {}), {} cell(s), results in {}",
+        config.seed,
+        config.seed,
+        cells.len(),
+        out.display()
+    );
+
+    // The docker runtime: whatever a cell's guard left behind is removed when the run ends, on every path.
+    let _docker_cleanup =
+        matches!(config.runtime, Runtime::Docker { .. }).then_some(crate::docker::RunCleanup);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nbench: interrupted; stopping the current cell (finished cells are kept)");
+            let _ = stop_tx.send(true);
+        }
+    });
+
+    let tty = std::io::stderr().is_terminal();
+    let bar = ProgressBar::new(cells.len() as u64);
+    if tty {
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} cells  elapsed {elapsed}  ETA {eta}  {msg}",
+            )
+            .expect("valid template"),
+        );
+    } else {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut failed = false;
+    for (i, cell) in cells.iter().enumerate() {
+        let id = cell.id();
+        if rows.iter().any(|r: &results::CellRow| r.cell == id) {
+            bar.inc(1);
+            continue;
+        }
+        let plan = config.plan(*cell);
+        let label = id.clone();
+        let b = bar.clone();
+        let live = move |l: &Live| {
+            b.set_message(format!(
+                "{label}: {:.1}s paid {} abandoned {} lost {}",
+                l.elapsed_s, l.paid, l.abandoned, l.lock_lost
+            ))
+        };
+        let result = runner::run_cell(&config, &plan, &out, stop_rx.clone(), &live).await?;
+        let Some(mut result) = result else {
+            bar.abandon_with_message("interrupted");
+            manifest.write(&out)?;
+            eprintln!(
+                "bench: interrupted after {} finished cell(s); continue with --resume --out {}",
+                manifest.cells_done.len(),
+                out.display()
+            );
+            return Ok(130);
+        };
+        result.row.run_id = run_id.clone();
+        let r = &result.row;
+        let line = format!(
+            "cell {}/{} {id}: paid {} ({:.1}/s), abandoned {}, lock_lost {}, fenced_out {}, duplicates {}, hb p50 {:.2} ms p99 {:.2} ms, ledger {}",
+            i + 1,
+            cells.len(),
+            r.payouts_paid,
+            r.throughput_per_s,
+            r.abandoned_insufficient_lease,
+            r.lock_lost,
+            r.fenced_out,
+            r.duplicate_attempted,
+            r.hb_rtt_p50_us as f64 / 1e3,
+            r.hb_rtt_p99_us as f64 / 1e3,
+            if r.ledger_ok { "ok" } else { "VIOLATED" },
+        );
+        bar.println(&line);
+        if !tty {
+            eprintln!("{line}");
+        }
+        let ledger_ok = r.ledger_ok;
+        hist::save_histogram(&out, &id, &result.histogram)?;
+        rows.push(result.row);
+        results::write_results(&out, &rows)?;
+        manifest.cells_done.push(id.clone());
+        manifest.write(&out)?;
+        bar.inc(1);
+        if !ledger_ok {
+            eprintln!(
+                "bench: the ledger invariant failed in cell {id}; see {}/cells/{id}/ledger-check.json",
+                out.display()
+            );
+            failed = true;
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    manifest.finished_at = Some(crate::manifest::now_rfc3339());
+    manifest.write(&out)?;
+    report::write_report(&out)?;
+    print_summary(&out, &rows);
+    Ok(if failed { 1 } else { 0 })
+}
+
+/// The table printed at the end of a run or sweep.
+fn print_summary(out: &Path, rows: &[results::CellRow]) {
+    println!();
+    println!(
+        "{:<24} {:>9} {:>9} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10}",
+        "cell", "paid", "per_s", "abandon", "lost", "fenced", "dups", "hb_p50_ms", "hb_p99_ms"
+    );
+    for r in rows {
+        println!(
+            "{:<24} {:>9} {:>9.1} {:>9} {:>6} {:>7} {:>5} {:>10.2} {:>10.2}",
+            r.cell,
+            r.payouts_paid,
+            r.throughput_per_s,
+            r.abandoned_insufficient_lease,
+            r.lock_lost,
+            r.fenced_out,
+            r.duplicate_attempted,
+            r.hb_rtt_p50_us as f64 / 1e3,
+            r.hb_rtt_p99_us as f64 / 1e3,
+        );
+    }
+    println!();
+    for rec in report::recommendations(rows) {
+        println!("{rec}");
+    }
+    println!();
+    println!("report: {}", out.join("report.md").display());
+}

@@ -1,0 +1,25 @@
+//! `bench`: fencepost's M7 load driver (C4). It runs real payout workers on the
+//! SDK against a lock-server and a rail-stub, cell by cell over a grid of
+//! margins and TTLs, and writes a results directory: `results.parquet` /
+//! `results.csv`, raw RTT histograms, `manifest.json`, `triggers.json`,
+//! `report.md` and plots.
+//!
+//! Modules: [`cli`] (flags), [`grid`] (flag values, cells), [`drive`] (run and
+//! sweep orchestration), [`runner`] (one cell), [`worker`] (the payout worker),
+//! [`proxy`] (the delay proxy), [`docker`] (`--runtime docker`), [`rail`] (the rail client), [`manifest`],
+//! and the output half: [`results`], [`hist`], [`triggers`], [`report`], [`plots`].
+
+pub mod cli;
+pub mod docker;
+pub mod drive;
+pub mod grid;
+pub mod hist;
+pub mod manifest;
+pub mod plots;
+pub mod proxy;
+pub mod rail;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod triggers;
+pub mod worker;

@@ -1,0 +1,123 @@
+//! A small client for the rail-stub (C2), as a payout worker uses it: claim
+//! (fence 1), submit (fence 2), release (abandon), plus the run-level calls
+//! (seed a backlog, read the ledger).
+
+use std::time::Duration;
+
+use fencepost_api::lock::ErrorBody;
+use fencepost_api::rail::{
+    BulkCreateRequest, BulkCreated, LedgerView, RailErrorCode, TokenRequest,
+};
+
+/// What one claim/submit/release came back with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RailOutcome {
+    /// 2xx.
+    Ok,
+    /// A C2 refusal.
+    Refused(RailErrorCode),
+    /// The read timed out or the connection failed.
+    Transport(String),
+}
+
+/// A rail-stub client.
+#[derive(Clone)]
+pub struct RailClient {
+    /// Base URL, `http://IP:PORT`.
+    base: String,
+    /// One connection pool per client.
+    http: reqwest::Client,
+    /// `rail.read.timeout` for R3 (scaled with the run's time base).
+    read_timeout: Duration,
+}
+
+impl RailClient {
+    /// A client for `base` whose R3 reads time out after `read_timeout`.
+    pub fn new(base: &str, read_timeout: Duration) -> Self {
+        RailClient {
+            base: base.trim_end_matches('/').to_string(),
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(4)
+                .build()
+                .expect("plain-HTTP client builds"),
+            read_timeout,
+        }
+    }
+
+    async fn post_token(
+        &self,
+        payout: &str,
+        verb: &str,
+        token: u64,
+        timeout: Duration,
+    ) -> RailOutcome {
+        let url = format!("{}/v1/payouts/{payout}/{verb}", self.base);
+        let sent = self
+            .http
+            .post(url)
+            .timeout(timeout)
+            .json(&TokenRequest { token })
+            .send()
+            .await;
+        match sent {
+            Err(e) => RailOutcome::Transport(e.to_string()),
+            Ok(r) if r.status().is_success() => RailOutcome::Ok,
+            Ok(r) => match r.json::<ErrorBody>().await {
+                Ok(b) => RailErrorCode::parse(&b.code)
+                    .map(RailOutcome::Refused)
+                    .unwrap_or(RailOutcome::Transport(format!("unknown code {}", b.code))),
+                Err(e) => RailOutcome::Transport(e.to_string()),
+            },
+        }
+    }
+
+    /// R2: claim `payout` under `token` (fence 1).
+    pub async fn claim(&self, payout: &str, token: u64) -> RailOutcome {
+        self.post_token(payout, "claim", token, Duration::from_secs(10))
+            .await
+    }
+
+    /// R3: submit `payout` under `token` (fence 2) — the irreversible step.
+    pub async fn submit(&self, payout: &str, token: u64) -> RailOutcome {
+        self.post_token(payout, "submit", token, self.read_timeout)
+            .await
+    }
+
+    /// R4: give `payout` back (abandon); always allowed for the current holder.
+    pub async fn release(&self, payout: &str, token: u64) -> RailOutcome {
+        self.post_token(payout, "release", token, Duration::from_secs(10))
+            .await
+    }
+
+    /// R7: seeds `count` payouts named `{prefix}-NNNNNN`.
+    pub async fn seed_backlog(&self, count: u64, prefix: &str) -> anyhow::Result<BulkCreated> {
+        let r = self
+            .http
+            .post(format!("{}/v1/payouts/bulk", self.base))
+            .json(&BulkCreateRequest {
+                count,
+                prefix: Some(prefix.to_string()),
+            })
+            .send()
+            .await?;
+        anyhow::ensure!(
+            r.status().is_success(),
+            "R7 failed: {} {}",
+            r.status(),
+            r.text().await?
+        );
+        Ok(r.json().await?)
+    }
+
+    /// R6: the whole ledger with its counters.
+    pub async fn ledger(&self) -> anyhow::Result<LedgerView> {
+        let r = self
+            .http
+            .get(format!("{}/v1/ledger", self.base))
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status().is_success(), "R6 failed: {}", r.status());
+        Ok(r.json().await?)
+    }
+}

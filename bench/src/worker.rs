@@ -1,0 +1,328 @@
+//! A payout worker on the SDK, exactly as the ADR's payout executor works:
+//! open session → acquire `payout:<id>` → claim (fence 1) →
+//! `ensure_time_for(worst-case rail hop)` → submit (fence 2) → release, and
+//! abandon (R4) whenever the lease is insufficient or lost. Abandoned payouts
+//! go back on the queue, to be retried by a later holder under a higher token
+//! (ADR-006 D6). The bench runs N of these as tasks; the pause experiment runs
+//! one as its own OS process.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fencepost_api::rail::{RailErrorCode, bulk_payout_id};
+use fencepost_sdk::{
+    AcquireOptions, LockClient, LockClientConfig, LockError, MarginPolicy, Session,
+};
+use tokio::sync::watch;
+
+use crate::rail::{RailClient, RailOutcome};
+
+/// The payouts still to pay: fresh numbers in order, abandoned ones first.
+#[derive(Debug)]
+pub struct WorkQueue {
+    /// The next fresh payout number (1-based, as R7 numbers them).
+    next: AtomicU64,
+    /// One past the last payout number.
+    end: u64,
+    /// Abandoned payouts, retried before fresh ones.
+    retry: Mutex<VecDeque<u64>>,
+}
+
+impl WorkQueue {
+    /// Payouts numbered `first..first + count`.
+    pub fn new(first: u64, count: u64) -> Self {
+        WorkQueue {
+            next: AtomicU64::new(first),
+            end: first + count,
+            retry: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The next payout to work on, or `None` when the backlog is empty.
+    pub fn take(&self) -> Option<u64> {
+        if let Some(n) = self
+            .retry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+        {
+            return Some(n);
+        }
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        (n < self.end).then_some(n)
+    }
+
+    /// Puts an abandoned payout back, to be retried under a higher token.
+    pub fn give_back(&self, n: u64) {
+        self.retry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(n);
+    }
+}
+
+/// What the workers did, counted on the client side. The bench reports paid,
+/// fenced and duplicate counts from the rail's ledger, never from here; these
+/// are the events only the client can see.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Payout attempts started (one per payout taken from the queue).
+    pub attempts: AtomicU64,
+    /// Submissions the rail answered 200.
+    pub paid_replies: AtomicU64,
+    /// `ensure_time_for` refused: not enough lease left for the rail hop.
+    pub abandoned_insufficient_lease: AtomicU64,
+    /// The lock was already lost at the check before the irreversible step.
+    pub abandoned_lost: AtomicU64,
+    /// Acquire gave up within its budget (key held or in grace).
+    pub acquire_failed: AtomicU64,
+    /// Handles the SDK reported lost (listener calls).
+    pub lock_lost: AtomicU64,
+    /// Sessions that had to be reopened after being lost.
+    pub sessions_reopened: AtomicU64,
+    /// Rail refusals the client saw with FENCED_OUT (the ledger's count is authoritative).
+    pub fenced_replies: AtomicU64,
+    /// Transport errors or timeouts on the rail.
+    pub rail_transport_errors: AtomicU64,
+    /// Sum over grants of the usable lease fraction at grant time, in ppm.
+    pub usable_ppm_sum: AtomicU64,
+    /// Grants counted in `usable_ppm_sum`.
+    pub grants: AtomicU64,
+}
+
+impl Tally {
+    fn bump(a: &AtomicU64) {
+        a.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Mean over grants of (client-side lease left at grant) / lease.
+    pub fn usable_lease_fraction(&self) -> f64 {
+        let n = self.grants.load(Ordering::Relaxed);
+        if n == 0 {
+            return 0.0;
+        }
+        self.usable_ppm_sum.load(Ordering::Relaxed) as f64 / n as f64 / 1e6
+    }
+}
+
+/// Everything one worker needs to know.
+#[derive(Clone, Debug)]
+pub struct WorkerEnv {
+    /// The lock-server (or the delay proxy in front of it).
+    pub lock_url: String,
+    /// The rail-stub.
+    pub rail_url: String,
+    /// The lease each acquire asks for.
+    pub lease: Duration,
+    /// The session TTL.
+    pub session_ttl: Duration,
+    /// The margin policy.
+    pub margin: MarginPolicy,
+    /// `rail.read.timeout` (scaled): R3's read timeout.
+    pub rail_read_timeout: Duration,
+    /// `rail.read.timeout + 2 s` (scaled): what `ensure_time_for` requires.
+    pub worst_case_hop: Duration,
+    /// When false, the worker skips `check_still_held`/`ensure_time_for` (UC-03).
+    pub client_check: bool,
+    /// How long one acquire may wait for a held key.
+    pub acquire_budget: Duration,
+    /// R7's id prefix of the backlog.
+    pub payout_prefix: String,
+    /// The run's seed; worker `i` seeds its SDK with `seed + i`.
+    pub seed: u64,
+    /// Called after every successful claim, before the D4 check: the point in
+    /// the critical section where the pause experiment freezes a worker.
+    pub on_claimed: Option<ClaimHook>,
+}
+
+/// The signature of a [`ClaimHook`]: `(payout_id, token)`.
+pub type ClaimFn = dyn Fn(&str, u64) + Send + Sync;
+
+/// A callback `(payout_id, token)` run inside the critical section (see [`WorkerEnv::on_claimed`]).
+#[derive(Clone)]
+pub struct ClaimHook(pub Arc<ClaimFn>);
+
+impl std::fmt::Debug for ClaimHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClaimHook")
+    }
+}
+
+/// One worker: its own `LockClient` (own heartbeat task, own RTT histogram).
+pub struct Worker {
+    /// Its index, for the owner id and the seed.
+    idx: u64,
+    /// The SDK client.
+    client: LockClient,
+    /// The rail client.
+    rail: RailClient,
+    /// The configuration.
+    env: WorkerEnv,
+}
+
+impl Worker {
+    /// Builds worker `idx`. Fails only on an SDK configuration error.
+    pub fn new(idx: u64, env: WorkerEnv) -> anyhow::Result<Self> {
+        let config = LockClientConfig::new(env.lock_url.clone())
+            .with_margin(env.margin)
+            .with_session_ttl(env.session_ttl)
+            .with_default_ttl(env.lease)
+            .with_request_timeout(env.lease.max(Duration::from_secs(1)))
+            .with_seed(env.seed.wrapping_add(idx));
+        let client = LockClient::new(config)?;
+        let rail = RailClient::new(&env.rail_url, env.rail_read_timeout);
+        Ok(Worker {
+            idx,
+            client,
+            rail,
+            env,
+        })
+    }
+
+    /// The worker's SDK client (its RTT histogram and stats).
+    pub fn client(&self) -> &LockClient {
+        &self.client
+    }
+
+    async fn open_session(&self, tally: &Arc<Tally>) -> Result<Session, LockError> {
+        let session = self
+            .client
+            .open_session(&format!("bench-worker-{}", self.idx))
+            .await?;
+        let t = tally.clone();
+        session.on_lock_lost(move |_| {
+            t.lock_lost.fetch_add(1, Ordering::Relaxed);
+        });
+        Ok(session)
+    }
+
+    /// Works payouts from `queue` until `stop` turns true or the backlog is empty.
+    pub async fn run(
+        &self,
+        queue: Arc<WorkQueue>,
+        tally: Arc<Tally>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut session: Option<Session> = None;
+        while !*stop.borrow() {
+            let s = match &session {
+                Some(s) if s.lost_reason().is_none() => s,
+                _ => {
+                    if let Some(old) = session.take() {
+                        old.close().await;
+                        Tally::bump(&tally.sessions_reopened);
+                    }
+                    match self.open_session(&tally).await {
+                        Ok(s) => session.insert(s),
+                        Err(_) => {
+                            // The server is stalled or gone; try again shortly, unless stopping.
+                            tokio::select! {
+                                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                                _ = stop.changed() => {}
+                            }
+                            continue;
+                        }
+                    }
+                }
+            };
+            let Some(n) = queue.take() else { break };
+            Tally::bump(&tally.attempts);
+            if !self.pay_one(s, n, &tally).await {
+                queue.give_back(n);
+            }
+        }
+        if let Some(s) = session {
+            s.close().await;
+        }
+    }
+
+    /// One payout. Returns false when it must be retried later (abandoned).
+    async fn pay_one(&self, s: &Session, n: u64, tally: &Tally) -> bool {
+        let id = bulk_payout_id(&self.env.payout_prefix, n);
+        let opts = AcquireOptions::default()
+            .ttl(self.env.lease)
+            .wait_up_to(self.env.acquire_budget);
+        let handle = match s.acquire(&format!("payout:{id}"), opts).await {
+            Ok(h) => h,
+            Err(_) => {
+                Tally::bump(&tally.acquire_failed);
+                return false;
+            }
+        };
+        let token = handle.token();
+        if let Ok(left) = s.remaining(&handle) {
+            let ppm = (left.as_secs_f64() / self.env.lease.as_secs_f64() * 1e6) as u64;
+            tally.usable_ppm_sum.fetch_add(ppm, Ordering::Relaxed);
+            Tally::bump(&tally.grants);
+        }
+        // Fence 1: the ledger claim.
+        match self.rail.claim(&id, token).await {
+            RailOutcome::Ok => {}
+            RailOutcome::Refused(RailErrorCode::AlreadyPaid) => {
+                let _ = s.release(handle).await;
+                return true;
+            }
+            RailOutcome::Refused(code) => {
+                if code == RailErrorCode::FencedOut {
+                    Tally::bump(&tally.fenced_replies);
+                }
+                let _ = s.release(handle).await;
+                return false;
+            }
+            RailOutcome::Transport(_) => {
+                Tally::bump(&tally.rail_transport_errors);
+                let _ = s.release(handle).await;
+                return false;
+            }
+        }
+        if let Some(hook) = &self.env.on_claimed {
+            (hook.0)(&id, token);
+        }
+        // ADR-006 D4: do not start what you cannot finish.
+        if self.env.client_check {
+            let verdict = s
+                .check_still_held(&handle)
+                .map_err(LockError::from)
+                .and_then(|()| s.ensure_time_for(&handle, self.env.worst_case_hop));
+            match verdict {
+                Ok(()) => {}
+                Err(LockError::InsufficientLease { .. }) => {
+                    Tally::bump(&tally.abandoned_insufficient_lease);
+                    let _ = self.rail.release(&id, token).await;
+                    let _ = s.release(handle).await;
+                    return false;
+                }
+                Err(_) => {
+                    // Lost: we are no longer the holder, so we do not touch the
+                    // ledger (a release under our token could only be fenced out).
+                    Tally::bump(&tally.abandoned_lost);
+                    let _ = s.release(handle).await;
+                    return false;
+                }
+            }
+        }
+        // Fence 2: the irreversible step.
+        let done = match self.rail.submit(&id, token).await {
+            RailOutcome::Ok => {
+                Tally::bump(&tally.paid_replies);
+                true
+            }
+            RailOutcome::Refused(RailErrorCode::DuplicateSubmission) => true,
+            RailOutcome::Refused(code) => {
+                if code == RailErrorCode::FencedOut {
+                    Tally::bump(&tally.fenced_replies);
+                }
+                false
+            }
+            RailOutcome::Transport(_) => {
+                // Unknown outcome: a later holder's claim finds it PAID or takes it over.
+                Tally::bump(&tally.rail_transport_errors);
+                false
+            }
+        };
+        let _ = s.release(handle).await;
+        done
+    }
+}

@@ -1,0 +1,235 @@
+//! The driver half of the bench, end to end against real child processes:
+//! the measurement sees an injected delay, a short sweep writes every output
+//! with zero duplicates and zero fence-outs, and bad flags exit 2 naming the flag.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use bench::grid::{Cell, PolicySpec};
+use bench::runner::{self, RunConfig, Runtime};
+use tokio::sync::watch;
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "fencepost-bench-{tag}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn config(net_delay: Option<&str>) -> RunConfig {
+    RunConfig {
+        runtime: Runtime::Process {
+            store: Some("memory:".into()),
+        },
+        workers: 2,
+        duration: Duration::from_secs(2),
+        payouts: 2_000,
+        policy: PolicySpec::Fixed,
+        session_ttl: None,
+        rail_latency: "fixed:30ms".parse().unwrap(),
+        rail_read_timeout: Duration::from_secs(5),
+        time_scale: true,
+        net_delay: net_delay.map(|s| s.parse().unwrap()),
+        server_pause: None,
+        seed: 7,
+        client_check: true,
+    }
+}
+
+/// The bench must see what is there: with a proxy adding a fixed 20 ms to every
+/// round trip, the recorded heartbeat RTT p50 and p99 must be at least 20 ms
+/// (the proxy only ever adds) and p50 within 15 ms above it. On this 2-core
+/// machine the undelayed loopback RTT p50 is ~1–3 ms in a debug build (see a
+/// plain `bench run`), so 15 ms leaves room for a loaded machine while still
+/// failing if the delay were missed (p50 ≈ 2 ms) or applied twice (≥ 40 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_20ms_proxy_delay_shows_up_in_the_recorded_rtt() {
+    let cfg = config(Some("fixed:20ms"));
+    let plan = cfg.plan(Cell {
+        lease: Duration::from_secs(1),
+        margin: 0.3,
+    });
+    let out = temp_dir("proxy");
+    let (_tx, rx) = watch::channel(false);
+    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {})
+        .await
+        .unwrap()
+        .unwrap();
+    let r = &result.row;
+    assert!(r.hb_count >= 10, "too few heartbeats: {}", r.hb_count);
+    assert!(
+        r.hb_rtt_p50_us >= 20_000,
+        "p50 {} µs below the injected 20 ms",
+        r.hb_rtt_p50_us
+    );
+    assert!(
+        r.hb_rtt_p99_us >= 20_000,
+        "p99 {} µs below the injected 20 ms",
+        r.hb_rtt_p99_us
+    );
+    assert!(
+        r.hb_rtt_p50_us <= 35_000,
+        "p50 {} µs: more than 15 ms above the injected 20 ms",
+        r.hb_rtt_p50_us
+    );
+    assert!(
+        r.ledger_ok && r.duplicate_attempted == 0 && r.fenced_out == 0,
+        "{r:?}"
+    );
+    assert!(r.payouts_paid > 0, "{r:?}");
+}
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bench"))
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["sweep", "--margin", "0.5..0.1"], "--margin"),
+        (&["sweep", "--margin", "1.0"], "--margin"),
+        (&["sweep", "--margin", "0.1..1.2"], "--margin"),
+        (&["run", "--ttl", "1parsec"], "--ttl"),
+        (&["run", "--ttl", "5"], "--ttl"),
+        (&["run", "--duration", "10"], "--duration"),
+        (&["run", "--net-delay", "gaussian:1ms"], "--net-delay"),
+        (&["run", "--server-pause", "1s:2s"], "--server-pause"),
+        (&["run", "--margin", "0.1,0.2"], "--margin"),
+        (&["run", "--runtime", "external"], "--lock-url"),
+        (&["triggers", "/nonexistent/fencepost-dir"], "nonexistent"),
+    ];
+    for (args, needle) in cases {
+        let out = bench().args(*args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?} should name {needle}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
+    let out = temp_dir("sweep").join("run");
+    let status = bench()
+        .args([
+            "sweep",
+            "--margin",
+            "0.1..0.5:0.2",
+            "--ttl",
+            "1s",
+            "--duration",
+            "1s",
+            "--workers",
+            "2",
+            "--payouts",
+            "2000",
+            "--seed",
+            "11",
+            "--store",
+            "memory:",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    for f in [
+        "results.parquet",
+        "results.csv",
+        "manifest.json",
+        "triggers.json",
+        "report.md",
+        "rtt_cdf.svg",
+        "rtt_cdf.png",
+        "throughput_vs_margin.png",
+        "abandonment_vs_margin.svg",
+        "p99_vs_budget.png",
+    ] {
+        let p = out.join(f);
+        assert!(
+            p.metadata().map(|m| m.len() > 0).unwrap_or(false),
+            "{f} missing or empty"
+        );
+    }
+    let rows = bench::results::read_results(&out).unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.cell.as_str()).collect::<Vec<_>>(),
+        [
+            "ttl=1s_margin=0.10",
+            "ttl=1s_margin=0.30",
+            "ttl=1s_margin=0.50"
+        ]
+    );
+    for r in &rows {
+        assert_eq!(
+            (
+                r.duplicate_attempted,
+                r.fenced_out,
+                r.paid_twice,
+                r.stale_paid
+            ),
+            (0, 0, 0, 0),
+            "{r:?}"
+        );
+        assert!(r.ledger_ok && r.payouts_paid > 0 && r.seed == 11, "{r:?}");
+        assert!(out.join("hgrm").join(format!("{}.hgrm", r.cell)).exists());
+    }
+    // Resuming a finished sweep runs nothing and keeps the rows.
+    let status = bench()
+        .args([
+            "sweep",
+            "--margin",
+            "0.1..0.5:0.2",
+            "--ttl",
+            "1s",
+            "--duration",
+            "1s",
+            "--workers",
+            "2",
+            "--payouts",
+            "2000",
+            "--seed",
+            "11",
+            "--store",
+            "memory:",
+            "--resume",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(bench::results::read_results(&out).unwrap(), rows);
+    // A different configuration is refused on resume.
+    let status = bench()
+        .args([
+            "sweep",
+            "--margin",
+            "0.1..0.5:0.2",
+            "--ttl",
+            "1s",
+            "--duration",
+            "2s",
+            "--workers",
+            "2",
+            "--payouts",
+            "2000",
+            "--store",
+            "memory:",
+            "--resume",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+    // triggers reads it back: 0 (none fired) or 3 (one fired), never 2.
+    let code = bench().arg("triggers").arg(&out).status().unwrap().code();
+    assert!(matches!(code, Some(0) | Some(3)), "{code:?}");
+}

@@ -1,0 +1,4 @@
+//! bench integration tests: one binary (each links polars), one module per concern.
+
+mod driver;
+mod output;

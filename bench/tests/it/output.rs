@@ -1,0 +1,509 @@
+//! The bench's output half, end to end on synthetic data: the results table,
+//! the histogram files, the ADR-006 §6.5 triggers, `bench triggers` exit codes,
+//! the report and the plots. Rows and histograms are built here (seeded), never
+//! by running a workload.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use bench::hist::{self, load_histogram, save_histogram, summarize};
+use bench::plots::PLOT_STEMS;
+use bench::report::{recommendations, write_report};
+use bench::results::{BadInput, COLUMNS, CellRow, read_results, write_results};
+use bench::triggers::{
+    D4_UNSATISFIABLE, FENCED_OUT_WITH_CLIENT_CHECK, MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN,
+    TriggerResult, evaluate, run_triggers_command,
+};
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A scratch directory under the system temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "fencepost-output-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::env::var_os("KEEP_SCRATCH").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A healthy cell that fires no trigger: 1 s lease, margin 0.30, p99 5 ms
+/// (budget 100 ms), usable lease 700 ms > hop 300 ms, 2 % lost work.
+fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
+    CellRow {
+        run_id: "test-run".into(),
+        margin,
+        margin_policy: "fixed".into(),
+        lease_ms,
+        session_ttl_ms: lease_ms / 2,
+        workers: 4,
+        duration_s: 10.0,
+        rail_p50_ms: 4.0,
+        rail_p99_ms: 40.0,
+        hb_count: 1000,
+        hb_rtt_p50_us: 800,
+        hb_rtt_p90_us: 2_000,
+        hb_rtt_p99_us: 5_000,
+        hb_rtt_p999_us: 9_000,
+        hb_rtt_max_us: 12_345,
+        payouts_paid: 196,
+        throughput_per_s: 19.6,
+        abandoned_insufficient_lease: 1,
+        lock_lost: 0,
+        renewals: 321,
+        fenced_out: 0,
+        duplicate_attempted: 0,
+        usable_lease_fraction: 1.0 - margin,
+        cell: cell.into(),
+        seed: 42,
+        net_delay: "none".into(),
+        server_pause: "none".into(),
+        rail_latency: "lognormal:p50=4ms,p99=40ms".into(),
+        rail_read_timeout_ms: 100,
+        worst_case_hop_ms: 300,
+        client_check: true,
+        acquire_failed: 2,
+        abandoned_lost: 1,
+        attempts: 200,
+        paid_twice: 0,
+        stale_paid: 0,
+        ledger_ok: true,
+        margin_effective: margin,
+        hb_rtt_mean_us: 1_234.5,
+    }
+}
+
+/// One row per trigger built to fire it (and nothing else), plus a healthy row
+/// and a fenced-out row with the client check off (fires nothing).
+fn trigger_rows() -> Vec<CellRow> {
+    let none = healthy("none", 0.30, 1000);
+
+    let mut rtt = healthy("rtt", 0.30, 1000);
+    rtt.hb_rtt_p99_us = 150_000; // 150 ms > 1000 × 0.30 / 3 = 100 ms
+
+    let mut margin = healthy("margin", 0.30, 1000);
+    margin.abandoned_insufficient_lease = 30; // 30 of 33 lost; 33 of 200 attempts
+    margin.acquire_failed = 2;
+    margin.abandoned_lost = 1;
+
+    let mut d4 = healthy("d4", 0.70, 1000); // 300 ms usable ≤ 300 ms hop
+    d4.hb_rtt_p99_us = 50_000; // under the 233 ms budget
+
+    let mut fenced = healthy("fenced", 0.30, 1000);
+    fenced.fenced_out = 2;
+
+    let mut demo = healthy("uc03", 0.30, 1000);
+    demo.fenced_out = 5;
+    demo.client_check = false;
+
+    vec![none, rtt, margin, d4, fenced, demo]
+}
+
+/// A seeded log-normal-ish RTT histogram around `median_us`.
+fn synthetic_histogram(seed: u64, median_us: f64, samples: usize) -> Histogram<u64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut h = hist::new_histogram();
+    for _ in 0..samples {
+        // Box–Muller: a standard normal from two uniforms.
+        let (u1, u2): (f64, f64) = (rng.random::<f64>().max(1e-12), rng.random());
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        let v = (median_us * (0.8 * z).exp()).round().max(1.0) as u64;
+        h.record(v).unwrap();
+    }
+    h
+}
+
+fn fired(results: &[TriggerResult]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = results
+        .iter()
+        .filter(|r| r.fired)
+        .map(|r| (r.trigger.clone(), r.cell.clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn results_round_trip_through_parquet_and_csv_in_column_order() {
+    let dir = Scratch::new("roundtrip");
+    let mut rows = trigger_rows();
+    rows[1].margin = 0.1 + 0.2; // not exactly representable: checks float fidelity
+    rows[2].throughput_per_s = 1.0 / 3.0;
+    rows[3].net_delay = String::new();
+    rows[4].rail_latency = "fixed:5ms, \"quoted\"".into();
+    write_results(dir.path(), &rows).unwrap();
+
+    assert_eq!(read_results(dir.path()).unwrap(), rows, "parquet");
+
+    let csv = std::fs::read_to_string(dir.path().join("results.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert_eq!(header, COLUMNS);
+    assert_eq!(&COLUMNS[..3], ["run_id", "margin", "margin_policy"]);
+    assert_eq!(COLUMNS[22], "usable_lease_fraction");
+
+    std::fs::remove_file(dir.path().join("results.parquet")).unwrap();
+    assert_eq!(read_results(dir.path()).unwrap(), rows, "csv fallback");
+}
+
+#[test]
+fn histogram_save_then_load_gives_identical_percentiles() {
+    let dir = Scratch::new("hist");
+    let h = synthetic_histogram(7, 2_000.0, 20_000);
+    save_histogram(dir.path(), "ttl=1s_margin=0.30", &h).unwrap();
+    let back = load_histogram(dir.path(), "ttl=1s_margin=0.30").unwrap();
+
+    assert_eq!(back.len(), h.len());
+    assert_eq!(back.min(), h.min());
+    assert_eq!(back.max(), h.max());
+    for q in [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999, 1.0] {
+        assert_eq!(back.value_at_quantile(q), h.value_at_quantile(q), "q={q}");
+    }
+    assert_eq!(summarize(&back), summarize(&h));
+    assert_eq!(back, h);
+
+    let text = std::fs::read_to_string(dir.path().join("hgrm/ttl=1s_margin=0.30.hgrm")).unwrap();
+    assert!(text.contains("microseconds"), "unit in a header comment");
+    assert!(text.contains("Value     Percentile TotalCount 1/(1-Percentile)"));
+    assert!(text.contains("#[Mean    ="));
+    assert!(text.contains(&format!("Total count    = {:12}]", h.len())));
+    let last = text.lines().rev().find(|l| !l.starts_with('#')).unwrap();
+    assert!(
+        last.contains("1.000000000000"),
+        "ends at percentile 1: {last}"
+    );
+    let hdr = std::fs::read_to_string(dir.path().join("hgrm/ttl=1s_margin=0.30.hdr")).unwrap();
+    assert_eq!(hdr.lines().count(), 1, "base64 on one line");
+}
+
+#[test]
+fn summarize_of_an_empty_histogram_is_all_zero() {
+    let s = summarize(&hist::new_histogram());
+    assert_eq!(s.count, 0);
+    assert_eq!(s.p99, 0);
+    assert_eq!(s.mean, 0.0);
+}
+
+#[test]
+fn each_trigger_fires_exactly_where_constructed_to() {
+    let results = evaluate(&trigger_rows());
+    assert_eq!(results.len(), 4 * 6);
+    assert_eq!(
+        fired(&results),
+        vec![
+            (D4_UNSATISFIABLE.to_owned(), "d4".to_owned()),
+            (FENCED_OUT_WITH_CLIENT_CHECK.to_owned(), "fenced".to_owned()),
+            (MARGIN_DOMINANT_LIMITER.to_owned(), "margin".to_owned()),
+            (RTT_P99_VS_MARGIN.to_owned(), "rtt".to_owned()),
+        ]
+    );
+    let rtt = results
+        .iter()
+        .find(|r| r.trigger == RTT_P99_VS_MARGIN && r.cell == "rtt")
+        .unwrap();
+    assert_eq!(
+        (rtt.observed, rtt.threshold, rtt.unit.as_str()),
+        (150.0, 100.0, "ms")
+    );
+    assert!(
+        rtt.action
+            .starts_with("Raise the margin or shorten the heartbeat period")
+    );
+}
+
+#[test]
+fn margin_is_dominant_only_when_it_causes_half_the_loss_and_the_loss_is_material() {
+    // Exactly at both thresholds: 5 of 10 lost to the margin, 10 of 200 attempts lost.
+    let mut edge = healthy("edge", 0.30, 1000);
+    (
+        edge.abandoned_insufficient_lease,
+        edge.acquire_failed,
+        edge.abandoned_lost,
+    ) = (5, 5, 0);
+    // Dominant but immaterial: all 4 lost to the margin, 4 of 200 attempts.
+    let mut small = healthy("small", 0.30, 1000);
+    (
+        small.abandoned_insufficient_lease,
+        small.acquire_failed,
+        small.abandoned_lost,
+    ) = (4, 0, 0);
+    // Material but not dominant: 20 of 42 lost to the margin.
+    let mut shared = healthy("shared", 0.30, 1000);
+    (
+        shared.abandoned_insufficient_lease,
+        shared.acquire_failed,
+        shared.lock_lost,
+    ) = (20, 20, 1);
+    let results = evaluate(&[edge, small, shared]);
+    let margin: Vec<_> = fired(&results);
+    assert_eq!(
+        margin,
+        vec![(MARGIN_DOMINANT_LIMITER.to_owned(), "edge".to_owned())]
+    );
+}
+
+#[test]
+fn fence_outs_without_the_client_check_are_the_uc03_demo_not_a_violation() {
+    let results = evaluate(&trigger_rows());
+    let demo = results
+        .iter()
+        .find(|r| r.trigger == FENCED_OUT_WITH_CLIENT_CHECK && r.cell == "uc03")
+        .unwrap();
+    assert!(!demo.fired);
+    assert_eq!(demo.observed, 5.0);
+    assert!(demo.detail.contains("client check off"));
+}
+
+#[test]
+fn triggers_command_exits_0_when_none_fires_and_3_when_one_does() {
+    let quiet = Scratch::new("quiet");
+    write_results(
+        quiet.path(),
+        &[healthy("a", 0.3, 1000), healthy("b", 0.4, 1000)],
+    )
+    .unwrap();
+    assert_eq!(run_triggers_command(quiet.path()).unwrap(), 0);
+
+    let loud = Scratch::new("loud");
+    write_results(loud.path(), &trigger_rows()).unwrap();
+    assert_eq!(run_triggers_command(loud.path()).unwrap(), 3);
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(loud.path().join("triggers.json")).unwrap())
+            .unwrap();
+    let items = json.as_array().unwrap();
+    assert_eq!(items.len(), 24);
+    for key in [
+        "trigger",
+        "cell",
+        "fired",
+        "observed",
+        "threshold",
+        "action",
+    ] {
+        assert!(
+            items.iter().all(|i| i.get(key).is_some()),
+            "{key} in every item"
+        );
+    }
+    assert_eq!(items.iter().filter(|i| i["fired"] == true).count(), 4);
+}
+
+#[test]
+fn bad_input_is_an_error_the_cli_maps_to_exit_2() {
+    let missing = std::env::temp_dir().join("fencepost-output-does-not-exist");
+    let err = run_triggers_command(&missing).unwrap_err();
+    assert!(matches!(
+        err.downcast_ref::<BadInput>(),
+        Some(BadInput::NoDir(_))
+    ));
+    assert!(write_report(&missing).is_err());
+
+    let empty = Scratch::new("empty");
+    let err = run_triggers_command(empty.path()).unwrap_err();
+    assert!(matches!(
+        err.downcast_ref::<BadInput>(),
+        Some(BadInput::NoResults(_))
+    ));
+
+    std::fs::write(
+        empty.path().join("results.csv"),
+        "run_id,margin\nx,notanumber\n",
+    )
+    .unwrap();
+    let err = run_triggers_command(empty.path()).unwrap_err();
+    assert!(matches!(
+        err.downcast_ref::<BadInput>(),
+        Some(BadInput::Unreadable { .. })
+    ));
+
+    std::fs::write(empty.path().join("results.parquet"), b"PAR1 truncated").unwrap();
+    let err = run_triggers_command(empty.path()).unwrap_err();
+    assert!(matches!(
+        err.downcast_ref::<BadInput>(),
+        Some(BadInput::Unreadable { .. })
+    ));
+
+    let none = Scratch::new("norows");
+    write_results(none.path(), &[]).unwrap();
+    assert!(read_results(none.path()).unwrap().is_empty());
+    let err = run_triggers_command(none.path()).unwrap_err();
+    assert!(matches!(
+        err.downcast_ref::<BadInput>(),
+        Some(BadInput::Empty(_))
+    ));
+}
+
+/// A 2-TTL sweep: TTL 1s has a recommendation (a near-tie resolved to the larger
+/// margin), TTL 300ms has none (every margin leaves too little lease for a rail hop).
+fn sweep_rows() -> Vec<CellRow> {
+    let mut rows = Vec::new();
+    for (i, (margin, throughput, p99_us)) in [
+        (0.10, 21.0, 40_000), // budget 33 ms: trigger 1 fires
+        (0.20, 20.0, 20_000),
+        (0.30, 19.9, 20_000), // within 1 % of 20.0: the tie goes here
+        (0.40, 17.0, 20_000),
+        (0.50, 15.0, 20_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut r = healthy(&format!("ttl=1s_margin={margin:.2}"), margin, 1000);
+        r.throughput_per_s = throughput;
+        r.hb_rtt_p99_us = p99_us;
+        r.abandoned_insufficient_lease = (margin * 40.0) as u64;
+        r.attempts = 200 + i as u64;
+        rows.push(r);
+    }
+    for margin in [0.10, 0.30, 0.50] {
+        let mut r = healthy(&format!("ttl=300ms_margin={margin:.2}"), margin, 300);
+        r.worst_case_hop_ms = 300;
+        r.hb_rtt_p99_us = 3_000;
+        r.throughput_per_s = 0.5;
+        rows.push(r);
+    }
+    rows
+}
+
+#[test]
+fn recommendation_takes_the_best_qualifying_throughput_and_breaks_ties_upwards() {
+    let recs = recommendations(&sweep_rows());
+    assert_eq!(recs.len(), 2);
+    let short = &recs[0];
+    assert_eq!(short.lease_ms, 300);
+    assert_eq!(short.margin, None);
+    assert!(short.reason.contains("raise the TTL"), "{}", short.reason);
+    let long = &recs[1];
+    assert_eq!(long.lease_ms, 1000);
+    assert_eq!(long.margin, Some(0.30));
+    assert_eq!(long.qualifying, 4);
+    assert!(
+        long.reason.contains("larger margin wins the tie"),
+        "{}",
+        long.reason
+    );
+    assert!(
+        long.to_string()
+            .starts_with("TTL 1s: recommended margin 0.30")
+    );
+}
+
+#[test]
+fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
+    let dir = Scratch::new("report");
+    let rows = sweep_rows();
+    write_results(dir.path(), &rows).unwrap();
+    for (i, r) in rows.iter().enumerate() {
+        let median = 1_000.0 + 3_000.0 * i as f64;
+        save_histogram(
+            dir.path(),
+            &r.cell,
+            &synthetic_histogram(i as u64, median, 5_000),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.path().join("manifest.json"),
+        r#"{"command":"bench sweep","seed":42,"git_commit":"abc123","config":{"workers":4},
+            "versions":{"fencepost":"0.1.0","rustc":"rustc 1.95.0","profile":"debug"},
+            "machine":{"hostname":"box","cpus":2},"started_at":"2026-11-30T00:00:00Z"}"#,
+    )
+    .unwrap();
+
+    write_report(dir.path()).unwrap();
+
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("## ADR-006 §6.5 revisit triggers"));
+    assert!(md.contains("| trigger | cell | observed | threshold | verdict | detail | action |"));
+    assert!(md.contains(
+        "| `rtt_p99_vs_margin` | `ttl=1s_margin=0.10` | 40 ms | 33.333 ms | **FIRED** |"
+    ));
+    assert!(md.contains("Raise the margin or shorten the heartbeat period"));
+    assert!(md.contains("## Summary: recommended margin per TTL"));
+    assert!(
+        md.contains("| 1s | **0.30** | `ttl=1s_margin=0.30` | 19.90 | 4/5 |"),
+        "{md}"
+    );
+    assert!(md.contains("| 300ms | **none** |"));
+    assert!(md.contains("`abc123`"), "git commit from the manifest");
+    assert!(md.contains("![Heartbeat RTT CDF per cell (log x, from hgrm/*.hdr)](rtt_cdf.svg)"));
+    assert!(dir.path().join("triggers.json").is_file());
+
+    for stem in PLOT_STEMS {
+        for ext in ["svg", "png"] {
+            let path = dir.path().join(format!("{stem}.{ext}"));
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(bytes.len() > 1000, "{} is too small", path.display());
+            if ext == "png" {
+                assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", path.display());
+            } else {
+                assert!(String::from_utf8_lossy(&bytes).contains("<svg"));
+            }
+        }
+    }
+    if let Some(keep) = std::env::var_os("KEEP_REPORT") {
+        let keep = PathBuf::from(keep);
+        let _ = std::fs::create_dir_all(&keep);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let entry = entry.unwrap();
+            if entry.path().is_file() {
+                std::fs::copy(entry.path(), keep.join(entry.file_name())).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn report_survives_missing_histograms_and_no_manifest() {
+    let dir = Scratch::new("bare");
+    write_results(dir.path(), &[healthy("lonely", 0.3, 1000)]).unwrap();
+    write_report(dir.path()).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("no manifest.json"));
+    assert!(md.contains("Cells missing from the RTT CDF"));
+    assert!(dir.path().join("rtt_cdf.png").is_file());
+}
+
+#[test]
+fn plots_of_a_large_grid_are_drawn() {
+    let dir = Scratch::new("grid");
+    let mut rows = Vec::new();
+    for (t, lease_ms) in [500, 1000, 2000, 5000, 10_000].into_iter().enumerate() {
+        for m in 1..=8 {
+            let margin = f64::from(m) * 0.05;
+            let mut r = healthy(
+                &format!("ttl={lease_ms}ms_margin={margin:.2}"),
+                margin,
+                lease_ms,
+            );
+            r.throughput_per_s = 10.0 + t as f64 - margin * 5.0;
+            let h = synthetic_histogram((t * 10 + m as usize) as u64, 500.0 * (m as f64), 500);
+            save_histogram(dir.path(), &r.cell, &h).unwrap();
+            rows.push(r);
+        }
+    }
+    let out = bench::plots::draw_plots(dir.path(), &rows).unwrap();
+    assert_eq!(out.files.len(), 8);
+    assert!(out.skipped_cells.is_empty());
+    if let Some(keep) = std::env::var_os("KEEP_GRID") {
+        std::fs::copy(dir.path().join("rtt_cdf.png"), keep).unwrap();
+    }
+}
