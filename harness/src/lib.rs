@@ -104,7 +104,7 @@ impl ChildService {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));
         die_with_parent(&mut cmd);
-        let mut child = cmd.spawn().map_err(|source| HarnessError::Spawn {
+        let mut child = spawn_on_keeper(cmd).map_err(|source| HarnessError::Spawn {
             path: binary.to_path_buf(),
             source,
         })?;
@@ -272,8 +272,43 @@ pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
         .ok()
 }
 
+/// A spawn request for the keeper thread, with where to send the result.
+type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+/// Spawns `cmd` from one thread that lives as long as the process.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not
+/// the process: a child spawned from a tokio blocking-pool thread would be
+/// killed when the pool retires that idle thread (after 10 s). Spawning every
+/// child from this keeper thread ties their lives to the process instead.
+fn spawn_on_keeper(cmd: Command) -> std::io::Result<Child> {
+    static KEEPER: OnceLock<Mutex<mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let keeper = KEEPER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("fencepost-harness-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("spawner thread starts");
+        Mutex::new(tx)
+    });
+    let (reply_tx, reply_rx) = mpsc::channel();
+    keeper
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((cmd, reply_tx))
+        .map_err(|_| std::io::Error::other("the harness spawner thread is gone"))?;
+    reply_rx
+        .recv()
+        .map_err(|_| std::io::Error::other("the harness spawner thread is gone"))?
+}
+
 /// Makes the kernel SIGKILL the child when this process dies, so a crashed or
-/// SIGKILLed harness leaves nothing behind.
+/// SIGKILLed harness leaves nothing behind (see [`spawn_on_keeper`] for why
+/// the spawning thread matters).
 fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
@@ -367,6 +402,32 @@ fn workspace_root() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_outlives_the_thread_that_started_it() {
+        // `sleep` stands in for a service: start it from a short-lived thread
+        // (as tokio's blocking pool would), let that thread exit, and check the
+        // child is still running: PR_SET_PDEATHSIG must not fire on thread exit.
+        let child = std::thread::spawn(|| {
+            let mut cmd = Command::new("sleep");
+            cmd.arg("30");
+            die_with_parent(&mut cmd);
+            spawn_on_keeper(cmd).expect("sleep starts")
+        })
+        .join()
+        .unwrap();
+        let mut child = child;
+        // Give the kernel a moment to deliver a (wrong) death signal, then check.
+        for _ in 0..20 {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "child died with its spawning thread"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     #[test]
     fn parses_the_listening_line() {
