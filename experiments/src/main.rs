@@ -1,6 +1,23 @@
-//! `experiments`: the fault experiments (C4). Not built yet: see issue "experiments".
+//! The `experiments` binary: parse, dispatch, map outcomes to exit codes.
+
+use clap::Parser;
+
+use experiments::cli::{Cli, Command};
 
 fn main() {
-    eprintln!("experiments: not implemented yet in this version of fencepost (tracked as the experiments issue)");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let code = match cli.command {
+        Command::Worker(args) => experiments::worker_proc::main(args),
+        Command::Pause(args) => experiments::pause::main(&args),
+        Command::Clock(args) => experiments::clock::main(&args),
+        Command::Throttle(args) => experiments::throttle::main(&args),
+    };
+    std::process::exit(code);
 }

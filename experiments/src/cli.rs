@@ -1,0 +1,323 @@
+//! The `experiments` command line: `pause`, `clock`, `throttle`, and the
+//! hidden `worker` the first and last start as child processes. Every value is
+//! parsed by clap, so a bad value exits with code 2 and names its flag.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::cgroup::QuotaSpec;
+
+/// experiments — fencepost's fault experiments: show that ADR-006's fences hold
+/// "even if the client's clock is nonsense", and where the client check and the
+/// server's grace stop covering the fault.
+///
+/// Every run prints its seed, records it in manifest.json and writes under
+/// --out (default data/runs/<timestamp>-<experiment>/): the experiment's JSON,
+/// plots as SVG and PNG, and a report.md section.
+///
+/// Examples:
+///   experiments pause --ttl 1s --pauses 5 --seed 3
+///       a worker process is SIGSTOPped in its critical section 5 times; the
+///       client check makes it abandon: fenced_out = 0
+///   experiments pause --ttl 1s --pauses 5 --seed 3 --disable-client-check
+///       UC-03: the resumed worker submits with its stale token and fence 2
+///       refuses it: fenced_out = 5, paid_twice = stale_paid = 0
+///   experiments clock --cases 1000 --seed 1
+///       simulated client/server clocks (offset, drift, quantisation, steps);
+///       violation rate against grace / (θ + 2ρD + q), no real sleeps
+///   experiments clock --margin 0.3
+///       the same with ADR-006's client margin: it adds 0.3 × lease of slack
+///   experiments throttle --quota 10% --ttl 1s --duration 10s
+///       worker processes in a cgroup limited to 10 % of a core vs none
+///
+/// Exit codes: 0 ok, 1 the experiment failed (a service, an expectation, the
+/// ledger invariant), 2 bad input, 4 (throttle) cgroups cannot be written.
+#[derive(Debug, Parser)]
+#[command(name = "experiments", version, verbatim_doc_comment)]
+pub struct Cli {
+    /// Which experiment.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The experiments.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// SIGSTOP a worker process in its critical section beyond its lease, N times (T-042, UC-03).
+    Pause(PauseArgs),
+    /// Simulate client and server clocks against the server's grace; no real sleeps (T-043).
+    Clock(ClockArgs),
+    /// Worker processes under a cgroup CPU quota vs unthrottled (ADR-006's Autopilot case).
+    Throttle(ThrottleArgs),
+    /// (internal) One SDK payout worker as its own OS process, driven over stdin.
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+/// `experiments pause`.
+#[derive(Debug, Args, Clone)]
+pub struct PauseArgs {
+    /// Lease TTL of every acquire (lock.default.ttl); rail timeouts scale with it (lease / 30 s).
+    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    pub ttl: Duration,
+
+    /// Session TTL; default: the same as --ttl.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub session_ttl: Option<Duration>,
+
+    /// How many times the worker process is frozen in its critical section.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub pauses: u32,
+
+    /// Other workers (in-process SDK workers, client check always on) that take the paused payout over.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+
+    /// Payouts seeded per pause; the paused worker and the others all work this backlog.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub payouts_per_pause: u64,
+
+    /// How long each pause lasts at least, as a multiple of the lease (the takeover is also awaited).
+    #[arg(long, default_value_t = 2.0, value_parser = parse_factor)]
+    pub pause_factor: f64,
+
+    /// lock.client.safety-margin of every worker, 0 <= m < 1.
+    #[arg(long, default_value_t = 0.3, value_parser = parse_margin)]
+    pub margin: f64,
+
+    /// UC-03: the paused worker skips check_still_held/ensure_time_for, so its stale submit reaches fence 2.
+    #[arg(long)]
+    pub disable_client_check: bool,
+
+    /// Seed for the pause points, the workers' jitter and the rail's latency; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Results directory; default data/runs/<timestamp>-pause/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `experiments clock`.
+#[derive(Debug, Args, Clone)]
+pub struct ClockArgs {
+    /// Seeded cases per (scenario, grace fraction); at least 1.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub cases: u64,
+
+    /// Seed of the cases; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// The lease D every case grants.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    pub lease: Duration,
+
+    /// θ_max: the largest offset (start-instant) error between client and server.
+    #[arg(long, default_value = "50ms", value_parser = parse_duration_flag)]
+    pub theta: Duration,
+
+    /// ρ: the drift-rate bound per clock, in ppm.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub drift_ppm: u64,
+
+    /// q: the combined quantisation of both clocks (each clock ticks in q/2).
+    #[arg(long, default_value = "1ms", value_parser = parse_duration_flag)]
+    pub quantum: Duration,
+
+    /// Size of the clock step in the step scenarios.
+    #[arg(long, default_value = "25ms", value_parser = parse_duration_flag)]
+    pub step: Duration,
+
+    /// Largest one-way network delay of the acquire and its reply.
+    #[arg(long, default_value = "5ms", value_parser = parse_duration_flag)]
+    pub max_delay: Duration,
+
+    /// Client safety margin (ADR-006 D1); 0 is the essay's setting.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_margin)]
+    pub margin: f64,
+
+    /// Grace as fractions of the bound θ + 2ρD + q, comma separated.
+    #[arg(long, default_value = "0,0.25,0.5,0.75,0.9,0.99,1,1.1,1.5,2", value_parser = parse_fractions)]
+    pub fractions: Fractions,
+
+    /// Results directory; default data/runs/<timestamp>-clock/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// A list of grace fractions (non-negative, finite).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fractions(pub Vec<f64>);
+
+/// `experiments throttle`.
+#[derive(Debug, Args, Clone)]
+pub struct ThrottleArgs {
+    /// CPU quota for the worker processes: `10%` (of one core), `0.1`, or `QUOTA/PERIOD` like `10ms/100ms`.
+    #[arg(long, default_value = "10%", value_parser = parse_quota)]
+    pub quota: QuotaSpec,
+
+    /// Lease TTL of every acquire; rail timeouts scale with it.
+    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    pub ttl: Duration,
+
+    /// How long each of the two runs (throttled, unthrottled) lasts.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    pub duration: Duration,
+
+    /// Worker processes (each one SDK worker).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+
+    /// lock.client.safety-margin of every worker, 0 <= m < 1.
+    #[arg(long, default_value_t = 0.3, value_parser = parse_margin)]
+    pub margin: f64,
+
+    /// Seed; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Results directory; default data/runs/<timestamp>-throttle/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `experiments worker` (internal): one `bench::worker::Worker` in this process.
+#[derive(Debug, Args, Clone)]
+pub struct WorkerArgs {
+    /// The lock-server.
+    #[arg(long)]
+    pub lock_url: String,
+    /// The rail-stub.
+    #[arg(long)]
+    pub rail_url: String,
+    /// The worker's index (owner id, seed offset).
+    #[arg(long, default_value_t = 0)]
+    pub idx: u64,
+    /// Lease per acquire.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub lease: Duration,
+    /// Session TTL.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub session_ttl: Duration,
+    /// Margin.
+    #[arg(long, value_parser = parse_margin)]
+    pub margin: f64,
+    /// R3 read timeout.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub rail_read_timeout: Duration,
+    /// What D4 requires before the submit.
+    #[arg(long, value_parser = parse_duration_flag)]
+    pub worst_case_hop: Duration,
+    /// Acquire budget.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub acquire_budget: Duration,
+    /// Skip the client check (UC-03).
+    #[arg(long)]
+    pub disable_client_check: bool,
+    /// R7 prefix of the backlog.
+    #[arg(long)]
+    pub prefix: String,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Continuous mode: work payouts `first..first+count` for `--duration`, then report.
+    #[arg(long)]
+    pub first: Option<u64>,
+    /// Continuous mode: how many payouts.
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+    /// Continuous mode: how long.
+    #[arg(long, value_parser = parse_duration_flag)]
+    pub duration: Option<Duration>,
+    /// Continuous mode: where to save the RTT histogram (`.hdr`, bench's format).
+    #[arg(long)]
+    pub hist_dir: Option<PathBuf>,
+}
+
+/// A duration like `1s`, `250ms`.
+pub fn parse_duration_flag(text: &str) -> Result<Duration, String> {
+    fencepost_api::parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// A duration above zero.
+pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration_flag(text)?;
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+/// A margin in `[0, 1)`.
+pub fn parse_margin(text: &str) -> Result<f64, String> {
+    let m: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(0.0..1.0).contains(&m) {
+        return Err("must satisfy 0 <= margin < 1".into());
+    }
+    Ok(m)
+}
+
+/// A factor `>= 1` (a pause must outlast the lease).
+pub fn parse_factor(text: &str) -> Result<f64, String> {
+    let f: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !f.is_finite() || !(1.0..=100.0).contains(&f) {
+        return Err("must be between 1 and 100 (a pause must outlast the lease)".into());
+    }
+    Ok(f)
+}
+
+/// `0,0.5,1` → the fractions, each finite and `>= 0`; at least one.
+pub fn parse_fractions(text: &str) -> Result<Fractions, String> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let f: f64 = part
+            .trim()
+            .parse()
+            .map_err(|_| format!("{part:?} is not a number"))?;
+        if !f.is_finite() || !(0.0..=100.0).contains(&f) {
+            return Err(format!("{part:?} must be between 0 and 100"));
+        }
+        out.push(f);
+    }
+    if out.is_empty() {
+        return Err("give at least one fraction".into());
+    }
+    Ok(Fractions(out))
+}
+
+/// A CPU quota (see [`QuotaSpec::parse`]).
+pub fn parse_quota(text: &str) -> Result<QuotaSpec, String> {
+    QuotaSpec::parse(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn margins_outside_zero_one_are_refused() {
+        assert!(parse_margin("0.3").is_ok());
+        assert!(parse_margin("1").is_err());
+        assert!(parse_margin("-0.1").is_err());
+        assert!(parse_margin("abc").is_err());
+    }
+
+    #[test]
+    fn fractions_parse_and_reject_negatives() {
+        assert_eq!(
+            parse_fractions("0, 1.5").unwrap(),
+            Fractions(vec![0.0, 1.5])
+        );
+        assert!(parse_fractions("-1").is_err());
+        assert!(parse_fractions("x").is_err());
+    }
+}

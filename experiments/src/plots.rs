@@ -1,0 +1,404 @@
+//! The experiments' plots, each written as `<stem>.svg` and `<stem>.png` with
+//! plotters, text in the DejaVu Sans the bench registers
+//! (`bench::plots::register_fonts`), so PNGs need no system font:
+//! - `timeline` (pause): who held which token when, the freezes, the fences;
+//! - `clock` (clock): violation rate against grace / bound, per scenario;
+//! - `throttle_rtt` (throttle): heartbeat RTT CDFs, throttled vs unthrottled.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::pause::{Event, PauseResult};
+
+/// Pixel size of every plot.
+pub const PLOT_SIZE: (u32, u32) = (1280, 720);
+/// The font family registered by the bench.
+const FONT: &str = "sans-serif";
+
+/// Tableau 10, cycled.
+const COLORS: [RGBColor; 10] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x17, 0xbe, 0xcf),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+];
+
+/// Colour `i`, cycled.
+pub fn color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
+}
+
+/// One plot that can draw itself on any plotters backend.
+pub trait Plot {
+    /// Draws onto `root`, already filled white.
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static;
+}
+
+/// Renders `plot` to `<stem>.svg` and `<stem>.png` in `dir`.
+pub fn render(dir: &Path, stem: &str, plot: &impl Plot) -> anyhow::Result<[PathBuf; 2]> {
+    bench::plots::register_fonts()?;
+    let svg = dir.join(format!("{stem}.svg"));
+    {
+        let root = SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        plot.draw(&root)
+            .with_context(|| format!("drawing {}", svg.display()))?;
+        root.present()?;
+    }
+    let png = dir.join(format!("{stem}.png"));
+    {
+        let root = BitMapBackend::new(&png, PLOT_SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        plot.draw(&root)
+            .with_context(|| format!("drawing {}", png.display()))?;
+        root.present()?;
+    }
+    Ok([svg, png])
+}
+
+fn font(size: u32) -> TextStyle<'static> {
+    (FONT, size).into_font().into()
+}
+
+/// `lo..hi` widened by `pad` of its width each side, never empty.
+fn padded(lo: f64, hi: f64, pad: f64) -> Range<f64> {
+    let (lo, hi) = if lo.is_finite() && hi.is_finite() {
+        (lo, hi)
+    } else {
+        (0.0, 1.0)
+    };
+    let w = if hi > lo { hi - lo } else { 1.0 };
+    (lo - w * pad)..(hi + w * pad)
+}
+
+/// The pause timeline.
+struct Timeline<'a> {
+    result: &'a PauseResult,
+    events: &'a [Event],
+    /// Row names, bottom to top.
+    rows: Vec<String>,
+}
+
+impl Timeline<'_> {
+    fn row(&self, worker: &str) -> f64 {
+        self.rows.iter().position(|r| r == worker).unwrap_or(0) as f64
+    }
+}
+
+impl Plot for Timeline<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let r = self.result;
+        let t_max = self
+            .events
+            .iter()
+            .map(|e| e.t_s)
+            .chain(r.paused.iter().map(|p| p.resumed_at_s))
+            .fold(0.0f64, f64::max);
+        let rows = self.rows.clone();
+        let title = format!(
+            "pause: {} freezes of w0 (own process), client check {} — fenced_out {}, paid_twice {}, stale_paid {}",
+            r.pauses,
+            if r.client_check { "on" } else { "off" },
+            r.fenced_out,
+            r.paid_twice,
+            r.stale_paid
+        );
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, font(22))
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(120)
+            .build_cartesian_2d(padded(0.0, t_max, 0.02), -0.7f64..(rows.len() as f64 - 0.3))?;
+        chart
+            .configure_mesh()
+            .y_labels(rows.len())
+            .y_label_formatter(&|y| {
+                let i = y.round();
+                if (y - i).abs() < 1e-6 && i >= 0.0 {
+                    rows.get(i as usize)
+                        .map(|n| {
+                            if n == "w0" {
+                                "w0 (paused proc)".to_string()
+                            } else {
+                                n.clone()
+                            }
+                        })
+                        .unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("seconds since start")
+            .label_style(font(15))
+            .axis_desc_style(font(18))
+            .disable_y_mesh()
+            .draw()?;
+
+        let y0 = self.row("w0");
+        // The freezes.
+        chart
+            .draw_series(r.paused.iter().map(|p| {
+                Rectangle::new(
+                    [(p.stopped_at_s, y0 - 0.28), (p.resumed_at_s, y0 + 0.28)],
+                    RED.mix(0.25).filled(),
+                )
+            }))?
+            .label("SIGSTOPped holding a (soon stale) token")
+            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], RED.mix(0.25).filled()));
+        for p in &r.paused {
+            chart.draw_series(std::iter::once(Text::new(
+                format!("T{} frozen", p.stale_token),
+                (p.stopped_at_s, y0 + 0.36),
+                font(13),
+            )))?;
+        }
+        // Every claim (fence 1 accepted) as a small dot.
+        chart
+            .draw_series(
+                self.events.iter().filter(|e| e.kind == "claimed").map(|e| {
+                    Circle::new((e.t_s, self.row(&e.worker)), 3, BLACK.mix(0.35).filled())
+                }),
+            )?
+            .label("claim accepted (fence 1)")
+            .legend(|(x, y)| Circle::new((x + 8, y), 3, BLACK.mix(0.35).filled()));
+        // Takeovers: another worker claims a frozen payout under a higher token.
+        let takeovers: Vec<&Event> = self
+            .events
+            .iter()
+            .filter(|e| {
+                e.kind == "claimed"
+                    && e.worker != "w0"
+                    && r.paused.iter().any(|p| {
+                        Some(&p.payout) == e.payout.as_ref()
+                            && e.token.is_some_and(|t| t > p.stale_token)
+                    })
+            })
+            .collect();
+        chart
+            .draw_series(
+                takeovers.iter().map(|e| {
+                    TriangleMarker::new((e.t_s, self.row(&e.worker)), 8, color(2).filled())
+                }),
+            )?
+            .label("takeover of the frozen payout (higher token)")
+            .legend(|(x, y)| TriangleMarker::new((x + 8, y), 6, color(2).filled()));
+        for e in &takeovers {
+            chart.draw_series(std::iter::once(Text::new(
+                format!("T{}", e.token.unwrap_or(0)),
+                (e.t_s, self.row(&e.worker) + 0.12),
+                font(13),
+            )))?;
+        }
+        // After a resume: abandon (check on) or a fence refusal (check off).
+        let after_resume = |e: &&Event| {
+            e.worker == "w0"
+                && r.paused
+                    .iter()
+                    .any(|p| e.t_s >= p.resumed_at_s && e.t_s <= p.resumed_at_s + 5.0)
+        };
+        chart
+            .draw_series(
+                self.events
+                    .iter()
+                    .filter(|e| e.kind == "fenced")
+                    .filter(after_resume)
+                    .map(|e| Cross::new((e.t_s, y0 - 0.15), 9, BLACK.stroke_width(3))),
+            )?
+            .label("stale submit refused by fence 2 (FENCED_OUT)")
+            .legend(|(x, y)| Cross::new((x + 8, y), 6, BLACK.stroke_width(3)));
+        chart
+            .draw_series(
+                self.events
+                    .iter()
+                    .filter(|e| e.kind == "abandoned")
+                    .filter(after_resume)
+                    .map(|e| Circle::new((e.t_s, y0 - 0.15), 7, color(3).filled())),
+            )?
+            .label("resumed worker abandons (client check), no ledger call")
+            .legend(|(x, y)| Circle::new((x + 8, y), 6, color(3).filled()));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .label_font(font(15))
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        Ok(())
+    }
+}
+
+/// Draws `timeline.{svg,png}` for a pause run.
+pub fn timeline(
+    dir: &Path,
+    result: &PauseResult,
+    events: &[Event],
+    workers: u32,
+) -> anyhow::Result<()> {
+    let mut rows: Vec<String> = (1..=workers).rev().map(|i| format!("w{i}")).collect();
+    rows.push("w0".into());
+    render(
+        dir,
+        "timeline",
+        &Timeline {
+            result,
+            events,
+            rows,
+        },
+    )?;
+    Ok(())
+}
+
+/// One line of the clock plot: a scenario's violation rate per grace fraction.
+pub struct ClockSeries {
+    /// The scenario name.
+    pub label: String,
+    /// `(grace / bound, violations / cases)`.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The clock plot.
+struct ClockPlot<'a> {
+    series: &'a [ClockSeries],
+    title: String,
+}
+
+impl Plot for ClockPlot<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let x_max = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .fold(1.0f64, f64::max);
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, font(22))
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(padded(0.0, x_max, 0.02), -0.02f64..1.02)?;
+        chart
+            .configure_mesh()
+            .x_desc("server grace / (θ + 2ρD + q)")
+            .y_desc("cases where the client still believed after reassignment")
+            .y_label_formatter(&|v| format!("{:.0} %", v * 100.0))
+            .label_style(font(15))
+            .axis_desc_style(font(18))
+            .draw()?;
+        chart.draw_series(LineSeries::new(
+            vec![(1.0, -0.02), (1.0, 1.02)],
+            BLACK.stroke_width(1),
+        ))?;
+        for (i, s) in self.series.iter().enumerate() {
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(s.points.clone(), c.stroke_width(3)))?
+                .label(&s.label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                });
+            chart.draw_series(s.points.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .label_font(font(15))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+        Ok(())
+    }
+}
+
+/// Draws `clock.{svg,png}`.
+pub fn clock(dir: &Path, series: &[ClockSeries], title: String) -> anyhow::Result<()> {
+    render(dir, "clock", &ClockPlot { series, title })?;
+    Ok(())
+}
+
+/// One CDF of the throttle plot.
+pub struct Cdf {
+    /// Its label.
+    pub label: String,
+    /// `(RTT ms, cumulative fraction)`.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The throttle RTT plot.
+struct CdfPlot<'a> {
+    cdfs: &'a [Cdf],
+    title: String,
+}
+
+impl Plot for CdfPlot<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (lo, hi) = self
+            .cdfs
+            .iter()
+            .flat_map(|c| c.points.iter().map(|p| p.0))
+            .filter(|v| *v > 0.0)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(v), b.max(v))
+            });
+        let (lo, hi) = if lo.is_finite() {
+            (lo / 1.5, hi * 1.5)
+        } else {
+            (0.01, 100.0)
+        };
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, font(22))
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d((lo..hi).log_scale(), 0.0f64..1.02)?;
+        chart
+            .configure_mesh()
+            .x_desc("heartbeat RTT (ms, log)")
+            .y_desc("fraction of heartbeats")
+            .label_style(font(15))
+            .axis_desc_style(font(18))
+            .draw()?;
+        for (i, c) in self.cdfs.iter().enumerate() {
+            let col = color(i);
+            chart
+                .draw_series(LineSeries::new(c.points.clone(), col.stroke_width(3)))?
+                .label(&c.label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(3))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .label_font(font(15))
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        Ok(())
+    }
+}
+
+/// Draws `throttle_rtt.{svg,png}`.
+pub fn rtt_cdfs(dir: &Path, cdfs: &[Cdf], title: String) -> anyhow::Result<()> {
+    render(dir, "throttle_rtt", &CdfPlot { cdfs, title })?;
+    Ok(())
+}

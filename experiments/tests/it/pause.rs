@@ -1,0 +1,77 @@
+//! `experiments pause --ttl 1s --pauses 5 --seed 3`, both modes, against real
+//! lock-server and rail-stub processes: the counts the issue pins.
+
+use std::process::Command;
+
+use experiments::pause::PauseResult;
+
+fn run_pause(name: &str, extra: &[&str]) -> PauseResult {
+    let out = crate::scratch(name);
+    let status = Command::new(crate::bin())
+        .args([
+            "pause", "--ttl", "1s", "--pauses", "5", "--seed", "3", "--out",
+        ])
+        .arg(&out)
+        .args(extra)
+        .status()
+        .expect("run experiments pause");
+    let json = std::fs::read(out.join("pause.json")).expect("pause.json written");
+    let result: PauseResult = serde_json::from_slice(&json).expect("pause.json parses");
+    assert!(
+        status.success(),
+        "experiments pause failed: {status}; result {result:?}"
+    );
+    for f in [
+        "manifest.json",
+        "timeline.svg",
+        "timeline.png",
+        "report.md",
+        "events.json",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["seed"], 3);
+    let _ = std::fs::remove_dir_all(&out);
+    result
+}
+
+#[test]
+fn frozen_worker_with_the_client_check_abandons_and_no_fence_fires() {
+    let r = run_pause("pause-on", &[]);
+    assert!(r.client_check);
+    assert_eq!(r.pauses, 5);
+    assert_eq!(r.fenced_out, 0, "{r:?}");
+    assert_eq!(
+        (r.paid_twice, r.stale_paid, r.duplicate_attempted),
+        (0, 0, 0)
+    );
+    assert_eq!(r.paid, 20, "every payout of the 5 × 4 backlog is paid once");
+    assert!(r.ledger_ok);
+    assert!(
+        r.paused
+            .iter()
+            .all(|p| p.outcome == "abandoned" && p.paid_token > Some(p.stale_token))
+    );
+}
+
+#[test]
+fn frozen_worker_without_the_client_check_is_refused_by_fence_two_every_time() {
+    let r = run_pause("pause-off", &["--disable-client-check"]);
+    assert!(!r.client_check);
+    assert_eq!(r.pauses, 5);
+    assert_eq!(r.fenced_out, 5, "one fence-2 refusal per pause: {r:?}");
+    assert_eq!(r.fenced_out_fence2, 5);
+    assert_eq!(
+        (r.paid_twice, r.stale_paid, r.duplicate_attempted),
+        (0, 0, 0)
+    );
+    assert_eq!(r.paid, 20);
+    assert!(r.ledger_ok);
+    assert!(
+        r.paused
+            .iter()
+            .all(|p| p.outcome == "fenced_out" && p.paid_token > Some(p.stale_token))
+    );
+}
