@@ -6,8 +6,9 @@
 //!
 //! Modules: [`cli`] (flags), [`grid`] (flag values, cells), [`drive`] (run and
 //! sweep orchestration), [`runner`] (one cell), [`worker`] (the payout worker),
-//! [`proxy`] (the delay proxy), [`docker`] (`--runtime docker`), [`rail`] (the rail client), [`manifest`],
-//! and the output half: [`results`], [`hist`], [`triggers`], [`report`], [`plots`].
+//! [`proxy`] (the delay proxy), [`docker`] (`--runtime docker`), [`rail`]
+//! (the rail client), [`manifest`], and the output half: [`results`],
+//! [`hist`], [`triggers`], [`report`], [`plots`].
 
 pub mod cli;
 pub mod docker;

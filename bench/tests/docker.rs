@@ -47,10 +47,7 @@ fn docker_ok(args: &[&str]) -> bool {
 
 /// `docker <args>` → the ids it lists.
 fn docker_ids(args: &[&str]) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("docker runs");
+    let out = docker().args(args).output().expect("docker runs");
     assert!(
         out.status.success(),
         "docker {args:?}: {}",
