@@ -64,7 +64,7 @@ fn disqualification(row: &CellRow, results: &[TriggerResult; 4]) -> Option<&'sta
     } else if fired(FENCED_OUT_WITH_CLIENT_CHECK) {
         Some("fenced out with the client check on (trigger 4)")
     } else if fired(D4_UNSATISFIABLE) {
-        Some("lease × (1 − margin) ≤ worst-case rail hop (trigger 3)")
+        Some("min(lease, session TTL) × (1 − margin) ≤ worst-case rail hop (trigger 3)")
     } else if row.hb_count == 0 {
         Some("no heartbeat samples, trigger 1 unchecked")
     } else if fired(RTT_P99_VS_MARGIN) {

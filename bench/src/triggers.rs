@@ -34,7 +34,7 @@ pub const EXIT_FIRED: i32 = 3;
 pub const RTT_P99_VS_MARGIN: &str = "rtt_p99_vs_margin";
 /// Trigger 2: the margin is the dominant throughput limiter.
 pub const MARGIN_DOMINANT_LIMITER: &str = "margin_dominant_limiter";
-/// Trigger 3: lease × (1 − margin) ≤ worst-case rail hop, so D4 can never be met.
+/// Trigger 3: min(lease, session TTL) × (1 − margin) ≤ worst-case rail hop, so D4 can never be met.
 pub const D4_UNSATISFIABLE: &str = "d4_unsatisfiable";
 /// Trigger 4: a fence refused a worker that ran the client check.
 pub const FENCED_OUT_WITH_CLIENT_CHECK: &str = "fenced_out_with_client_check";
@@ -86,10 +86,14 @@ pub const TRIGGERS: [Trigger; 4] = [
     Trigger {
         id: D4_UNSATISFIABLE,
         adr_trigger: "lock.session.ttl or lock.default.ttl changes",
-        rule: "fired when lease_ms × (1 − margin_effective) ≤ worst_case_hop_ms \
-               (rail read timeout + 2 s): no grant leaves enough lease for one rail call, \
-               so D4 refuses every payout (observed = usable lease in ms, \
-               threshold = worst-case hop in ms)",
+        rule: "fired when min(lease_ms, session_ttl_ms) × (1 − margin_effective) ≤ \
+               worst_case_hop_ms (rail read timeout + 2 s): a handle is usable only while \
+               its own and its session's deadlines are ahead (C3), so even right after a \
+               grant or heartbeat no grant leaves enough lease for one rail call and D4 \
+               refuses every payout (observed = that usable window in ms, threshold = \
+               worst-case hop in ms). The detail also gives the window just before the \
+               next heartbeat (two thirds of it, the period being a third): when that is \
+               ≤ the hop, D4 refuses part of every heartbeat period",
         unit: "ms",
         action: "Recheck lease × (1 − margin) > worst-case rail hop; a TTL cut can make D4 \
                  unsatisfiable.",
@@ -239,17 +243,31 @@ fn margin_dominant_limiter(row: &CellRow) -> TriggerResult {
     )
 }
 
-/// Trigger 3, in ms.
+/// Trigger 3, in ms: the usable window is bounded by the shorter of the lease
+/// and the session TTL, since both deadlines must be ahead.
 fn d4_unsatisfiable(row: &CellRow) -> TriggerResult {
-    let usable_ms = to_us(row.lease_ms as f64 * (1.0 - row.margin_effective));
+    let ttl_ms = row.lease_ms.min(row.session_ttl_ms);
+    let usable_ms = to_us(ttl_ms as f64 * (1.0 - row.margin_effective));
+    let before_heartbeat_ms = to_us(usable_ms * 2.0 / 3.0);
     let hop_ms = row.worst_case_hop_ms as f64;
     let fired = usable_ms <= hop_ms;
-    let detail = format!(
-        "{} ms × (1 − {:.2}) = {usable_ms:.1} ms {} worst-case hop {hop_ms:.0} ms",
+    let binding = if row.session_ttl_ms < row.lease_ms {
+        "session TTL"
+    } else {
+        "lease"
+    };
+    let mut detail = format!(
+        "min(lease {} ms, session {} ms) × (1 − {:.2}) = {usable_ms:.1} ms {} worst-case hop {hop_ms:.0} ms (the {binding} binds)",
         row.lease_ms,
+        row.session_ttl_ms,
         row.margin_effective,
         if fired { "≤" } else { ">" }
     );
+    if !fired && before_heartbeat_ms <= hop_ms {
+        detail.push_str(&format!(
+            "; just before a heartbeat only {before_heartbeat_ms:.1} ms are left, so D4 refuses payouts in part of every heartbeat period"
+        ));
+    }
     result(&TRIGGERS[2], row, fired, usable_ms, hop_ms, detail)
 }
 

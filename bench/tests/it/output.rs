@@ -46,15 +46,15 @@ impl Drop for Scratch {
     }
 }
 
-/// A healthy cell that fires no trigger: 1 s lease, margin 0.30, p99 5 ms
-/// (budget 100 ms), usable lease 700 ms > hop 300 ms, 2 % lost work.
+/// A healthy cell that fires no trigger: 1 s lease (and session), margin 0.30,
+/// p99 5 ms (budget 100 ms), usable lease 700 ms > hop 300 ms, 2 % lost work.
 fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
     CellRow {
         run_id: "test-run".into(),
         margin,
         margin_policy: "fixed".into(),
         lease_ms,
-        session_ttl_ms: lease_ms / 2,
+        session_ttl_ms: lease_ms,
         workers: 4,
         duration_s: 10.0,
         rail_p50_ms: 4.0,
@@ -506,4 +506,29 @@ fn plots_of_a_large_grid_are_drawn() {
     if let Some(keep) = std::env::var_os("KEEP_GRID") {
         std::fs::copy(dir.path().join("rtt_cdf.png"), keep).unwrap();
     }
+}
+
+#[test]
+fn trigger_3_uses_the_shorter_of_lease_and_session_ttl() {
+    // A 1 s lease with margin 0.5 leaves 500 ms > a 300 ms hop, but a 500 ms
+    // session leaves only 250 ms: the session deadline binds and D4 cannot pass.
+    let mut row = healthy("session-binds", 0.5, 1000);
+    row.session_ttl_ms = 500;
+    let r = bench::triggers::evaluate_row(&row);
+    let t3 = &r[2];
+    assert_eq!(t3.trigger, bench::triggers::D4_UNSATISFIABLE);
+    assert!(t3.fired, "{t3:?}");
+    assert_eq!((t3.observed, t3.threshold), (250.0, 300.0));
+    assert!(t3.detail.contains("session TTL binds"), "{}", t3.detail);
+    // With a 1 s session it passes, but just before a heartbeat only 2/3 × 500 ms
+    // = 333 ms are left (> 300): no warning; at a 420 ms hop the detail warns.
+    row.session_ttl_ms = 1000;
+    row.worst_case_hop_ms = 420;
+    let t3 = &bench::triggers::evaluate_row(&row)[2];
+    assert!(!t3.fired, "{t3:?}");
+    assert!(
+        t3.detail.contains("just before a heartbeat"),
+        "{}",
+        t3.detail
+    );
 }
