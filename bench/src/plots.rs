@@ -37,7 +37,7 @@ pub const PLOT_STEMS: [&str; 4] = [
 ];
 
 /// Font family every text element uses; registered from the embedded DejaVu Sans.
-const FONT: &str = "sans-serif";
+pub const FONT: &str = "sans-serif";
 
 /// Registers the embedded DejaVu Sans as `sans-serif` (once per process).
 pub fn register_fonts() -> anyhow::Result<()> {
@@ -98,16 +98,19 @@ pub fn draw_plots(dir: &Path, rows: &[CellRow]) -> anyhow::Result<PlotOutput> {
     Ok(out)
 }
 
-/// One plot that can draw itself on any plotters backend.
-trait Plot {
+/// One plot that can draw itself on any plotters backend (the experiments'
+/// plots implement it too, so every plot is drawn the same way).
+pub trait Plot {
     /// Draws onto `root`, already filled white.
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
     where
         DB::ErrorType: 'static;
 }
 
-/// Renders `plot` to `<stem>.svg` and `<stem>.png` in `dir`.
-fn render(dir: &Path, stem: &str, plot: &impl Plot) -> anyhow::Result<[PathBuf; 2]> {
+/// Renders `plot` to `<stem>.svg` and `<stem>.png` in `dir`, with the
+/// embedded font registered first.
+pub fn render(dir: &Path, stem: &str, plot: &impl Plot) -> anyhow::Result<[PathBuf; 2]> {
+    register_fonts()?;
     let svg = dir.join(format!("{stem}.svg"));
     {
         let root = SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area();
@@ -254,7 +257,7 @@ const COLORS: [RGBColor; 10] = [
 ];
 
 /// Line colour of series `i`.
-fn color(i: usize) -> RGBColor {
+pub fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 

@@ -6,67 +6,15 @@
 //! - `throttle_rtt` (throttle): heartbeat RTT CDFs, throttled vs unthrottled.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::Context as _;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::pause::{Event, PauseResult};
 
-/// Pixel size of every plot.
-pub const PLOT_SIZE: (u32, u32) = (1280, 720);
-/// The font family registered by the bench.
-const FONT: &str = "sans-serif";
-
-/// Tableau 10, cycled.
-const COLORS: [RGBColor; 10] = [
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0xff, 0x7f, 0x0e),
-    RGBColor(0x94, 0x67, 0xbd),
-    RGBColor(0x8c, 0x56, 0x4b),
-    RGBColor(0xe3, 0x77, 0xc2),
-    RGBColor(0x17, 0xbe, 0xcf),
-    RGBColor(0x7f, 0x7f, 0x7f),
-    RGBColor(0xbc, 0xbd, 0x22),
-];
-
-/// Colour `i`, cycled.
-pub fn color(i: usize) -> RGBColor {
-    COLORS[i % COLORS.len()]
-}
-
-/// One plot that can draw itself on any plotters backend.
-pub trait Plot {
-    /// Draws onto `root`, already filled white.
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
-    where
-        DB::ErrorType: 'static;
-}
-
-/// Renders `plot` to `<stem>.svg` and `<stem>.png` in `dir`.
-pub fn render(dir: &Path, stem: &str, plot: &impl Plot) -> anyhow::Result<[PathBuf; 2]> {
-    bench::plots::register_fonts()?;
-    let svg = dir.join(format!("{stem}.svg"));
-    {
-        let root = SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area();
-        root.fill(&WHITE)?;
-        plot.draw(&root)
-            .with_context(|| format!("drawing {}", svg.display()))?;
-        root.present()?;
-    }
-    let png = dir.join(format!("{stem}.png"));
-    {
-        let root = BitMapBackend::new(&png, PLOT_SIZE).into_drawing_area();
-        root.fill(&WHITE)?;
-        plot.draw(&root)
-            .with_context(|| format!("drawing {}", png.display()))?;
-        root.present()?;
-    }
-    Ok([svg, png])
-}
+// The frame every plot shares (size, font, colours, SVG+PNG rendering) is the bench's.
+pub use bench::plots::{FONT, PLOT_SIZE, Plot, color, render};
 
 fn font(size: u32) -> TextStyle<'static> {
     (FONT, size).into_font().into()
