@@ -113,10 +113,10 @@ fn bad_flags_exit_2_naming_the_flag() {
     }
 }
 
-#[test]
-fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
-    let out = temp_dir("sweep").join("run");
-    let status = bench()
+/// `bench sweep` over three margins at 1 s, one second per cell, into `out`,
+/// with `extra` flags appended.
+fn short_sweep(out: &std::path::Path, duration: &str, extra: &[&str]) -> Option<i32> {
+    bench()
         .args([
             "sweep",
             "--margin",
@@ -124,21 +124,21 @@ fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
             "--ttl",
             "1s",
             "--duration",
-            "1s",
-            "--workers",
-            "2",
-            "--payouts",
-            "2000",
-            "--seed",
-            "11",
-            "--store",
-            "memory:",
+            duration,
         ])
+        .args(["--workers", "2", "--payouts", "2000", "--store", "memory:"])
+        .args(extra)
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .status()
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+        .unwrap()
+        .code()
+}
+
+#[test]
+fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
+    let out = temp_dir("sweep").join("run");
+    assert_eq!(short_sweep(&out, "1s", &["--seed", "11"]), Some(0));
     for f in [
         "results.parquet",
         "results.csv",
@@ -181,54 +181,13 @@ fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
         assert!(out.join("hgrm").join(format!("{}.hgrm", r.cell)).exists());
     }
     // Resuming a finished sweep runs nothing and keeps the rows.
-    let status = bench()
-        .args([
-            "sweep",
-            "--margin",
-            "0.1..0.5:0.2",
-            "--ttl",
-            "1s",
-            "--duration",
-            "1s",
-            "--workers",
-            "2",
-            "--payouts",
-            "2000",
-            "--seed",
-            "11",
-            "--store",
-            "memory:",
-            "--resume",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        short_sweep(&out, "1s", &["--seed", "11", "--resume"]),
+        Some(0)
+    );
     assert_eq!(bench::results::read_results(&out).unwrap(), rows);
     // A different configuration is refused on resume.
-    let status = bench()
-        .args([
-            "sweep",
-            "--margin",
-            "0.1..0.5:0.2",
-            "--ttl",
-            "1s",
-            "--duration",
-            "2s",
-            "--workers",
-            "2",
-            "--payouts",
-            "2000",
-            "--store",
-            "memory:",
-            "--resume",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert_eq!(status.code(), Some(2));
+    assert_eq!(short_sweep(&out, "2s", &["--resume"]), Some(2));
     // triggers reads it back: 0 (none fired) or 3 (one fired), never 2.
     let code = bench().arg("triggers").arg(&out).status().unwrap().code();
     assert!(matches!(code, Some(0) | Some(3)), "{code:?}");
