@@ -10,12 +10,16 @@
 pub mod clock;
 pub mod duration;
 pub mod grace;
+pub mod input;
 pub mod latency;
+pub mod ledger_check;
 pub mod lock;
 pub mod rail;
 
 pub use clock::{Clock, FakeClock, MonoTime, MonotonicClock};
 pub use duration::{DurationParseError, format_duration, parse_duration};
 pub use grace::{GraceParams, GracePolicy};
+pub use input::InputError;
 pub use latency::{LatencySpec, LatencySpecError};
-pub use rail::{LedgerCheck, LedgerView, PayoutState, RailErrorCode, check_ledger};
+pub use ledger_check::{LedgerCheck, Violation, ViolationKind, check_ledger};
+pub use rail::{LedgerView, PayoutState, RailErrorCode};

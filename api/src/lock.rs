@@ -4,6 +4,7 @@
 //! Durations on the wire are integer milliseconds. `expires_at` is RFC 3339
 //! for humans and logs; no client may derive a deadline from it.
 
+use crate::input::InputError;
 use serde::{Deserialize, Serialize};
 
 /// Request bodies larger than this are refused with `413 PAYLOAD_TOO_LARGE`.
@@ -182,7 +183,8 @@ pub enum LockState {
     Free,
 }
 
-/// L7 reply (200).
+/// L7 reply (200). It never names the holding session: a session id is the
+/// holder's secret (C1 §5), since whoever knows it can renew or release the grant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockInfo {
     /// The key.
@@ -191,9 +193,6 @@ pub struct LockInfo {
     pub state: LockState,
     /// The last token issued for the key.
     pub token: u64,
-    /// The holding session, while HELD or in GRACE.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
     /// The holder's owner id, while HELD or in GRACE.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
@@ -254,38 +253,74 @@ pub struct ServerConfigView {
     pub store: String,
 }
 
-/// Checks a lock key: 1–256 bytes of `[A-Za-z0-9._:/-]`. The error names the problem.
-pub fn validate_key(key: &str) -> Result<(), String> {
+/// The rule for lock keys, in words.
+const KEY_RULE: &str = "keys are 1-256 bytes of [A-Za-z0-9._:/-], not \".\" or \"..\"";
+/// The rule for owner ids, in words.
+const OWNER_RULE: &str = "it must be 1-128 characters, no control characters";
+
+/// Checks a lock key: 1–256 bytes of `[A-Za-z0-9._:/-]`, and not `.` or `..`
+/// (a URL normaliser turns those path segments into another route, so no
+/// client could reach the key). The error names the problem.
+pub fn validate_key(key: &str) -> Result<(), InputError> {
+    const FIELD: &str = "lock key";
     if key.is_empty() {
-        return Err("lock key is empty; keys are 1-256 bytes of [A-Za-z0-9._:/-]".into());
+        return Err(InputError::Empty {
+            field: FIELD,
+            rule: KEY_RULE,
+        });
     }
     if key.len() > MAX_KEY_BYTES {
-        return Err(format!(
-            "lock key is {} bytes; the limit is {MAX_KEY_BYTES}",
-            key.len()
-        ));
+        return Err(InputError::TooLong {
+            field: FIELD,
+            len: key.len(),
+            unit: "bytes",
+            rule: KEY_RULE,
+        });
     }
-    if let Some(c) = key
+    if let Some(ch) = key
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-')))
     {
-        return Err(format!(
-            "lock key contains {c:?}; keys are 1-256 bytes of [A-Za-z0-9._:/-]"
-        ));
+        return Err(InputError::BadChar {
+            field: FIELD,
+            ch,
+            rule: KEY_RULE,
+        });
+    }
+    if key == "." || key == ".." {
+        return Err(InputError::Reserved {
+            field: FIELD,
+            value: key.to_string(),
+            why: "a URL path segment of dots is normalised away by HTTP clients, so the key would be unreachable",
+        });
     }
     Ok(())
 }
 
 /// Checks an `owner_id`: 1–128 characters, no control characters.
-pub fn validate_owner(owner: &str) -> Result<(), String> {
+pub fn validate_owner(owner: &str) -> Result<(), InputError> {
+    const FIELD: &str = "owner_id";
     let n = owner.chars().count();
-    if n == 0 || n > MAX_OWNER_CHARS {
-        return Err(format!(
-            "owner_id is {n} characters; it must be 1-{MAX_OWNER_CHARS}"
-        ));
+    if n == 0 {
+        return Err(InputError::Empty {
+            field: FIELD,
+            rule: OWNER_RULE,
+        });
     }
-    if owner.chars().any(char::is_control) {
-        return Err("owner_id contains a control character".into());
+    if n > MAX_OWNER_CHARS {
+        return Err(InputError::TooLong {
+            field: FIELD,
+            len: n,
+            unit: "characters",
+            rule: OWNER_RULE,
+        });
+    }
+    if let Some(ch) = owner.chars().find(|c| c.is_control()) {
+        return Err(InputError::BadChar {
+            field: FIELD,
+            ch,
+            rule: OWNER_RULE,
+        });
     }
     Ok(())
 }
@@ -334,7 +369,17 @@ mod tests {
         assert!(validate_key("").is_err());
         assert!(validate_key(&"k".repeat(257)).is_err());
         assert!(validate_key(&"k".repeat(256)).is_ok());
-        assert!(validate_key("sp ace").unwrap_err().contains("' '"));
+        assert!(
+            validate_key("sp ace")
+                .unwrap_err()
+                .to_string()
+                .contains("' '")
+        );
+        assert!(validate_key("a..b").is_ok());
+        for dots in [".", ".."] {
+            let e = validate_key(dots).unwrap_err();
+            assert!(matches!(e, InputError::Reserved { .. }), "{e}");
+        }
     }
 
     #[test]

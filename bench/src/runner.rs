@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::latency::LatencySpec;
-use fencepost_api::rail::check_ledger;
+use fencepost_api::ledger_check::check_ledger;
 use fencepost_harness::ChildService;
 use fencepost_sdk::{Histogram, MarginPolicy};
 use serde::Serialize;
@@ -355,12 +355,7 @@ pub async fn run_cell(
     let before = rail.ledger().await.map(|l| check_ledger(&l))?;
     let created = rail.seed_backlog(cfg.payouts, PAYOUT_PREFIX).await?;
     // R7 numbers a backlog after any earlier one under the same prefix (external runtime).
-    let first = created
-        .first_payout_id
-        .rsplit('-')
-        .next()
-        .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| anyhow::anyhow!("unexpected R7 id {}", created.first_payout_id))?;
+    let first = created.first_number(PAYOUT_PREFIX)?;
 
     let env = WorkerEnv {
         lock_url: services.lock_url.clone(),

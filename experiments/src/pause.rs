@@ -20,7 +20,7 @@
 //!
 //! Everything counted in `pause.json` (paid, fenced, duplicates, paid twice,
 //! stale paid) comes from the rail's R6 ledger through
-//! `fencepost_api::rail::check_ledger`; the workers' own lines only place
+//! `fencepost_api::ledger_check::check_ledger`; the workers' own lines only place
 //! events on the timeline.
 
 use std::path::{Path, PathBuf};
@@ -32,7 +32,8 @@ use anyhow::Context as _;
 use bench::rail::RailClient;
 use bench::runner::{D4_EXTRA, PRODUCTION_LEASE};
 use bench::worker::{ClaimHook, Tally, WorkQueue, Worker, WorkerEnv};
-use fencepost_api::rail::{LedgerCheck, PayoutState, PayoutView, SubmissionOutcome, check_ledger};
+use fencepost_api::ledger_check::{LedgerCheck, check_ledger};
+use fencepost_api::rail::{PayoutState, PayoutView, SubmissionOutcome};
 use fencepost_harness::ChildService;
 use fencepost_sdk::MarginPolicy;
 use nix::sys::signal::{Signal, kill};
@@ -511,12 +512,7 @@ async fn run_in(cfg: &PauseConfig, dir: &Path) -> anyhow::Result<PauseResult> {
         let created = rail
             .seed_backlog(cfg.payouts_per_pause, PAYOUT_PREFIX)
             .await?;
-        let first: u64 = created
-            .first_payout_id
-            .rsplit('-')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .with_context(|| format!("unexpected R7 id {}", created.first_payout_id))?;
+        let first: u64 = created.first_number(PAYOUT_PREFIX)?;
         let pause_at = rng.random_range(1..=cfg.payouts_per_pause.min(3));
         println!(
             "round {round}/{}: payouts {first}..{} , freeze on claim {pause_at}",

@@ -10,13 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use bench::rail::RailClient;
 use bench::results::CellRow;
 use bench::runner::{D4_EXTRA, PRODUCTION_LEASE, PRODUCTION_SESSION_TTL, scale_latency};
 use bench::triggers::{TriggerResult, evaluate, markdown_table, write_triggers};
 use fencepost_api::latency::LatencySpec;
-use fencepost_api::rail::check_ledger;
+use fencepost_api::ledger_check::check_ledger;
 use fencepost_sdk::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -251,12 +250,7 @@ async fn run_one(
     let created = rail
         .seed_backlog(PAYOUTS_PER_WORKER * u64::from(args.workers), "thr")
         .await?;
-    let first: u64 = created
-        .first_payout_id
-        .rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .with_context(|| format!("unexpected R7 id {}", created.first_payout_id))?;
+    let first: u64 = created.first_number("thr")?;
     let run_dir = dir.join(name);
     std::fs::create_dir_all(&run_dir)?;
     let t0 = Instant::now();

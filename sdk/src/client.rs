@@ -75,7 +75,9 @@ impl LockClient {
     /// Must be called inside a tokio runtime. The session's client deadline is
     /// `send + granted_ttl × (1 − margin)`.
     pub async fn open_session(&self, owner_id: &str) -> Result<Session, LockError> {
-        validate_owner(owner_id).map_err(|message| LockError::BadRequest { message })?;
+        validate_owner(owner_id).map_err(|e| LockError::BadRequest {
+            message: e.to_string(),
+        })?;
         let inner = &self.inner;
         let reply = inner
             .http

@@ -556,9 +556,8 @@ impl Session {
         let reply = s.client.http.info(&*s.clock, &h.key, timeout).await;
         match reply.result {
             Ok(info) => {
-                let ours = info.state == LockState::Held
-                    && info.token == h.token
-                    && info.session_id.as_deref().is_none_or(|id| id == &*s.id);
+                // Tokens are unique per key: HELD with our token is our grant.
+                let ours = info.state == LockState::Held && info.token == h.token;
                 if !ours {
                     let reason = h.own.mark_lost(LostReason::NotHeldOnServer);
                     return Err(h.lost_error(reason).into());
@@ -642,7 +641,9 @@ impl Session {
     /// read just before the successful request was written.
     pub async fn acquire(&self, key: &str, opts: AcquireOptions) -> Result<LockHandle, LockError> {
         let s = &self.shared;
-        validate_key(key).map_err(|message| LockError::BadRequest { message })?;
+        validate_key(key).map_err(|e| LockError::BadRequest {
+            message: e.to_string(),
+        })?;
         let ttl_ms = duration_ms(opts.ttl.unwrap_or(s.client.config.default_ttl));
         let start = s.clock.now();
         let mut slept = Duration::ZERO;

@@ -510,7 +510,6 @@ impl LockTable {
             key: key.to_string(),
             state: LockState::Free,
             token: entry.last_token,
-            session_id: None,
             owner_id: None,
             remaining_ms: None,
         };
@@ -518,7 +517,6 @@ impl LockTable {
             let (state, left) = self.grant_state(g, now);
             if state != LockState::Free {
                 info.state = state;
-                info.session_id = Some(g.session_id.clone());
                 info.owner_id = self.sessions.get(&g.session_id).map(|s| s.owner_id.clone());
                 info.remaining_ms = Some(ceil_ms(left));
             }

@@ -179,7 +179,7 @@ async fn read_json<T: DeserializeOwned>(
 /// Extracts and validates the `{key}` path segment.
 fn key_of(path: Result<Path<String>, PathRejection>) -> ApiResult<String> {
     let Path(key) = path.map_err(|e| ApiError::bad(format!("bad lock key in path: {e}")))?;
-    validate_key(&key).map_err(ApiError::bad)?;
+    validate_key(&key).map_err(|e| ApiError::bad(e.to_string()))?;
     Ok(key)
 }
 
@@ -195,7 +195,7 @@ async fn create_session(
     body: Body,
 ) -> ApiResult<Response> {
     let req: CreateSessionRequest = read_json(&headers, body, false).await?;
-    validate_owner(&req.owner_id).map_err(ApiError::bad)?;
+    validate_owner(&req.owner_id).map_err(|e| ApiError::bad(e.to_string()))?;
     let granted = s.create_session(&req.owner_id, req.ttl_ms).await?;
     Ok((StatusCode::CREATED, Json(granted)).into_response())
 }

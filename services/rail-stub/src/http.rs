@@ -88,7 +88,7 @@ async fn read_json<T: DeserializeOwned>(
 fn payout_id(path: Result<Path<String>, PathRejection>) -> Result<String, RailError> {
     let Path(id) =
         path.map_err(|e| RailError::BadRequest(format!("bad payout id in the path: {e}")))?;
-    validate_payout_id(&id).map_err(RailError::BadRequest)?;
+    validate_payout_id(&id).map_err(|e| RailError::BadRequest(e.to_string()))?;
     Ok(id)
 }
 

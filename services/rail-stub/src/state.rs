@@ -205,8 +205,8 @@ impl AppState {
     /// R1: creates a payout. `Ok((true, _))` when new, `Ok((false, _))` when
     /// the same body was sent again; another body for the same id is CONFLICT.
     pub fn create(&self, req: CreatePayoutRequest) -> Result<(bool, PayoutView), RailError> {
-        validate_payout_id(&req.payout_id).map_err(RailError::BadRequest)?;
-        validate_currency(&req.currency).map_err(RailError::BadRequest)?;
+        validate_payout_id(&req.payout_id).map_err(|e| RailError::BadRequest(e.to_string()))?;
+        validate_currency(&req.currency).map_err(|e| RailError::BadRequest(e.to_string()))?;
         if req.amount_minor < 0 {
             return Err(RailError::BadRequest(format!(
                 "amount_minor is {}; amounts are non-negative integers in the currency's minor unit (1250 for 12.50)",

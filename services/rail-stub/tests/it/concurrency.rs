@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencepost_api::rail::{LedgerCounters, bulk_payout_id, check_ledger};
+use fencepost_api::ledger_check::check_ledger;
+use fencepost_api::rail::{LedgerCounters, bulk_payout_id};
 use rail_stub::state::LatencySampler;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;

@@ -1,7 +1,7 @@
 //! Fence 1 on R2 and R4, fence 2 on R3, duplicates, takeover, and the
 //! R4 → PENDING → re-claim path, each as a scenario over HTTP.
 
-use fencepost_api::rail::check_ledger;
+use fencepost_api::ledger_check::check_ledger;
 
 use crate::common::{Rail, assert_error};
 

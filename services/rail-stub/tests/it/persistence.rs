@@ -1,6 +1,6 @@
 //! `--ledger sqlite:PATH`: state, fences and counters survive a restart.
 
-use fencepost_api::rail::check_ledger;
+use fencepost_api::ledger_check::check_ledger;
 use rail_stub::{Config, LedgerSpec};
 use serde_json::json;
 
