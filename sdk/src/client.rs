@@ -75,9 +75,7 @@ impl LockClient {
     /// Must be called inside a tokio runtime. The session's client deadline is
     /// `send + granted_ttl × (1 − margin)`.
     pub async fn open_session(&self, owner_id: &str) -> Result<Session, LockError> {
-        validate_owner(owner_id).map_err(|e| LockError::BadRequest {
-            message: e.to_string(),
-        })?;
+        validate_owner(owner_id).map_err(LockError::invalid_input)?;
         let inner = &self.inner;
         let reply = inner
             .http

@@ -6,6 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fencepost_api::input::InputError;
+
 /// Why a handle (or its whole session) is lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LostReason {
@@ -104,6 +106,9 @@ pub enum LockError {
     BadRequest {
         /// The server's (or the local check's) one-line explanation.
         message: String,
+        /// The local validation that refused it, when nothing was sent.
+        #[source]
+        input: Option<InputError>,
     },
     /// `404 SESSION_UNKNOWN`: the session never existed or was deleted. The
     /// session is now LOST; open a new one.
@@ -180,12 +185,13 @@ pub enum LockError {
     Transport(#[source] reqwest::Error),
     /// The server's reply does not follow C1 (unknown code, bad JSON): a
     /// version mismatch or a proxy in the way. Report it; retrying rarely helps.
-    #[error("unexpected reply from the lock-server (HTTP {status}): {detail}")]
+    #[error("unexpected reply from the lock-server (HTTP {status}): {problem}")]
     UnexpectedReply {
         /// The HTTP status.
         status: u16,
         /// What did not match.
-        detail: String,
+        #[source]
+        problem: ReplyProblem,
     },
     /// The handle belongs to another session. A caller bug: use the session
     /// that acquired it.
@@ -193,7 +199,49 @@ pub enum LockError {
     ForeignHandle,
 }
 
+/// How a lock-server reply breaks C1 ([`LockError::UnexpectedReply`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplyProblem {
+    /// A 2xx whose body is not the C1 success body.
+    #[error("success body does not match C1: {0}")]
+    SuccessBody(#[source] serde_json::Error),
+    /// An error status whose body is not C1's `{"code", "message"}` JSON
+    /// (a proxy's page, say).
+    #[error("error body is not C1 JSON: {excerpt:?}")]
+    ErrorBodyNotJson {
+        /// The first 200 characters of the body, for the report.
+        excerpt: String,
+    },
+    /// A C1-shaped error whose `code` this SDK does not know.
+    #[error("unknown code {code:?}: {message}")]
+    UnknownCode {
+        /// The code as sent.
+        code: String,
+        /// The server's message.
+        message: String,
+    },
+    /// `LOCK_LOST` on a request that names no grant (only L5/L6 can be).
+    #[error("LOCK_LOST on a request that names no grant")]
+    LockLostWithoutGrant,
+    /// A grant for another key than the one asked for.
+    #[error("acquire of {asked:?} was answered for {answered:?}")]
+    WrongKey {
+        /// The key asked for.
+        asked: String,
+        /// The key in the reply.
+        answered: String,
+    },
+}
+
 impl LockError {
+    /// A request refused locally, before anything was sent.
+    pub(crate) fn invalid_input(input: InputError) -> Self {
+        LockError::BadRequest {
+            message: input.to_string(),
+            input: Some(input),
+        }
+    }
+
     /// Whether a retry of the same request may succeed (503s, timeouts,
     /// transport failures). `LOCK_HELD` is retried by `acquire` itself.
     pub fn is_transient(&self) -> bool {

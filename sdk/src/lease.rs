@@ -66,8 +66,64 @@ pub fn usable(granted: Duration, margin_ppm: u64) -> Duration {
 /// The client deadline of a grant (D1): `send + granted × (1 − margin)`.
 /// `send` must be the clock reading taken immediately before the request was
 /// written (D2) and `granted_ms` the TTL in the reply, never the one requested.
+///
+/// Saturates towards *earlier*, never to "never": a deadline at or past the
+/// end of representable time (a clock within one grant of `u64::MAX` ns, or
+/// an absurd grant) is [`LAST_DEADLINE`], the last instant before
+/// [`MonoTime::MAX`] ("never"). That is earlier than the true deadline and,
+/// since `send` is that close to the end, a reachable one. Clamping keeps the
+/// rule monotone: a larger margin never gives a later deadline.
 pub fn client_deadline(send: MonoTime, granted_ms: u64, margin_ppm: u64) -> MonoTime {
-    send.saturating_add(usable(Duration::from_millis(granted_ms), margin_ppm))
+    send.checked_add(usable(Duration::from_millis(granted_ms), margin_ppm))
+        .map_or(LAST_DEADLINE, |d| d.min(LAST_DEADLINE))
+}
+
+/// The latest deadline [`client_deadline`] ever returns: one nanosecond
+/// before [`MonoTime::MAX`], which the SDK never uses as a deadline.
+pub const LAST_DEADLINE: MonoTime = MonoTime::from_nanos(u64::MAX - 1);
+
+/// A successful reply that grants time (L1, L2, L4, L5): when its request
+/// was written, when the reply was read, and the TTL it granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrantReply {
+    /// The clock reading immediately before the request was written (D2).
+    pub send: MonoTime,
+    /// The clock reading once the reply was read.
+    pub received: MonoTime,
+    /// The TTL in the reply (possibly clamped by the server), ms.
+    pub granted_ms: u64,
+}
+
+/// Why a successful reply moves no deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GrantRefused {
+    /// The reply was read at or after the deadline it would have extended.
+    /// Someone may already have been told `LockLost`, and loss is terminal:
+    /// the caller marks the grant (or session) lost instead.
+    #[error("the reply was read {late_by:?} after the client deadline it would have extended")]
+    AfterDeadline {
+        /// How long after the deadline the reply was read.
+        late_by: Duration,
+    },
+}
+
+/// D1 and D5 as one pure rule: the deadline that replaces `current` after
+/// the successful `reply`, `send + granted × (1 − margin)`, computed from the
+/// reply's *send* (never from `received`), and refused when the reply came at
+/// or after `current` (a late reply revives nothing). The new deadline may be
+/// earlier than `current` (a server that granted less): the latest exchange
+/// decides, which is the conservative reading.
+pub fn apply_grant(
+    current: MonoTime,
+    reply: GrantReply,
+    margin_ppm: u64,
+) -> Result<MonoTime, GrantRefused> {
+    if reply.received.has_reached(current) {
+        return Err(GrantRefused::AfterDeadline {
+            late_by: reply.received.saturating_duration_since(current),
+        });
+    }
+    Ok(client_deadline(reply.send, reply.granted_ms, margin_ppm))
 }
 
 /// The heartbeat period: `min(session_ttl, shortest live lease) × (1 − margin) / 3`,
@@ -159,5 +215,180 @@ mod tests {
             p99_us: 900_000,
         };
         assert_eq!(adaptive_margin(4.0, 0.05, 0.5, lease, slow), 0.5);
+    }
+
+    #[test]
+    fn deadline_past_the_end_of_time_saturates_before_never() {
+        let send = MonoTime::from_nanos(u64::MAX - 1_000);
+        assert_eq!(client_deadline(send, 1, 0), LAST_DEADLINE);
+        assert_eq!(client_deadline(MonoTime::MAX, 1_000, 0), LAST_DEADLINE);
+        assert!(MonoTime::MAX.has_reached(client_deadline(MonoTime::MAX, 1_000, 0)));
+        assert_eq!(
+            client_deadline(send, 0, 0),
+            send,
+            "representable: exact, not clamped"
+        );
+    }
+
+    #[test]
+    fn a_reply_read_at_the_deadline_is_refused() {
+        let reply = GrantReply {
+            send: MonoTime::from_nanos(10),
+            received: MonoTime::from_nanos(20),
+            granted_ms: 1_000,
+        };
+        assert_eq!(
+            apply_grant(MonoTime::from_nanos(20), reply, 0),
+            Err(GrantRefused::AfterDeadline {
+                late_by: Duration::ZERO
+            })
+        );
+        assert_eq!(
+            apply_grant(MonoTime::from_nanos(21), reply, 0),
+            Ok(MonoTime::from_nanos(10 + 1_000 * MS))
+        );
+    }
+}
+
+/// Properties of the pure arithmetic (issue 10), 2,000 seeded cases each.
+/// They are meant to fail on the classic mistakes: a deadline computed from
+/// the reply time, from the requested TTL, or one that saturates to "never".
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use crate::test_support::proptest_config;
+    use proptest::prelude::*;
+
+    /// Clock readings anywhere, with extra weight near the end of time.
+    fn reading() -> impl Strategy<Value = MonoTime> {
+        prop_oneof![
+            any::<u64>(),
+            (u64::MAX - 4_000_000_000_000)..=u64::MAX,
+            0u64..=86_400_000_000_000,
+        ]
+        .prop_map(MonoTime::from_nanos)
+    }
+
+    /// Granted TTLs: realistic ones, and any u64.
+    fn granted_ms() -> impl Strategy<Value = u64> {
+        prop_oneof![0u64..=3_600_000, any::<u64>()]
+    }
+
+    fn ppm() -> impl Strategy<Value = u64> {
+        0..PPM
+    }
+
+    /// `send + granted` in exact (u128) nanoseconds.
+    fn upper_bound_ns(send: MonoTime, granted_ms: u64) -> u128 {
+        u128::from(send.as_nanos()) + u128::from(granted_ms) * 1_000_000
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config("lease::deadline_bounds"))]
+        #[test]
+        fn deadline_is_between_send_and_send_plus_granted_and_never_never(
+            send in reading(), granted in granted_ms(), m in ppm(),
+        ) {
+            let d = client_deadline(send, granted, m);
+            prop_assert!(u128::from(d.as_nanos()) <= upper_bound_ns(send, granted));
+            prop_assert!(d < MonoTime::MAX, "saturated to never: {d:?}");
+            prop_assert!(d >= send.min(LAST_DEADLINE));
+            // Exact where representable: send + floor(granted × (1 − m)).
+            let exact = u128::from(send.as_nanos())
+                + u128::from(granted) * 1_000_000 * u128::from(PPM - m) / u128::from(PPM);
+            if exact < u128::from(u64::MAX) {
+                prop_assert_eq!(u128::from(d.as_nanos()), exact);
+            } else {
+                prop_assert_eq!(d, LAST_DEADLINE, "unrepresentable: the last instant before never");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config("lease::deadline_monotone_in_margin"))]
+        #[test]
+        fn deadline_never_rises_as_the_margin_grows(
+            send in reading(), granted in granted_ms(), a in ppm(), b in ppm(),
+        ) {
+            let (lo, hi) = (a.min(b), a.max(b));
+            prop_assert!(client_deadline(send, granted, hi) <= client_deadline(send, granted, lo));
+            prop_assert!(usable(Duration::from_millis(granted), hi)
+                <= usable(Duration::from_millis(granted), lo));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config("lease::apply_grant"))]
+        #[test]
+        fn apply_grant_counts_from_the_send_never_from_the_reply(
+            send in reading(),
+            rtt_ns in prop_oneof![0u64..=10_000_000_000, any::<u64>()],
+            current in reading(),
+            granted in granted_ms(),
+            m in ppm(),
+        ) {
+            let received = MonoTime::from_nanos(send.as_nanos().saturating_add(rtt_ns));
+            let reply = GrantReply { send, received, granted_ms: granted };
+            match apply_grant(current, reply, m) {
+                Ok(d) => {
+                    prop_assert!(!received.has_reached(current));
+                    prop_assert_eq!(d, client_deadline(send, granted, m));
+                    prop_assert!(u128::from(d.as_nanos()) <= upper_bound_ns(send, granted));
+                }
+                Err(GrantRefused::AfterDeadline { late_by }) => {
+                    prop_assert!(received.has_reached(current));
+                    prop_assert_eq!(late_by, received.saturating_duration_since(current));
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config("lease::heartbeat_period"))]
+        #[test]
+        fn period_is_at_most_a_third_of_the_usable_base(
+            ttl in prop_oneof![0u64..=600_000, any::<u64>()],
+            lease in proptest::option::of(prop_oneof![0u64..=600_000, any::<u64>()]),
+            m in ppm(),
+        ) {
+            let p = heartbeat_period(ttl, lease, m);
+            let base = lease.map_or(ttl, |l| l.min(ttl));
+            let third = usable(Duration::from_millis(base), m) / HEARTBEAT_DIVISOR;
+            prop_assert!(p >= MIN_HEARTBEAT_PERIOD);
+            if third >= MIN_HEARTBEAT_PERIOD {
+                prop_assert_eq!(p, third);
+                prop_assert!(p * HEARTBEAT_DIVISOR <= usable(Duration::from_millis(base), m));
+            } else {
+                prop_assert_eq!(p, MIN_HEARTBEAT_PERIOD);
+            }
+            // A longer lease never lengthens the period beyond the session's.
+            prop_assert!(p <= heartbeat_period(ttl, None, m));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config("lease::adaptive_margin"))]
+        #[test]
+        fn adaptive_margin_stays_within_floor_and_ceiling(
+            k in prop_oneof![1e-9f64..1e6, 0.5f64..10.0],
+            a in 0.0f64..1.0,
+            b in 0.0f64..1.0,
+            lease_ms in prop_oneof![0u64..=3_600_000, any::<u64>()],
+            samples in any::<u64>(),
+            p99_us in prop_oneof![0u64..=10_000_000, any::<u64>()],
+        ) {
+            let (floor, ceiling) = (a.min(b), a.max(b));
+            let rtt = RttSummary { samples, p99_us };
+            let m = adaptive_margin(k, floor, ceiling, Duration::from_millis(lease_ms), rtt);
+            prop_assert!(m >= floor && m <= ceiling, "{m} outside [{floor}, {ceiling}]");
+            if samples < ADAPTIVE_WARMUP_SAMPLES || lease_ms == 0 {
+                prop_assert_eq!(m, ceiling);
+            }
+            // Quantised for the deadline: rounded up, still a margin below 1.
+            let q = ppm_ceil(m);
+            prop_assert!(q < PPM);
+            prop_assert!(q as f64 >= m * PPM as f64 - 1e-6);
+            prop_assert!(q >= ppm_nearest(m));
+        }
     }
 }

@@ -40,17 +40,18 @@ mod client;
 pub mod clock;
 mod config;
 mod error;
-mod heartbeat;
 pub mod lease;
 mod metrics;
 mod session;
+#[cfg(test)]
+mod test_support;
 mod transport;
 
 pub use acquire::{AcquireOptions, Backoff};
 pub use client::LockClient;
 pub use clock::{Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
 pub use config::{ConfigError, LockClientConfig, MarginPolicy};
-pub use error::{LockError, LockLost, LostReason};
+pub use error::{LockError, LockLost, LostReason, ReplyProblem};
 pub use metrics::ClientStats;
 pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
 

@@ -13,13 +13,15 @@ use fencepost_api::lock::{
 use serde::de::DeserializeOwned;
 
 use crate::clock::{Clock, MonoTime};
-use crate::error::{LockError, LockLost, LostReason};
+use crate::error::{LockError, LockLost, LostReason, ReplyProblem};
 
 /// The result of one exchange, with the clock reading taken just before the
 /// request was written.
 pub(crate) struct Reply<T> {
     /// `clock.now()` immediately before the request went to the connection.
     pub send: MonoTime,
+    /// `clock.now()` once the reply was read, or the exchange given up.
+    pub received: MonoTime,
     /// The decoded reply or the failure.
     pub result: Result<T, LockError>,
 }
@@ -194,18 +196,22 @@ impl Http {
         timeout: Duration,
         grant: Option<GrantRef<'_>>,
     ) -> Reply<T> {
-        let (send, raw) = self.raw(clock, req, timeout).await;
+        let (send, received, raw) = self.raw(clock, req, timeout).await;
         let result = raw.and_then(|(status, bytes)| {
             if (200..300).contains(&status) {
                 serde_json::from_slice(&bytes).map_err(|e| LockError::UnexpectedReply {
                     status,
-                    detail: format!("success body does not match C1: {e}"),
+                    problem: ReplyProblem::SuccessBody(e),
                 })
             } else {
                 Err(error_from_reply(status, &bytes, grant))
             }
         });
-        Reply { send, result }
+        Reply {
+            send,
+            received,
+            result,
+        }
     }
 
     /// An exchange whose success has no body (204).
@@ -216,7 +222,7 @@ impl Http {
         timeout: Duration,
         grant: Option<GrantRef<'_>>,
     ) -> Reply<()> {
-        let (send, raw) = self.raw(clock, req, timeout).await;
+        let (send, received, raw) = self.raw(clock, req, timeout).await;
         let result = raw.and_then(|(status, bytes)| {
             if (200..300).contains(&status) {
                 Ok(())
@@ -224,7 +230,11 @@ impl Http {
                 Err(error_from_reply(status, &bytes, grant))
             }
         });
-        Reply { send, result }
+        Reply {
+            send,
+            received,
+            result,
+        }
     }
 
     /// Builds the request, reads `send`, performs the exchange and reads the
@@ -234,11 +244,14 @@ impl Http {
         clock: &dyn Clock,
         req: reqwest::RequestBuilder,
         timeout: Duration,
-    ) -> (MonoTime, Result<(u16, Vec<u8>), LockError>) {
+    ) -> (MonoTime, MonoTime, Result<(u16, Vec<u8>), LockError>) {
         // Serialise and build first, so `send` is as close as possible to the write.
         let request = match req.timeout(timeout).build() {
             Ok(r) => r,
-            Err(e) => return (clock.now(), Err(LockError::Transport(e))),
+            Err(e) => {
+                let now = clock.now();
+                return (now, now, Err(LockError::Transport(e)));
+            }
         };
         let send = clock.now();
         let result = async {
@@ -255,7 +268,7 @@ impl Http {
                 LockError::Transport(e)
             }
         });
-        (send, result)
+        (send, clock.now(), result)
     }
 }
 
@@ -264,16 +277,17 @@ fn error_from_reply(status: u16, bytes: &[u8], grant: Option<GrantRef<'_>>) -> L
     let body: ErrorBody = match serde_json::from_slice(bytes) {
         Ok(b) => b,
         Err(_) => {
-            let text = String::from_utf8_lossy(bytes);
+            let excerpt = String::from_utf8_lossy(bytes).chars().take(200).collect();
             return LockError::UnexpectedReply {
                 status,
-                detail: format!("error body is not C1 JSON: {:.200}", text),
+                problem: ReplyProblem::ErrorBodyNotJson { excerpt },
             };
         }
     };
     match LockErrorCode::parse(&body.code) {
         Some(LockErrorCode::BadRequest) => LockError::BadRequest {
             message: body.message,
+            input: None,
         },
         Some(LockErrorCode::SessionUnknown) => LockError::SessionUnknown,
         Some(LockErrorCode::SessionExpired) => LockError::SessionExpired,
@@ -290,7 +304,7 @@ fn error_from_reply(status: u16, bytes: &[u8], grant: Option<GrantRef<'_>>) -> L
             }),
             None => LockError::UnexpectedReply {
                 status,
-                detail: "LOCK_LOST on a request that names no grant".into(),
+                problem: ReplyProblem::LockLostWithoutGrant,
             },
         },
         Some(LockErrorCode::LockUnknown) => LockError::LockUnknown,
@@ -306,7 +320,10 @@ fn error_from_reply(status: u16, bytes: &[u8], grant: Option<GrantRef<'_>>) -> L
         },
         None => LockError::UnexpectedReply {
             status,
-            detail: format!("unknown code {:?}: {}", body.code, body.message),
+            problem: ReplyProblem::UnknownCode {
+                code: body.code,
+                message: body.message,
+            },
         },
     }
 }

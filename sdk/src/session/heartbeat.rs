@@ -14,15 +14,14 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tracing::{debug, error};
 
+use super::shared::SessionShared;
 use crate::clock::timer_now;
 use crate::error::{LockError, LostReason};
-use crate::lease;
-use crate::session::SessionShared;
+use crate::lease::{self, GrantReply};
 use crate::transport::GrantRef;
 
 /// The task body: tick every period until the session is lost (or the task
@@ -30,7 +29,7 @@ use crate::transport::GrantRef;
 pub(crate) async fn run(s: Arc<SessionShared>) {
     let mut last_tick = timer_now();
     loop {
-        if let Some(stall) = s.take_stall() {
+        if let Some(stall) = s.faults.take_stall() {
             debug!(session_id = %s.id, ?stall, "heartbeat stalled (injected fault)");
             tokio::time::sleep(stall).await;
         } else {
@@ -66,7 +65,7 @@ async fn tick(s: &SessionShared) -> ControlFlow<()> {
         return ControlFlow::Break(());
     }
     s.report_handle_losses(now);
-    if s.fault_mute.load(Ordering::Acquire) {
+    if s.faults.muted() {
         return ControlFlow::Continue(());
     }
 
@@ -77,23 +76,24 @@ async fn tick(s: &SessionShared) -> ControlFlow<()> {
         .min(lease::remaining(now, old_deadline))
         .max(Duration::from_millis(1));
     let reply = s.client.http.heartbeat(clock, &s.id, timeout).await;
-    let at = clock.now();
     if reply.got_reply() {
-        metrics.record_rtt(at.saturating_duration_since(reply.send));
+        metrics.record_rtt(reply.received.saturating_duration_since(reply.send));
     }
     match reply.result {
-        Ok(hb) if at.has_reached(old_deadline) => {
-            // The reply came after the deadline it would extend: someone may
-            // already have been told LockLost, and loss is terminal.
-            debug!(session_id = %s.id, ttl_ms = hb.ttl_ms, "heartbeat reply after the client deadline");
-            s.live.mark_lost(LostReason::Deadline);
-        }
         Ok(hb) => {
-            let ppm = s.margin_ppm(hb.ttl_ms);
-            s.ttl_ms.store(hb.ttl_ms, Ordering::Release);
-            s.live
-                .set_deadline(lease::client_deadline(reply.send, hb.ttl_ms, ppm));
-            metrics.heartbeat_ok();
+            let grant = GrantReply {
+                send: reply.send,
+                received: reply.received,
+                granted_ms: hb.ttl_ms,
+            };
+            match s.apply_heartbeat(grant) {
+                Ok(_) => metrics.heartbeat_ok(),
+                Err(refused) => {
+                    // Someone may already have been told LockLost, and loss is terminal.
+                    debug!(session_id = %s.id, ttl_ms = hb.ttl_ms, %refused, "heartbeat reply refused");
+                    s.live.mark_lost(LostReason::Deadline);
+                }
+            }
         }
         Err(e) => match e.session_loss() {
             Some(reason) => {
@@ -143,9 +143,8 @@ async fn tick(s: &SessionShared) -> ControlFlow<()> {
             .http
             .renew(clock, grant, &s.id, h.requested_ttl_ms, timeout)
             .await;
-        let at = clock.now();
         if reply.got_reply() {
-            metrics.record_rtt(at.saturating_duration_since(reply.send));
+            metrics.record_rtt(reply.received.saturating_duration_since(reply.send));
         }
         match reply.result {
             Ok(g) if g.token != h.token => {
@@ -153,15 +152,19 @@ async fn tick(s: &SessionShared) -> ControlFlow<()> {
                 error!(key = %h.key, token = h.token, reply_token = g.token, "renew answered with another token");
                 h.own.mark_lost(LostReason::LeaseLost);
             }
-            Ok(_) if at.has_reached(own_deadline) => {
-                h.own.mark_lost(LostReason::Deadline);
-            }
             Ok(g) => {
-                let ppm = s.margin_ppm(g.lease_ms);
-                h.lease_ms.store(g.lease_ms, Ordering::Release);
-                h.own
-                    .set_deadline(lease::client_deadline(reply.send, g.lease_ms, ppm));
-                metrics.renewal_ok();
+                let grant = GrantReply {
+                    send: reply.send,
+                    received: reply.received,
+                    granted_ms: g.lease_ms,
+                };
+                match s.apply_renew(&h, grant) {
+                    Ok(_) => metrics.renewal_ok(),
+                    Err(refused) => {
+                        debug!(key = %h.key, token = h.token, %refused, "renew reply refused");
+                        h.own.mark_lost(LostReason::Deadline);
+                    }
+                }
             }
             Err(LockError::LockLost(_)) => {
                 h.own.mark_lost(LostReason::LeaseLost);

@@ -1,0 +1,144 @@
+//! [`Session::acquire`]: the bounded L4 loop (T-041) and the registration
+//! of a grant as a [`LockHandle`]. The shape of the loop's options and its
+//! backoff live in [`crate::acquire`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencepost_api::lock::{LeaseGranted, validate_key};
+use tracing::debug;
+
+use super::handle::{HandleShared, LockHandle};
+use super::{Session, lock};
+use crate::acquire::{AcquireOptions, Backoff};
+use crate::client::duration_ms;
+use crate::error::{LockError, ReplyProblem};
+use crate::lease::GrantReply;
+
+impl Session {
+    /// L4, bounded (T-041). Tries at once; on `LOCK_HELD`, a 503 or a
+    /// transport failure, waits `max(retry_after, jitter)` (full-jitter
+    /// exponential backoff from the session's seeded RNG), never past
+    /// `opts.wait_budget`, and tries again, at most `opts.max_attempts` times.
+    /// Gives up with [`LockError::LockHeld`] (or the last transient error)
+    /// when the budget is spent, or at once when `retry_after` says the key
+    /// cannot be free within what is left.
+    ///
+    /// The handle's deadline is `send + granted × (1 − margin)` with `send`
+    /// read just before the successful request was written.
+    pub async fn acquire(&self, key: &str, opts: AcquireOptions) -> Result<LockHandle, LockError> {
+        let s = &self.shared;
+        validate_key(key).map_err(LockError::invalid_input)?;
+        let ttl_ms = duration_ms(opts.ttl.unwrap_or(s.client.config.default_ttl));
+        let start = s.clock.now();
+        let mut slept = Duration::ZERO;
+        let mut backoff = Backoff::new(opts.base_backoff, opts.max_backoff);
+        let mut attempts: u32 = 0;
+        loop {
+            if let Some(reason) = s.live.lost_reason() {
+                return Err(LockError::SessionLost { reason });
+            }
+            attempts += 1;
+            let reply = s
+                .client
+                .http
+                .acquire(
+                    &*s.clock,
+                    key,
+                    &s.id,
+                    ttl_ms,
+                    s.client.config.request_timeout,
+                )
+                .await;
+            let err = match reply.result {
+                Ok(granted) => {
+                    let grant = GrantReply {
+                        send: reply.send,
+                        received: reply.received,
+                        granted_ms: granted.lease_ms,
+                    };
+                    return self.register_grant(key, ttl_ms, grant, granted);
+                }
+                Err(e) => e,
+            };
+            if let Some(reason) = err.session_loss() {
+                s.live.mark_lost(reason);
+                s.wake.notify_one();
+                return Err(err);
+            }
+            let hint = match &err {
+                LockError::LockHeld { retry_after_ms, .. } => {
+                    Duration::from_millis(retry_after_ms.unwrap_or(0))
+                }
+                e if e.is_transient() => Duration::ZERO,
+                _ => return Err(err),
+            };
+            let give_up = |err: LockError| match err {
+                LockError::LockHeld { retry_after_ms, .. } => LockError::LockHeld {
+                    key: key.to_string(),
+                    retry_after_ms,
+                    attempts,
+                },
+                other => other,
+            };
+            // Both are lower bounds of the time spent; the larger one counts
+            // (a fake clock may not move while the timers do).
+            let spent = s.clock.now().saturating_duration_since(start).max(slept);
+            let left = opts.wait_budget.saturating_sub(spent);
+            if attempts >= opts.max_attempts || left.is_zero() || hint > left {
+                debug!(key, attempts, ?spent, error = %err, "acquire gives up");
+                return Err(give_up(err));
+            }
+            let jitter = {
+                let mut rng = lock(&s.rng);
+                backoff.next_delay(&mut *rng)
+            };
+            let wait = hint.max(jitter).min(left);
+            debug!(key, attempts, ?wait, error = %err, "acquire retries");
+            tokio::time::sleep(wait).await;
+            slept += wait;
+        }
+    }
+
+    /// Turns a successful L4 into a registered handle.
+    fn register_grant(
+        &self,
+        key: &str,
+        requested_ttl_ms: u64,
+        grant: GrantReply,
+        granted: LeaseGranted,
+    ) -> Result<LockHandle, LockError> {
+        let s = &self.shared;
+        if granted.key != key {
+            return Err(LockError::UnexpectedReply {
+                status: 200,
+                problem: ReplyProblem::WrongKey {
+                    asked: key.to_string(),
+                    answered: granted.key,
+                },
+            });
+        }
+        let ppm = s.margin_ppm(grant.granted_ms);
+        let shared = Arc::new(HandleShared::granted(
+            key,
+            granted.token,
+            requested_ttl_ms,
+            grant,
+            ppm,
+            s.live.clone(),
+        ));
+        {
+            // Checked under the registry lock: the heartbeat task sets the
+            // session flag before it empties the registry, so a handle is
+            // either refused here or reported by the task, never neither.
+            let mut handles = lock(&s.handles);
+            if let Some(reason) = s.live.lost_reason() {
+                return Err(LockError::SessionLost { reason });
+            }
+            handles.push(shared.clone());
+        }
+        // The period may have shrunk with this lease.
+        s.wake.notify_one();
+        Ok(LockHandle { shared })
+    }
+}
