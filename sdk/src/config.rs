@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use fencepost_api::duration::{DurationParseError, parse_duration};
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{BootTimeClock, Clock};
 use crate::lease;
 
 /// C4 key of the safety margin.
@@ -220,7 +220,10 @@ pub struct LockClientConfig {
     /// Seed of the backoff jitter RNG (ChaCha8; session `n` uses stream `n`).
     /// Default 0: runs replay exactly; give each process its own seed in production.
     pub seed: u64,
-    /// The monotonic clock every deadline is read from. Default [`MonotonicClock`].
+    /// The monotonic clock every deadline is read from. Default
+    /// [`BootTimeClock`] (`CLOCK_BOOTTIME`: keeps counting while the host is
+    /// suspended, so it errs safe); [`MonotonicClock`](crate::MonotonicClock)
+    /// and fakes can be set with [`with_clock`](Self::with_clock).
     pub clock: Arc<dyn Clock>,
 }
 
@@ -249,7 +252,7 @@ impl LockClientConfig {
             request_timeout: Duration::from_secs(2),
             confirm_with_server: false,
             seed: 0,
-            clock: Arc::new(MonotonicClock::new()),
+            clock: Arc::new(BootTimeClock::new()),
         }
     }
 

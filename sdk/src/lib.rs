@@ -49,7 +49,7 @@ mod transport;
 
 pub use acquire::{AcquireOptions, Backoff};
 pub use client::LockClient;
-pub use clock::{Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
+pub use clock::{BootTimeClock, Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
 pub use config::{ConfigError, LockClientConfig, MarginPolicy};
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
 pub use metrics::ClientStats;

@@ -13,7 +13,7 @@ use super::{Session, lock};
 use crate::acquire::{AcquireOptions, Backoff};
 use crate::client::duration_ms;
 use crate::error::{LockError, ReplyProblem};
-use crate::lease::GrantReply;
+use crate::lease::{self, GrantReply};
 
 impl Session {
     /// L4, bounded (T-041). Tries at once; on `LOCK_HELD`, a 503 or a
@@ -24,8 +24,16 @@ impl Session {
     /// when the budget is spent, or at once when `retry_after` says the key
     /// cannot be free within what is left.
     ///
+    /// Nothing is sent on a lost session or once the session's client
+    /// deadline has passed ([`LockError::SessionLost`], no round trip), and
+    /// each attempt's timeout is bounded by the session's remaining time.
+    ///
     /// The handle's deadline is `send + granted × (1 − margin)` with `send`
-    /// read just before the successful request was written.
+    /// read just before the successful request was written. After a lost
+    /// reply (timeout) a retry within the budget is the holder's re-acquire
+    /// (C1 §7): the server returns the same token with the lease restarted
+    /// at that request's receipt, and the deadline counts from *that*
+    /// attempt's send.
     pub async fn acquire(&self, key: &str, opts: AcquireOptions) -> Result<LockHandle, LockError> {
         let s = &self.shared;
         validate_key(key).map_err(LockError::invalid_input)?;
@@ -35,20 +43,25 @@ impl Session {
         let mut backoff = Backoff::new(opts.base_backoff, opts.max_backoff);
         let mut attempts: u32 = 0;
         loop {
-            if let Some(reason) = s.live.lost_reason() {
+            // Never sent on a lost session, nor once its deadline has passed
+            // (that is recorded as the loss; the heartbeat task reports it).
+            let now = s.clock.now();
+            if let Some(reason) = s.live.lost_at(now) {
+                s.wake.notify_one();
                 return Err(LockError::SessionLost { reason });
             }
+            // A grant read after the session deadline would be lost at birth.
+            let timeout = s
+                .client
+                .config
+                .request_timeout
+                .min(lease::remaining(now, s.live.deadline()))
+                .max(Duration::from_millis(1));
             attempts += 1;
             let reply = s
                 .client
                 .http
-                .acquire(
-                    &*s.clock,
-                    key,
-                    &s.id,
-                    ttl_ms,
-                    s.client.config.request_timeout,
-                )
+                .acquire(&*s.clock, key, &s.id, ttl_ms, timeout)
                 .await;
             let err = match reply.result {
                 Ok(granted) => {

@@ -86,6 +86,16 @@ impl Liveness {
         self.lost.load(Ordering::Acquire)
     }
 
+    /// The loss in force at `now`: the flag, or (recorded as such, terminal)
+    /// the deadline once `now` has reached it.
+    pub(crate) fn lost_at(&self, now: MonoTime) -> Option<LostReason> {
+        if let Some(r) = self.lost_reason() {
+            return Some(r);
+        }
+        now.has_reached(self.deadline())
+            .then(|| self.mark_lost(LostReason::Deadline))
+    }
+
     /// Marks it lost for `reason` unless it already is; returns the reason in force.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> LostReason {
         match self

@@ -2,12 +2,15 @@
 //!
 //! Every period (`min(session_ttl, shortest live lease) × (1 − margin) / 3`)
 //! it: reports losses discovered since the last tick (a deadline reached, a
-//! flag set by a call); sends L2 and, on 200, moves the session deadline to
-//! `send + ttl × (1 − margin)`; sends L5 for each live handle with under two
-//! periods left (boundary included). 404/410 or the local deadline make the session LOST (every
-//! handle lost, listeners fired here, `session_lost` logged) and end the task.
-//! 503 and transport errors change nothing: the next tick retries, and only
-//! the deadline decides. A failed exchange never moves a deadline (D5).
+//! flag set by a call); then sends, all at once, L2 and an L5 for each live
+//! handle with at most two periods left. Each exchange has its own timeout,
+//! bounded by the deadline it protects, so N slow renews cost one renew's
+//! time, and none is sent once its deadline (the handle's or the session's)
+//! has passed. On 200 the deadline moves to `send + granted × (1 − margin)`.
+//! 404/410 or the local deadline make the session LOST (every handle lost,
+//! listeners fired here, `session_lost` logged) and end the task. 503 and
+//! transport errors change nothing: the next tick retries, and only the
+//! deadline decides. A failed exchange never moves a deadline (D5).
 //!
 //! The task sleeps on tokio timers only and reads time through the client's
 //! [`Clock`](crate::Clock). No lock is held across a request.
@@ -16,10 +19,13 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinSet;
 use tracing::{debug, error};
 
+use super::handle::HandleShared;
+use super::lock;
 use super::shared::SessionShared;
-use crate::clock::timer_now;
+use crate::clock::{MonoTime, timer_now};
 use crate::error::{LockError, LostReason};
 use crate::lease::{self, GrantReply};
 use crate::transport::GrantRef;
@@ -53,14 +59,12 @@ pub(crate) async fn run(s: Arc<SessionShared>) {
 }
 
 /// One tick. `Break` once the session is lost and reported.
-async fn tick(s: &SessionShared) -> ControlFlow<()> {
+async fn tick(s: &Arc<SessionShared>) -> ControlFlow<()> {
     let clock = &*s.clock;
-    let cfg = &s.client.config;
-    let metrics = &s.client.metrics;
 
     // 1. Losses discovered since the last tick, and the local deadlines.
     let now = clock.now();
-    if s.live.lost_reason().is_some() || now.has_reached(s.live.deadline()) {
+    if s.live.lost_at(now).is_some() {
         s.report_session_loss(now);
         return ControlFlow::Break(());
     }
@@ -69,15 +73,58 @@ async fn tick(s: &SessionShared) -> ControlFlow<()> {
         return ControlFlow::Continue(());
     }
 
-    // 2. L2. No point waiting for a reply past the deadline it would extend.
-    let old_deadline = s.live.deadline();
-    let timeout = cfg
-        .request_timeout
-        .min(lease::remaining(now, old_deadline))
-        .max(Duration::from_millis(1));
+    // 2. The handles due for L5: under two periods left, boundary included
+    //    (on exact virtual time a handle acquired on a tick has exactly two
+    //    periods left one tick later, and must still get two renew attempts).
+    let period = s.current_period();
+    let due: Vec<_> = lock(&s.handles)
+        .iter()
+        .filter(|h| h.flagged().is_none() && lease::remaining(now, h.own.deadline()) <= period * 2)
+        .cloned()
+        .collect();
+
+    // 3. L2 and every due L5 at once, each with its own timeout bounded by the
+    //    deadline it protects: N slow renews take one renew's time, so they
+    //    cannot push the next L2 past the session deadline.
+    let mut renews = JoinSet::new();
+    for h in due {
+        renews.spawn(renew(s.clone(), h));
+    }
+    let ((), ()) = tokio::join!(heartbeat(s), async {
+        while let Some(done) = renews.join_next().await {
+            if let Err(e) = done {
+                error!(session_id = %s.id, error = %e, "a renew task failed");
+            }
+        }
+    });
+
+    // 4. Report what this tick found.
+    let now = clock.now();
+    if s.live.lost_reason().is_some() {
+        s.report_session_loss(now);
+        return ControlFlow::Break(());
+    }
+    s.report_handle_losses(now);
+    ControlFlow::Continue(())
+}
+
+/// One L2. On 200 the session deadline moves to `send + ttl × (1 − margin)`
+/// ([`SessionShared::apply_heartbeat`]); 404/410 lose the session; anything
+/// else moves nothing.
+async fn heartbeat(s: &SessionShared) {
+    let clock = &*s.clock;
+    let now = clock.now();
+    // Never sent past the deadline; no point waiting for a reply past it.
+    let Some(left) = time_left(now, s.live.deadline()) else {
+        s.live.mark_lost(LostReason::Deadline);
+        return;
+    };
+    let timeout = s.client.config.request_timeout.min(left);
     let reply = s.client.http.heartbeat(clock, &s.id, timeout).await;
     if reply.got_reply() {
-        metrics.record_rtt(reply.received.saturating_duration_since(reply.send));
+        s.client
+            .metrics
+            .record_rtt(reply.received.saturating_duration_since(reply.send));
     }
     match reply.result {
         Ok(hb) => {
@@ -87,7 +134,7 @@ async fn tick(s: &SessionShared) -> ControlFlow<()> {
                 granted_ms: hb.ttl_ms,
             };
             match s.apply_heartbeat(grant) {
-                Ok(_) => metrics.heartbeat_ok(),
+                Ok(_) => s.client.metrics.heartbeat_ok(),
                 Err(refused) => {
                     // Someone may already have been told LockLost, and loss is terminal.
                     debug!(session_id = %s.id, ttl_ms = hb.ttl_ms, %refused, "heartbeat reply refused");
@@ -102,89 +149,72 @@ async fn tick(s: &SessionShared) -> ControlFlow<()> {
             None => debug!(session_id = %s.id, error = %e, "heartbeat failed; retrying next tick"),
         },
     }
-    if s.live.lost_reason().is_some() {
-        s.report_session_loss(clock.now());
-        return ControlFlow::Break(());
-    }
+}
 
-    // 3. L5 for every live handle with under two periods left. The boundary
-    //    is included: on exact (virtual) time a handle acquired on a tick has
-    //    exactly two periods left one tick later, and must still get two
-    //    renew attempts before its deadline.
-    let period = s.current_period();
-    let due: Vec<_> = {
-        let now = clock.now();
-        let handles = s.handles.lock().unwrap_or_else(|e| e.into_inner());
-        handles
-            .iter()
-            .filter(|h| {
-                h.flagged().is_none() && lease::remaining(now, h.own.deadline()) <= period * 2
-            })
-            .cloned()
-            .collect()
-    };
-    for h in due {
-        let now = clock.now();
-        let own_deadline = h.own.deadline();
-        if now.has_reached(own_deadline) {
-            h.own.mark_lost(LostReason::Deadline);
-            continue;
-        }
-        let timeout = cfg
-            .request_timeout
-            .min(lease::remaining(now, own_deadline))
-            .max(Duration::from_millis(1));
-        let grant = GrantRef {
-            key: &h.key,
-            token: h.token,
-        };
-        let reply = s
-            .client
-            .http
-            .renew(clock, grant, &s.id, h.requested_ttl_ms, timeout)
-            .await;
-        if reply.got_reply() {
-            metrics.record_rtt(reply.received.saturating_duration_since(reply.send));
-        }
-        match reply.result {
-            Ok(g) if g.token != h.token => {
-                // C1: renew never changes the token. Trust neither value.
-                error!(key = %h.key, token = h.token, reply_token = g.token, "renew answered with another token");
-                h.own.mark_lost(LostReason::LeaseLost);
-            }
-            Ok(g) => {
-                let grant = GrantReply {
-                    send: reply.send,
-                    received: reply.received,
-                    granted_ms: g.lease_ms,
-                };
-                match s.apply_renew(&h, grant) {
-                    Ok(_) => metrics.renewal_ok(),
-                    Err(refused) => {
-                        debug!(key = %h.key, token = h.token, %refused, "renew reply refused");
-                        h.own.mark_lost(LostReason::Deadline);
-                    }
-                }
-            }
-            Err(LockError::LockLost(_)) => {
-                h.own.mark_lost(LostReason::LeaseLost);
-            }
-            Err(e) => match e.session_loss() {
-                Some(reason) => {
-                    s.live.mark_lost(reason);
-                    break;
-                }
-                None => debug!(key = %h.key, error = %e, "renew failed; retrying next tick"),
-            },
-        }
-    }
-
-    // 4. Report what this tick found.
+/// One L5 for `h`, on its own task. Refused locally (nothing sent) once the
+/// handle's or the session's deadline has passed; the timeout is bounded by
+/// the earlier of the two. On 200 the handle's deadline moves to
+/// `send + lease × (1 − margin)` ([`HandleShared::apply_grant`]).
+async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>) {
+    let clock = &*s.clock;
     let now = clock.now();
-    if s.live.lost_reason().is_some() {
-        s.report_session_loss(now);
-        return ControlFlow::Break(());
+    // check_at records which deadline passed (the session's or the handle's).
+    if h.check_at(now).is_err() {
+        return;
     }
-    s.report_handle_losses(now);
-    ControlFlow::Continue(())
+    let Some(left) = time_left(now, h.usable_deadline()) else {
+        return;
+    };
+    let timeout = s.client.config.request_timeout.min(left);
+    let grant = GrantRef {
+        key: &h.key,
+        token: h.token,
+    };
+    let reply = s
+        .client
+        .http
+        .renew(clock, grant, &s.id, h.requested_ttl_ms, timeout)
+        .await;
+    if reply.got_reply() {
+        s.client
+            .metrics
+            .record_rtt(reply.received.saturating_duration_since(reply.send));
+    }
+    match reply.result {
+        Ok(g) if g.token != h.token => {
+            // C1: renew never changes the token. Trust neither value.
+            error!(key = %h.key, token = h.token, reply_token = g.token, "renew answered with another token");
+            h.own.mark_lost(LostReason::LeaseLost);
+        }
+        Ok(g) => {
+            let grant = GrantReply {
+                send: reply.send,
+                received: reply.received,
+                granted_ms: g.lease_ms,
+            };
+            match s.apply_renew(&h, grant) {
+                Ok(_) => s.client.metrics.renewal_ok(),
+                Err(refused) => {
+                    debug!(key = %h.key, token = h.token, %refused, "renew reply refused");
+                    h.own.mark_lost(LostReason::Deadline);
+                }
+            }
+        }
+        Err(LockError::LockLost(_)) => {
+            h.own.mark_lost(LostReason::LeaseLost);
+        }
+        Err(e) => match e.session_loss() {
+            Some(reason) => {
+                s.live.mark_lost(reason);
+            }
+            None => debug!(key = %h.key, error = %e, "renew failed; retrying next tick"),
+        },
+    }
+}
+
+/// The time left before `deadline` at `now` (at least 1 ms, the smallest
+/// timeout worth setting), or `None` once it has passed.
+fn time_left(now: MonoTime, deadline: MonoTime) -> Option<Duration> {
+    (!now.has_reached(deadline))
+        .then(|| lease::remaining(now, deadline).max(Duration::from_millis(1)))
 }

@@ -5,6 +5,7 @@
 mod acquire;
 mod arithmetic;
 mod config;
+mod hardening;
 mod heartbeat;
 mod hygiene;
 mod mock;

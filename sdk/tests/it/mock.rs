@@ -2,6 +2,8 @@
 //! answers from a queue of scripted replies (status, code, delay), else a
 //! default; every request's arrival time is recorded on the test's clock.
 //! An optional gate holds an endpoint's reply until the test releases it.
+//! Acquire grants at arrival, and a session that already holds the key gets
+//! its token back (C1 §7).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,6 +90,8 @@ pub struct MockState {
     arrivals: Mutex<Vec<(Ep, MonoTime)>>,
     sessions: Mutex<HashMap<String, u64>>,
     tokens: Mutex<HashMap<String, u64>>,
+    /// key → (holding session, its token), for the holder's re-acquire.
+    holders: Mutex<HashMap<String, (String, u64)>>,
     next_session: AtomicU64,
 }
 
@@ -116,6 +120,7 @@ impl Mock {
             arrivals: Mutex::default(),
             sessions: Mutex::default(),
             tokens: Mutex::default(),
+            holders: Mutex::default(),
             next_session: AtomicU64::new(1),
         });
         let app = Router::new()
@@ -184,15 +189,24 @@ impl MockState {
     /// Records the arrival, waits for the gate and the delay, and returns the
     /// scripted reply (`None` means: answer with success).
     async fn enter(&self, ep: Ep) -> Option<Response> {
+        let reply = self.arrive(ep);
+        self.respond(ep, reply).await
+    }
+
+    /// Records the arrival and picks the scripted reply.
+    fn arrive(&self, ep: Ep) -> Scripted {
         self.arrivals.lock().unwrap().push((ep, self.clock.now()));
-        let reply = self
-            .scripts
+        self.scripts
             .lock()
             .unwrap()
             .get_mut(&ep)
             .and_then(VecDeque::pop_front)
             .or_else(|| self.defaults.lock().unwrap().get(&ep).cloned())
-            .unwrap_or_else(Scripted::ok);
+            .unwrap_or_else(Scripted::ok)
+    }
+
+    /// Waits for the gate and the delay; the error response, if scripted.
+    async fn respond(&self, ep: Ep, reply: Scripted) -> Option<Response> {
         let gate = self.gates.lock().unwrap().get(&ep).cloned();
         if let Some(g) = gate {
             g.arrived.notify_one();
@@ -248,17 +262,29 @@ async fn delete_session(State(s): St, Path(_id): Path<String>) -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// Grants at arrival (before any scripted delay, so a reply the client gives
+/// up on still leaves the grant, as a real server would). C1 §7: the session
+/// that holds the key gets its current token back.
 async fn acquire(State(s): St, Path(key): Path<String>, Json(b): Json<Value>) -> Response {
-    if let Some(r) = s.enter(Ep::Acquire).await {
+    let reply = s.arrive(Ep::Acquire);
+    let session = b["session_id"].as_str().unwrap_or_default().to_string();
+    let token = reply.code.is_none().then(|| {
+        let mut holders = s.holders.lock().unwrap();
+        match holders.get(&key) {
+            Some((holder, token)) if *holder == session => *token,
+            _ => {
+                let mut t = s.tokens.lock().unwrap();
+                let e = t.entry(key.clone()).or_insert(0);
+                *e += 1;
+                holders.insert(key.clone(), (session, *e));
+                *e
+            }
+        }
+    });
+    if let Some(r) = s.respond(Ep::Acquire, reply).await {
         return r;
     }
     let lease = s.clamp(b["ttl_ms"].as_u64());
-    let token = {
-        let mut t = s.tokens.lock().unwrap();
-        let e = t.entry(key.clone()).or_insert(0);
-        *e += 1;
-        *e
-    };
     Json(json!({"key": key, "token": token, "lease_ms": lease, "expires_at": "x"})).into_response()
 }
 
@@ -271,10 +297,11 @@ async fn renew(State(s): St, Path(key): Path<String>, Json(b): Json<Value>) -> R
     Json(json!({"key": key, "token": token, "lease_ms": lease, "expires_at": "x"})).into_response()
 }
 
-async fn release(State(s): St, Path(_key): Path<String>) -> Response {
+async fn release(State(s): St, Path(key): Path<String>) -> Response {
     if let Some(r) = s.enter(Ep::Release).await {
         return r;
     }
+    s.holders.lock().unwrap().remove(&key);
     StatusCode::NO_CONTENT.into_response()
 }
 
