@@ -14,7 +14,7 @@ use crate::clock::Clock;
 use crate::config::{ConfigError, LockClientConfig};
 use crate::error::LockError;
 use crate::lease::{self, RttSummary};
-use crate::metrics::{ClientStats, Metrics};
+use crate::metrics::{ClientStats, DeadlineKind, MarginStats, Metrics};
 use crate::session::Session;
 use crate::transport::Http;
 
@@ -33,7 +33,7 @@ pub(crate) struct ClientInner {
     pub(crate) clock: Arc<dyn Clock>,
     /// The HTTP layer (one pooled reqwest client).
     pub(crate) http: Http,
-    /// RTT histogram and counters.
+    /// Histograms, counters and margin stats.
     pub(crate) metrics: Metrics,
     /// Sessions opened so far; session n draws its jitter from RNG stream n.
     sessions_opened: AtomicU64,
@@ -41,7 +41,8 @@ pub(crate) struct ClientInner {
 
 impl ClientInner {
     /// The margin (ppm) for a grant of `granted_ms`, under the policy and, for
-    /// an adaptive policy, the RTTs observed so far.
+    /// an adaptive policy, the RTTs it has observed (its own view, which
+    /// [`LockClient::reset_measurements`] leaves alone).
     pub(crate) fn margin_ppm(&self, granted_ms: u64) -> u64 {
         let rtt = if self.config.margin.is_adaptive() {
             self.metrics.rtt_summary()
@@ -60,12 +61,13 @@ impl LockClient {
         config.validate()?;
         let http =
             Http::new(&config.base_url, config.request_timeout).map_err(ConfigError::HttpClient)?;
+        let adaptive = config.margin.is_adaptive();
         Ok(LockClient {
             inner: Arc::new(ClientInner {
                 clock: config.clock.clone(),
                 config,
                 http,
-                metrics: Metrics::new(),
+                metrics: Metrics::new(adaptive),
                 sessions_opened: AtomicU64::new(0),
             }),
         })
@@ -89,6 +91,7 @@ impl LockClient {
         let granted = reply.result?;
         let ppm = inner.margin_ppm(granted.ttl_ms);
         let deadline = lease::client_deadline(reply.send, granted.ttl_ms, ppm);
+        inner.metrics.margin_applied(DeadlineKind::Open, ppm);
         let ordinal = inner.sessions_opened.fetch_add(1, Ordering::Relaxed);
         Ok(Session::start(
             inner.clone(),
@@ -110,17 +113,51 @@ impl LockClient {
         self.inner.clock.clone()
     }
 
-    /// A copy of the heartbeat RTT histogram (`lock.heartbeat.rtt`): every
-    /// L2/L5 exchange that got a reply, send to reply, in µs, 3 significant
-    /// digits. Exchanges that timed out or failed in transport have no RTT.
+    /// A copy of the raw heartbeat RTT histogram (`lock.heartbeat.rtt`), µs,
+    /// 3 significant digits: every L2/L5 exchange that got a reply (any
+    /// status), send to reply, and every one that timed out, recorded at the
+    /// time it was given up: a right-censored sample, "≥" its value.
+    /// Exchanges that failed in transport have no RTT (they are counted in
+    /// [`ClientStats::hb_errors`]).
     pub fn rtt_histogram(&self) -> Histogram<u64> {
         self.inner.metrics.rtt_snapshot()
     }
 
-    /// Empties the RTT histogram (the bench does this per cell). An adaptive
-    /// margin goes back to warm-up (its ceiling) until it has 20 samples again.
+    /// A copy of the heartbeat RTT histogram corrected for coordinated
+    /// omission, µs: measured from the *scheduled* send time. The heartbeat
+    /// runs at a fixed rate; a late wake-up serves every scheduled tick that
+    /// fell due with one L2 (no catch-up burst) and records one sample per
+    /// such tick, `reply − scheduled(tick)`, each at least that tick's
+    /// lateness. An L5 records `reply − scheduled` of its tick. Ticks that
+    /// were due before the session deadline but found the session lost
+    /// record their lateness (censored, "≥"). After a stall of S at period P
+    /// this histogram gets about S / P samples where the raw one gets one.
+    pub fn corrected_rtt_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.corrected_snapshot()
+    }
+
+    /// A copy of the tick-lag histogram, µs: for every heartbeat tick that
+    /// sent, its scheduled time to the actual send (0 when on time).
+    pub fn tick_lag_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.tick_lag_snapshot()
+    }
+
+    /// Empties the three heartbeat histograms (raw, corrected, tick lag)
+    /// *and* the adaptive margin's own RTT view, which puts an adaptive
+    /// margin back into warm-up (its ceiling until 20 samples). For a
+    /// warm-up cut that keeps the policy's view, use
+    /// [`reset_measurements`](Self::reset_measurements).
     pub fn reset_rtt(&self) {
         self.inner.metrics.reset_rtt();
+    }
+
+    /// Zeroes every measurement: the three histograms, every counter of
+    /// [`stats`](Self::stats) (heartbeat outcomes and ticks, sessions and
+    /// handles lost, leases abandoned) and the [`margin_stats`](Self::margin_stats).
+    /// Not the adaptive margin policy's own RTT view: the policy keeps the
+    /// margin it has learnt. For the bench's warm-up exclusion.
+    pub fn reset_measurements(&self) {
+        self.inner.metrics.reset_measurements();
     }
 
     /// The client's counters.
@@ -128,9 +165,21 @@ impl LockClient {
         self.inner.metrics.stats()
     }
 
+    /// The margins actually applied at each client-deadline computation
+    /// (`margin_effective`), per exchange (L1, L2, L4, L5, L7): count, mean,
+    /// min, max. Under a fixed policy every one is that margin; under the
+    /// adaptive policy they show what it chose.
+    pub fn margin_stats(&self) -> MarginStats {
+        self.inner.metrics.margin_stats()
+    }
+
     /// The C5 SDK metrics in the Prometheus text format:
-    /// `lock_heartbeat_rtt_seconds` (summary), `lock_session_lost_total{reason}`,
-    /// `lock_lease_abandoned_total`.
+    /// `lock_heartbeat_rtt_seconds`, `lock_heartbeat_rtt_corrected_seconds`,
+    /// `lock_heartbeat_tick_lag_seconds` (summaries),
+    /// `lock_heartbeat_outcomes_total{outcome="reply|timeout|error"}`,
+    /// `lock_heartbeat_ticks_total`, `lock_heartbeat_ticks_missed_total`,
+    /// `lock_session_lost_total{reason}`, `lock_lease_abandoned_total`,
+    /// `lock_margin_effective{exchange}` (`_sum`, `_count`).
     pub fn metrics_text(&self) -> String {
         self.inner.metrics.prometheus_text()
     }

@@ -138,6 +138,19 @@ pub fn heartbeat_period(
     period.max(MIN_HEARTBEAT_PERIOD)
 }
 
+/// Whether a handle with `remaining` lease is renewed on a tick of `period`:
+/// at most two and a half periods left. C3 says "under two periods"; on a
+/// fixed-rate schedule a handle renewed on one tick has `usable − period ≥
+/// 2 × period` left on the next (the period is rounded down, and a late
+/// previous tick adds its lateness), so a literal two-period boundary skips
+/// the handles whose lease sets the period every other tick and leaves them
+/// one real attempt. Half a period of tolerance renews them every tick and
+/// gives every handle two attempts, each with at least a period to complete,
+/// before its deadline.
+pub fn renew_due(remaining: Duration, period: Duration) -> bool {
+    remaining <= period.saturating_mul(2).saturating_add(period / 2)
+}
+
 /// Time left before `deadline` at `now`; zero once it is reached.
 pub fn remaining(now: MonoTime, deadline: MonoTime) -> Duration {
     deadline.saturating_duration_since(now)

@@ -16,6 +16,13 @@
 //! fencing token ([`LockHandle::token`]), checked downstream, is the safety
 //! mechanism.
 //!
+//! The production clock is [`BootTimeClock`] (`CLOCK_BOOTTIME`, which keeps
+//! counting while the host is suspended). The client measures its heartbeat
+//! honestly (MEASUREMENT.md): every exchange's outcome in [`ClientStats`], the
+//! raw RTT with timeouts as censored samples ([`LockClient::rtt_histogram`]),
+//! the RTT from the scheduled send ([`LockClient::corrected_rtt_histogram`]),
+//! the tick lag, and the margins applied ([`LockClient::margin_stats`]).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
@@ -52,8 +59,9 @@ pub use client::LockClient;
 pub use clock::{BootTimeClock, Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
 pub use config::{ConfigError, LockClientConfig, MarginPolicy};
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
-pub use metrics::ClientStats;
+pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary};
 pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
 
-/// The HDR histogram type [`LockClient::rtt_histogram`] returns (values in µs).
+/// The HDR histogram type [`LockClient::rtt_histogram`] (and the corrected and
+/// tick-lag histograms) return (values in µs).
 pub use hdrhistogram::Histogram;

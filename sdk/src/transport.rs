@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 use crate::clock::{Clock, MonoTime};
 use crate::error::{LockError, LockLost, LostReason, ReplyProblem};
+use crate::metrics::Outcome;
 
 /// The result of one exchange, with the clock reading taken just before the
 /// request was written.
@@ -27,13 +28,20 @@ pub(crate) struct Reply<T> {
 }
 
 impl<T> Reply<T> {
-    /// Whether the server answered at all (any status), i.e. whether this
-    /// exchange has a round-trip time.
-    pub(crate) fn got_reply(&self) -> bool {
-        !matches!(
-            self.result,
-            Err(LockError::Timeout { .. } | LockError::Transport(_))
-        )
+    /// The exchange's outcome: the server answered (any status: a round-trip
+    /// time), the timeout fired (a censored one), or the transport failed
+    /// before any answer (none).
+    pub(crate) fn outcome(&self) -> Outcome {
+        match self.result {
+            Err(LockError::Timeout { .. }) => Outcome::Timeout,
+            Err(LockError::Transport(_)) => Outcome::Error,
+            _ => Outcome::Reply,
+        }
+    }
+
+    /// `received − send`: the RTT of a reply, or the time given up on a timeout.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.received.saturating_duration_since(self.send)
     }
 }
 

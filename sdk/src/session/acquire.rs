@@ -14,6 +14,7 @@ use crate::acquire::{AcquireOptions, Backoff};
 use crate::client::duration_ms;
 use crate::error::{LockError, ReplyProblem};
 use crate::lease::{self, GrantReply};
+use crate::metrics::DeadlineKind;
 
 impl Session {
     /// L4, bounded (T-041). Tries at once; on `LOCK_HELD`, a 503 or a
@@ -132,6 +133,7 @@ impl Session {
             });
         }
         let ppm = s.margin_ppm(grant.granted_ms);
+        s.client.metrics.margin_applied(DeadlineKind::Acquire, ppm);
         let shared = Arc::new(HandleShared::granted(
             key,
             granted.token,

@@ -13,9 +13,12 @@ pub enum HeartbeatFault {
     None,
     /// The task keeps ticking and watching deadlines but sends nothing (no
     /// L2, no L5), as if every heartbeat were dropped: "heartbeat stopped".
+    /// Muted ticks count as missed (`hb_ticks_missed`) and add no sample.
     Mute,
     /// The task does nothing at all for this long, starting now (a stalled or
-    /// paused task), then runs its overdue tick at once.
+    /// paused task), then runs its overdue tick at once. The schedule keeps
+    /// its fixed rate: the ticks that fell in the stall are served by that one
+    /// late exchange (no catch-up burst), each with its corrected sample.
     Stall(Duration),
 }
 

@@ -3,7 +3,8 @@
 //! Every period (`min(session_ttl, shortest live lease) × (1 − margin) / 3`)
 //! it: reports losses discovered since the last tick (a deadline reached, a
 //! flag set by a call); then sends, all at once, L2 and an L5 for each live
-//! handle with at most two periods left. Each exchange has its own timeout,
+//! handle with at most two and a half periods left ([`lease::renew_due`]).
+//! Each exchange has its own timeout,
 //! bounded by the deadline it protects, so N slow renews cost one renew's
 //! time, and none is sent once its deadline (the handle's or the session's)
 //! has passed. On 200 the deadline moves to `send + granted × (1 − margin)`.
@@ -12,120 +13,178 @@
 //! transport errors change nothing: the next tick retries, and only the
 //! deadline decides. A failed exchange never moves a deadline (D5).
 //!
-//! The task sleeps on tokio timers only and reads time through the client's
-//! [`Clock`](crate::Clock). No lock is held across a request.
+//! The schedule is fixed-rate ([`schedule`](super::schedule)): tick `n + 1`
+//! is due at tick `n` plus the period (recomputed when the period changes),
+//! not at the late wake-up plus the period. A wake-up after a stall serves
+//! every tick that fell due with one L2, never a burst of catch-up L2s; the
+//! skipped ticks are counted (`hb_ticks_missed`) and each gets its corrected
+//! sample. Every exchange records its outcome (reply, timeout, error), its
+//! raw RTT (a timeout at the time it was given up: censored) and its RTT
+//! from the scheduled send.
+//!
+//! The task sleeps on tokio timers only and reads deadlines through the
+//! client's [`Clock`](crate::Clock); the schedule and the tick lag are on the
+//! timer's clock (the same time under `TokioClock`; under the production
+//! `BootTimeClock` they differ only across a host suspend, which the timers
+//! do not count). No lock is held across a request.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tracing::{debug, error};
 
 use super::handle::HandleShared;
 use super::lock;
+use super::schedule::{self, Due};
 use super::shared::SessionShared;
 use crate::clock::{MonoTime, timer_now};
 use crate::error::{LockError, LostReason};
 use crate::lease::{self, GrantReply};
-use crate::transport::GrantRef;
+use crate::transport::{GrantRef, Reply};
 
-/// The task body: tick every period until the session is lost (or the task
-/// is aborted by close/drop).
+/// The task body: tick at a fixed rate until the session is lost (or the
+/// task is aborted by close/drop).
 pub(crate) async fn run(s: Arc<SessionShared>) {
-    let mut last_tick = timer_now();
+    let origin = timer_now();
+    let offset = |t: Instant| t.saturating_duration_since(origin);
+    let mut period = s.current_period();
+    let mut next_due = period;
     loop {
         if let Some(stall) = s.faults.take_stall() {
             debug!(session_id = %s.id, ?stall, "heartbeat stalled (injected fault)");
             tokio::time::sleep(stall).await;
-        } else {
-            let next = last_tick + s.current_period();
-            tokio::select! {
-                // A due tick wins over a pending wake-up, so a stream of
-                // acquires cannot postpone the heartbeat.
-                biased;
-                _ = tokio::time::sleep_until(next) => {}
-                // A new handle (the period may be shorter now) or a fault:
-                // recompute before sleeping again.
-                _ = s.wake.notified() => continue,
+            continue;
+        }
+        tokio::select! {
+            // A due tick wins over a pending wake-up, so a stream of
+            // acquires cannot postpone the heartbeat.
+            biased;
+            _ = tokio::time::sleep_until(origin + next_due) => {}
+            // A new handle (the period may be shorter now) or a fault.
+            _ = s.wake.notified() => {
+                let p = s.current_period();
+                if p != period {
+                    next_due = schedule::rebase(next_due, period, p, offset(timer_now()));
+                    period = p;
+                }
+                continue;
             }
         }
-        last_tick = timer_now();
-        if tick(&s).await.is_break() {
+        let due = Due::at(next_due, period, offset(timer_now()));
+        let tick = Tick { due, origin };
+        if tick.run(&s).await.is_break() {
             debug!(session_id = %s.id, "heartbeat task ends: session lost");
             return;
+        }
+        next_due = due.next();
+        let p = s.current_period();
+        if p != period {
+            next_due = schedule::rebase(next_due, period, p, offset(timer_now()));
+            period = p;
         }
     }
 }
 
-/// One tick. `Break` once the session is lost and reported.
-async fn tick(s: &Arc<SessionShared>) -> ControlFlow<()> {
-    let clock = &*s.clock;
+/// One wake-up: the scheduled ticks it serves, on the timer's clock.
+#[derive(Clone, Copy)]
+struct Tick {
+    /// The scheduled ticks due.
+    due: Due,
+    /// The task's start, the zero of `due`'s offsets.
+    origin: Instant,
+}
 
-    // 1. Losses discovered since the last tick, and the local deadlines.
-    let now = clock.now();
-    if s.live.lost_at(now).is_some() {
-        s.report_session_loss(now);
-        return ControlFlow::Break(());
-    }
-    s.report_handle_losses(now);
-    if s.faults.muted() {
-        return ControlFlow::Continue(());
+impl Tick {
+    /// How late an exchange sent now is: now − the earliest tick served.
+    fn lag_now(&self) -> Duration {
+        self.due
+            .lag(timer_now().saturating_duration_since(self.origin))
     }
 
-    // 2. The handles due for L5: under two periods left, boundary included
-    //    (on exact virtual time a handle acquired on a tick has exactly two
-    //    periods left one tick later, and must still get two renew attempts).
-    let period = s.current_period();
-    let due: Vec<_> = lock(&s.handles)
-        .iter()
-        .filter(|h| h.flagged().is_none() && lease::remaining(now, h.own.deadline()) <= period * 2)
-        .cloned()
-        .collect();
+    /// One tick. `Break` once the session is lost and reported.
+    async fn run(self, s: &Arc<SessionShared>) -> ControlFlow<()> {
+        let clock = &*s.clock;
+        let metrics = &s.client.metrics;
 
-    // 3. L2 and every due L5 at once, each with its own timeout bounded by the
-    //    deadline it protects: N slow renews take one renew's time, so they
-    //    cannot push the next L2 past the session deadline.
-    let mut renews = JoinSet::new();
-    for h in due {
-        renews.spawn(renew(s.clone(), h));
-    }
-    let ((), ()) = tokio::join!(heartbeat(s), async {
-        while let Some(done) = renews.join_next().await {
-            if let Err(e) = done {
-                error!(session_id = %s.id, error = %e, "a renew task failed");
+        // 1. Losses discovered since the last tick, and the local deadlines.
+        let now = clock.now();
+        if let Some(reason) = s.live.lost_at(now) {
+            // The ticks due before the deadline were needed and never served:
+            // censored corrected samples at their lateness now.
+            metrics.record_ticks(self.due.count, None);
+            if reason == LostReason::Deadline {
+                let overrun = now.saturating_duration_since(s.live.deadline());
+                let at = timer_now().saturating_duration_since(self.origin);
+                metrics.record_unserved(self.due.unserved(at, overrun));
             }
+            s.report_session_loss(now);
+            return ControlFlow::Break(());
         }
-    });
+        s.report_handle_losses(now);
+        if s.faults.muted() {
+            metrics.record_ticks(self.due.count, None);
+            return ControlFlow::Continue(());
+        }
 
-    // 4. Report what this tick found.
-    let now = clock.now();
-    if s.live.lost_reason().is_some() {
-        s.report_session_loss(now);
-        return ControlFlow::Break(());
+        // 2. The handles due for L5: at most two and a half periods left
+        //    (lease::renew_due: two attempts, each with a period to complete).
+        let period = s.current_period();
+        let due: Vec<_> = lock(&s.handles)
+            .iter()
+            .filter(|h| {
+                h.flagged().is_none()
+                    && lease::renew_due(lease::remaining(now, h.own.deadline()), period)
+            })
+            .cloned()
+            .collect();
+
+        // 3. L2 and every due L5 at once, each with its own timeout bounded by the
+        //    deadline it protects: N slow renews take one renew's time, so they
+        //    cannot push the next L2 past the session deadline.
+        let mut renews = JoinSet::new();
+        for h in due {
+            renews.spawn(renew(s.clone(), h, self));
+        }
+        let ((), ()) = tokio::join!(heartbeat(s, self), async {
+            while let Some(done) = renews.join_next().await {
+                if let Err(e) = done {
+                    error!(session_id = %s.id, error = %e, "a renew task failed");
+                }
+            }
+        });
+
+        // 4. Report what this tick found.
+        let now = clock.now();
+        if s.live.lost_reason().is_some() {
+            s.report_session_loss(now);
+            return ControlFlow::Break(());
+        }
+        s.report_handle_losses(now);
+        ControlFlow::Continue(())
     }
-    s.report_handle_losses(now);
-    ControlFlow::Continue(())
 }
 
 /// One L2. On 200 the session deadline moves to `send + ttl × (1 − margin)`
 /// ([`SessionShared::apply_heartbeat`]); 404/410 lose the session; anything
 /// else moves nothing.
-async fn heartbeat(s: &SessionShared) {
+async fn heartbeat(s: &SessionShared, tick: Tick) {
     let clock = &*s.clock;
+    let metrics = &s.client.metrics;
     let now = clock.now();
     // Never sent past the deadline; no point waiting for a reply past it.
     let Some(left) = time_left(now, s.live.deadline()) else {
         s.live.mark_lost(LostReason::Deadline);
+        metrics.record_ticks(tick.due.count, None);
         return;
     };
     let timeout = s.client.config.request_timeout.min(left);
+    let lag = tick.lag_now();
     let reply = s.client.http.heartbeat(clock, &s.id, timeout).await;
-    if reply.got_reply() {
-        s.client
-            .metrics
-            .record_rtt(reply.received.saturating_duration_since(reply.send));
-    }
+    metrics.record_ticks(tick.due.count, Some(lag));
+    record(s, &reply, tick.due.corrected(reply.elapsed(), lag));
     match reply.result {
         Ok(hb) => {
             let grant = GrantReply {
@@ -155,7 +214,7 @@ async fn heartbeat(s: &SessionShared) {
 /// handle's or the session's deadline has passed; the timeout is bounded by
 /// the earlier of the two. On 200 the handle's deadline moves to
 /// `send + lease × (1 − margin)` ([`HandleShared::apply_grant`]).
-async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>) {
+async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
     let clock = &*s.clock;
     let now = clock.now();
     // check_at records which deadline passed (the session's or the handle's).
@@ -170,16 +229,13 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>) {
         key: &h.key,
         token: h.token,
     };
+    let lag = tick.lag_now();
     let reply = s
         .client
         .http
         .renew(clock, grant, &s.id, h.requested_ttl_ms, timeout)
         .await;
-    if reply.got_reply() {
-        s.client
-            .metrics
-            .record_rtt(reply.received.saturating_duration_since(reply.send));
-    }
+    record(&s, &reply, [reply.elapsed().saturating_add(lag)]);
     match reply.result {
         Ok(g) if g.token != h.token => {
             // C1: renew never changes the token. Trust neither value.
@@ -217,4 +273,11 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>) {
 fn time_left(now: MonoTime, deadline: MonoTime) -> Option<Duration> {
     (!now.has_reached(deadline))
         .then(|| lease::remaining(now, deadline).max(Duration::from_millis(1)))
+}
+
+/// Records one L2/L5 exchange: its outcome, its raw RTT and its corrected samples.
+fn record<T>(s: &SessionShared, reply: &Reply<T>, corrected: impl IntoIterator<Item = Duration>) {
+    s.client
+        .metrics
+        .record_exchange(reply.outcome(), reply.elapsed(), corrected);
 }

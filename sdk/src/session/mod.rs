@@ -4,13 +4,14 @@
 //! The concepts live in their own files: [`handle`] (deadlines and loss flags
 //! in atomics, [`LockHandle`]), [`shared`] (what the calls and the heartbeat
 //! task share, and the one place losses are reported), [`listeners`],
-//! [`fault`] (injected heartbeat faults), [`heartbeat`] (the task) and
+//! [`fault`] (injected heartbeat faults), [`heartbeat`] (the task),
+//! [`schedule`] (its fixed rate and coordinated-omission correction) and
 //! [`acquire`](mod@acquire) (the bounded L4 loop).
 //!
 //! Anyone may *discover* a loss (a check that finds a deadline reached, a
-//! call that gets 404/410/409) and set the flag; only the heartbeat task
+//! call that gets 404/410/409) and set the flag; the heartbeat task
 //! *reports* it (listeners, `session_lost` / `lease_expired` logs, counters),
-//! once. Loss is terminal: a flag once set is never cleared, and a successful
+//! once, or `close`/`drop` does for a loss the task had not reached yet. Loss is terminal: a flag once set is never cleared, and a successful
 //! reply that arrives after the deadline it would have extended does not
 //! revive anything.
 
@@ -19,6 +20,7 @@ mod fault;
 mod handle;
 mod heartbeat;
 mod listeners;
+mod schedule;
 mod shared;
 
 use std::fmt;
@@ -40,6 +42,7 @@ use crate::client::ClientInner;
 use crate::clock::MonoTime;
 use crate::error::{LockError, LockLost, LostReason};
 use crate::lease;
+use crate::metrics::DeadlineKind;
 use crate::transport::GrantRef;
 use handle::Liveness;
 use listeners::Listeners;
@@ -64,8 +67,11 @@ pub struct Session {
 }
 
 impl Drop for Session {
+    /// Stops the heartbeat task; like [`close`](Session::close), reports a
+    /// loss the task had not reported yet (no L3 is sent).
     fn drop(&mut self) {
         self.heartbeat.abort();
+        self.shared.stop(self.shared.clock.now());
     }
 }
 
@@ -137,11 +143,14 @@ impl Session {
         self.shared.current_period()
     }
 
-    /// Whether this session is lost, and why. A terminal state: `Some` never
-    /// goes back to `None`. (For dashboards; a critical section checks its
-    /// handle with [`check_still_held`](Self::check_still_held).)
+    /// Whether this session is lost, and why: a loss flag, or its client
+    /// deadline passed (one clock read; recorded as the loss). A terminal
+    /// state: `Some` never goes back to `None`. A worker that checks this
+    /// between payouts sees a session that lapsed with no handle and no call
+    /// in flight. (A critical section checks its handle with
+    /// [`check_still_held`](Self::check_still_held).)
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.shared.live.lost_reason()
+        self.shared.live.lost_at(self.shared.clock.now())
     }
 
     /// ADR-006 D3: `Ok(())` while both the handle's and the session's client
@@ -187,6 +196,7 @@ impl Session {
                     let ppm = s.margin_ppm(h.lease_ms());
                     h.own
                         .shrink_deadline(lease::client_deadline(reply.send, rem_ms, ppm));
+                    s.client.metrics.margin_applied(DeadlineKind::Confirm, ppm);
                 }
                 Ok(self.check_still_held(handle)?)
             }
@@ -230,7 +240,9 @@ impl Session {
     /// Registers a listener called once for every handle of this session that
     /// is lost, on the heartbeat task, in registration order. A panic or an
     /// `Err` from it is caught and logged. Registered after losses were
-    /// reported, it is called at once (on this thread) for each of them.
+    /// reported, it is called at once (on this thread) for each of them. A
+    /// loss the task had not reported when the session is closed or dropped
+    /// is reported then, on the closing task.
     ///
     /// Not called for handles the caller gave up itself ([`release`](Self::release),
     /// [`close`](Self::close)).
@@ -282,18 +294,14 @@ impl Session {
     /// L3, best effort: stops the heartbeat task, marks the session (and
     /// every handle) lost as `SessionClosed` without firing listeners, and
     /// deletes the session on the server (which releases its locks at once).
-    /// Never fails: a transport error is logged at debug level.
+    /// A session that was already lost (a flag, or its deadline passed) and
+    /// not yet reported by the heartbeat task is reported here instead:
+    /// `session_lost` logged and counted, listeners fired on this task for
+    /// its handles. Never fails: a transport error is logged at debug level.
     pub async fn close(self) {
         let s = &self.shared;
         self.heartbeat.abort();
-        s.live.mark_lost(LostReason::SessionClosed);
-        if s.live.lost_reason() == Some(LostReason::SessionClosed) {
-            s.loss_reported.store(true, Ordering::Release);
-        }
-        let handles = std::mem::take(&mut *lock(&s.handles));
-        for h in &handles {
-            h.own.mark_lost(LostReason::SessionClosed);
-        }
+        s.stop(s.clock.now());
         let reply = s
             .client
             .http

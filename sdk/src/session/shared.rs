@@ -19,6 +19,7 @@ use crate::client::ClientInner;
 use crate::clock::{Clock, MonoTime};
 use crate::error::LostReason;
 use crate::lease::{self, GrantRefused, GrantReply};
+use crate::metrics::DeadlineKind;
 
 /// Everything a session's calls and its heartbeat task share.
 pub(crate) struct SessionShared {
@@ -65,6 +66,9 @@ impl SessionShared {
         let ppm = self.margin_ppm(reply.granted_ms);
         let deadline = self.live.apply_grant(reply, ppm)?;
         self.ttl_ms.store(reply.granted_ms, Ordering::Release);
+        self.client
+            .metrics
+            .margin_applied(DeadlineKind::Heartbeat, ppm);
         Ok(deadline)
     }
 
@@ -75,7 +79,10 @@ impl SessionShared {
         h: &HandleShared,
         reply: GrantReply,
     ) -> Result<MonoTime, GrantRefused> {
-        h.apply_grant(reply, self.margin_ppm(reply.granted_ms))
+        let ppm = self.margin_ppm(reply.granted_ms);
+        let deadline = h.apply_grant(reply, ppm)?;
+        self.client.metrics.margin_applied(DeadlineKind::Renew, ppm);
+        Ok(deadline)
     }
 
     /// The heartbeat period:
@@ -92,7 +99,8 @@ impl SessionShared {
     }
 
     /// Reports the session loss once: `session_lost` log, counter, every
-    /// handle lost, listeners fired. Called by the heartbeat task only.
+    /// handle lost, listeners fired. Called by the heartbeat task when it
+    /// finds the loss, and by [`stop`](Self::stop) for one it had not reported.
     pub(crate) fn report_session_loss(&self, now: MonoTime) {
         let reason = self.live.mark_lost(LostReason::Deadline);
         if self.loss_reported.swap(true, Ordering::AcqRel) {
@@ -117,6 +125,24 @@ impl SessionShared {
         for h in handles {
             let r = h.own.mark_lost(reason);
             self.report_handle(&h, r);
+        }
+    }
+
+    /// The session is being closed or dropped (its heartbeat task stopped).
+    /// A loss in force at `now` (a flag, or the deadline) that the task had
+    /// not reported is reported now, so no lost session goes uncounted;
+    /// otherwise the session and its handles become `SessionClosed`, silently.
+    pub(crate) fn stop(&self, now: MonoTime) {
+        let reason = self
+            .live
+            .lost_at(now)
+            .unwrap_or_else(|| self.live.mark_lost(LostReason::SessionClosed));
+        if reason != LostReason::SessionClosed {
+            self.report_session_loss(now);
+        } else if !self.loss_reported.swap(true, Ordering::AcqRel) {
+            for h in std::mem::take(&mut *lock(&self.handles)) {
+                h.own.mark_lost(LostReason::SessionClosed);
+            }
         }
     }
 

@@ -8,6 +8,7 @@ mod config;
 mod hardening;
 mod heartbeat;
 mod hygiene;
+mod measurement;
 mod mock;
 mod real_server;
 

@@ -39,6 +39,8 @@ pub struct Scripted {
     pub code: Option<&'static str>,
     pub retry_after_ms: Option<u64>,
     pub delay: Duration,
+    /// Drop the connection without any reply (a transport error).
+    pub hang_up: bool,
 }
 
 impl Scripted {
@@ -48,6 +50,14 @@ impl Scripted {
             code: None,
             retry_after_ms: None,
             delay: Duration::ZERO,
+            hang_up: false,
+        }
+    }
+    /// The connection is dropped with no reply: the client sees a transport error.
+    pub fn hang_up() -> Self {
+        Scripted {
+            hang_up: true,
+            ..Self::ok()
         }
     }
     pub fn ok_after(delay: Duration) -> Self {
@@ -214,6 +224,12 @@ impl MockState {
         }
         if !reply.delay.is_zero() {
             tokio::time::sleep(reply.delay).await;
+        }
+        if reply.hang_up {
+            // Unwinding out of the handler ends hyper's connection task: the
+            // socket closes with no response. resume_unwind skips the panic
+            // hook, so the test output stays quiet.
+            std::panic::resume_unwind(Box::new("scripted hang-up"));
         }
         let code = reply.code?;
         let mut body = json!({"code": code, "message": format!("scripted {code}")});
