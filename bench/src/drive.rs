@@ -297,7 +297,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             bar.inc(1);
             continue;
         }
-        let plan = config.plan(*cell);
+        let plan = config.plan(*cell).in_run(&run_id);
         let label = id.clone();
         let b = bar.clone();
         let live = move |l: &Live| {
@@ -307,7 +307,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             ))
         };
         let result = runner::run_cell(&config, &plan, &out, stop_rx.clone(), &live).await?;
-        let Some(mut result) = result else {
+        let Some(result) = result else {
             bar.abandon_with_message("interrupted");
             manifest.write(&out)?;
             eprintln!(
@@ -317,7 +317,6 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             );
             return Ok(130);
         };
-        result.row.run_id = run_id.clone();
         let r = &result.row;
         let line = format!(
             "cell {}/{} {id}: paid {} ({:.1}/s), abandoned {}, lock_lost {}, fenced_out {}, duplicates {}, hb p50 {:.2} ms p99 {:.2} ms, ledger {}",

@@ -1,12 +1,12 @@
 //! A small client for the rail-stub (C2), as a payout worker uses it: claim
 //! (fence 1), submit (fence 2), release (abandon), plus the run-level calls
-//! (seed a backlog, read the ledger).
+//! (seed a backlog, read one payout or the whole ledger).
 
 use std::time::Duration;
 
 use fencepost_api::lock::ErrorBody;
 use fencepost_api::rail::{
-    BulkCreateRequest, BulkCreated, LedgerView, RailErrorCode, TokenRequest,
+    BulkCreateRequest, BulkCreated, LedgerView, PayoutView, RailErrorCode, TokenRequest,
 };
 
 /// What one claim/submit/release came back with.
@@ -106,6 +106,18 @@ impl RailClient {
             r.status(),
             r.text().await?
         );
+        Ok(r.json().await?)
+    }
+
+    /// R5: one payout with its submissions.
+    pub async fn payout(&self, id: &str) -> anyhow::Result<PayoutView> {
+        let r = self
+            .http
+            .get(format!("{}/v1/payouts/{id}", self.base))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status().is_success(), "R5 {id}: {}", r.status());
         Ok(r.json().await?)
     }
 

@@ -8,17 +8,31 @@
 //! declares the struct, the column order and both conversions, so the parquet,
 //! csv and Rust views cannot drift apart. Every column is described in
 //! `data/README.md`.
+//!
+//! A row is built in one place too: [`CellRow::from_measurement`], from the
+//! [`Measurement`] the cell driver ([`crate::cell::measure`]) returns — the
+//! bench and every experiment go through it. A new column is a field here,
+//! a line there, and a line in `data/README.md`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use anyhow::Context as _;
+use fencepost_api::ledger_check::{LedgerCheck, Violation};
+use fencepost_sdk::Histogram;
+use fencepost_sdk::lease::{RttSummary as SdkRttSummary, adaptive_margin};
 use polars::prelude::{
     Column, CsvReadOptions, CsvWriter, DataFrame, DataType, Field, ParquetReader, ParquetWriter,
     Schema, SerReader, SerWriter,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::cell::{CellPlan, PoolReport};
+use crate::grid::PolicySpec;
+use crate::hist::{self, RttSummary};
 
 /// File name of the parquet copy of the results table.
 pub const RESULTS_PARQUET: &str = "results.parquet";
@@ -255,6 +269,170 @@ cell_row! {
     margin_effective: f64,
     /// Mean heartbeat RTT, in µs.
     hb_rtt_mean_us: f64,
+}
+
+/// What the ledger's counts did over a measured window: `after − before` for
+/// every count, so a cell on a shared (or external) ledger counts only itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerDelta {
+    /// Payouts created (the seeded backlog).
+    pub payouts: u64,
+    /// Payouts that reached PAID.
+    pub paid: u64,
+    /// Payouts newly paid more than once. Must be 0.
+    pub paid_twice: u64,
+    /// Payouts newly paid under a stale token. Must be 0.
+    pub stale_paid: u64,
+    /// Fence-1 refusals (claim/release).
+    pub fenced_out_fence1: u64,
+    /// Fence-2 refusals (submit).
+    pub fenced_out_fence2: u64,
+    /// Both fences.
+    pub fenced_out_total: u64,
+    /// Submissions on PAID payouts.
+    pub duplicate_attempted: u64,
+    /// Whether the invariant holds over the whole ledger after the window.
+    pub holds: bool,
+    /// Every violation of the ledger after the window.
+    pub violations: Vec<Violation>,
+}
+
+impl LedgerDelta {
+    /// The difference of two checks of one ledger, `before` the window and `after` it.
+    pub fn between(before: &LedgerCheck, after: &LedgerCheck) -> Self {
+        LedgerDelta {
+            payouts: after.payouts.saturating_sub(before.payouts),
+            paid: after.paid.saturating_sub(before.paid),
+            paid_twice: after.paid_twice.saturating_sub(before.paid_twice),
+            stale_paid: after.stale_paid.saturating_sub(before.stale_paid),
+            fenced_out_fence1: after
+                .fenced_out_fence1
+                .saturating_sub(before.fenced_out_fence1),
+            fenced_out_fence2: after
+                .fenced_out_fence2
+                .saturating_sub(before.fenced_out_fence2),
+            fenced_out_total: after
+                .fenced_out_total
+                .saturating_sub(before.fenced_out_total),
+            duplicate_attempted: after
+                .duplicate_attempted
+                .saturating_sub(before.duplicate_attempted),
+            holds: after.holds(),
+            violations: after.violations.clone(),
+        }
+    }
+}
+
+/// Everything one cell measured: what [`crate::cell::measure`] returns.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// The cell: every configuration column comes from here.
+    pub plan: CellPlan,
+    /// From the first worker's start to the last one's stop.
+    pub window: Duration,
+    /// The ledger's counts over the window.
+    pub ledger: LedgerDelta,
+    /// The full ledger check after the window (`ledger-check.json`).
+    pub ledger_after: LedgerCheck,
+    /// What the workers measured: counts, the merged RTT histogram, renewals.
+    pub workers: PoolReport,
+}
+
+impl Measurement {
+    /// The heartbeat RTT summary of the merged histogram (µs).
+    pub fn rtt(&self) -> RttSummary {
+        hist::summarize(&self.workers.rtt)
+    }
+
+    /// The merged heartbeat RTT histogram (µs).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.workers.rtt
+    }
+
+    /// The margin in force at the end: the fixed margin, or what the
+    /// adaptive policy computes from the cell's RTTs.
+    pub fn margin_effective(&self) -> f64 {
+        match self.plan.policy {
+            PolicySpec::Fixed => self.plan.margin,
+            PolicySpec::Adaptive { k, floor, ceiling } => {
+                let rtt = self.rtt();
+                adaptive_margin(
+                    k,
+                    floor,
+                    ceiling,
+                    self.plan.lease,
+                    SdkRttSummary {
+                        samples: rtt.count,
+                        p99_us: rtt.p99,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Writes `ledger-check.json` (the full check after the window) into `dir`.
+    pub fn write_ledger_check(&self, dir: &Path) -> anyhow::Result<()> {
+        let path = dir.join("ledger-check.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&self.ledger_after)?)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+impl CellRow {
+    /// The one constructor of a results row: configuration from the plan,
+    /// counts from the ledger difference, client-side counts from the pool,
+    /// the RTT summary from the merged histogram, and throughput over the
+    /// measured window.
+    pub fn from_measurement(m: &Measurement) -> CellRow {
+        let (plan, tally, rtt) = (&m.plan, &m.workers.tally, m.rtt());
+        let window_s = m.window.as_secs_f64();
+        let spec_or_none = |s: Option<String>| s.unwrap_or_else(|| "none".into());
+        CellRow {
+            run_id: plan.run_id.clone(),
+            margin: plan.margin,
+            margin_policy: plan.policy.to_string(),
+            lease_ms: plan.lease.as_millis() as u64,
+            session_ttl_ms: plan.session_ttl.as_millis() as u64,
+            workers: plan.workers,
+            duration_s: window_s,
+            rail_p50_ms: plan.rail_latency.p50().as_secs_f64() * 1e3,
+            rail_p99_ms: plan.rail_latency.p99().as_secs_f64() * 1e3,
+            hb_count: rtt.count,
+            hb_rtt_p50_us: rtt.p50,
+            hb_rtt_p90_us: rtt.p90,
+            hb_rtt_p99_us: rtt.p99,
+            hb_rtt_p999_us: rtt.p999,
+            hb_rtt_max_us: rtt.max,
+            payouts_paid: m.ledger.paid,
+            throughput_per_s: if window_s > 0.0 {
+                m.ledger.paid as f64 / window_s
+            } else {
+                0.0
+            },
+            abandoned_insufficient_lease: tally.abandoned_insufficient_lease,
+            lock_lost: tally.lock_lost,
+            renewals: m.workers.renewals,
+            fenced_out: m.ledger.fenced_out_total,
+            duplicate_attempted: m.ledger.duplicate_attempted,
+            usable_lease_fraction: tally.usable_lease_fraction,
+            cell: plan.id.clone(),
+            seed: plan.seed,
+            net_delay: spec_or_none(plan.conditions.net_delay.map(|d| d.to_string())),
+            server_pause: spec_or_none(plan.conditions.server_pause.map(|p| p.to_string())),
+            rail_latency: plan.rail_latency.to_string(),
+            rail_read_timeout_ms: plan.rail_read_timeout.as_millis() as u64,
+            worst_case_hop_ms: plan.worst_case_hop.as_millis() as u64,
+            client_check: plan.client_check,
+            acquire_failed: tally.acquire_failed,
+            abandoned_lost: tally.abandoned_lost,
+            attempts: tally.attempts,
+            paid_twice: m.ledger.paid_twice,
+            stale_paid: m.ledger.stale_paid,
+            ledger_ok: m.ledger.holds,
+            margin_effective: m.margin_effective(),
+            hb_rtt_mean_us: rtt.mean,
+        }
+    }
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),
