@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod plots;
 pub mod proxy;
 pub mod rail;
+pub mod recommend;
 pub mod report;
 pub mod results;
 pub mod runner;

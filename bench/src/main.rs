@@ -17,8 +17,8 @@ fn main() {
         Command::Run(args) => run(&args, false),
         Command::Sweep(args) => run(&args, true),
         Command::Report { dir } => match bench::report::write_report(&dir) {
-            Ok(()) => {
-                println!("report: {}", dir.join("report.md").display());
+            Ok(path) => {
+                println!("report: {}", path.display());
                 0
             }
             Err(e) => {
