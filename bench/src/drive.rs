@@ -4,6 +4,7 @@
 //! every cell so nothing finished is lost on Ctrl-C or a crash, and finish
 //! with the report, the triggers and a summary naming a margin per TTL.
 
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -356,19 +357,22 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
     manifest.finished_at = Some(crate::manifest::now_rfc3339());
     manifest.write(&out)?;
     report::write_report(&out)?;
-    print_summary(&out, &rows);
+    print!("{}", summary_text(&out, &rows));
     Ok(if failed { 1 } else { 0 })
 }
 
-/// The table printed at the end of a run or sweep.
-fn print_summary(out: &Path, rows: &[results::CellRow]) {
-    println!();
-    println!(
-        "{:<24} {:>9} {:>9} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10}",
+/// The table printed at the end of a run or sweep: a line per cell, the
+/// recommendation per TTL, where the report is.
+pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "\n{:<24} {:>9} {:>9} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10}",
         "cell", "paid", "per_s", "abandon", "lost", "fenced", "dups", "hb_p50_ms", "hb_p99_ms"
     );
     for r in rows {
-        println!(
+        let _ = writeln!(
+            t,
             "{:<24} {:>9} {:>9.1} {:>9} {:>6} {:>7} {:>5} {:>10.2} {:>10.2}",
             r.cell,
             r.payouts_paid,
@@ -381,10 +385,10 @@ fn print_summary(out: &Path, rows: &[results::CellRow]) {
             r.hb_rtt_p99_us as f64 / 1e3,
         );
     }
-    println!();
+    t.push('\n');
     for rec in report::recommendations(rows) {
-        println!("{rec}");
+        let _ = writeln!(t, "{rec}");
     }
-    println!();
-    println!("report: {}", out.join("report.md").display());
+    let _ = writeln!(t, "\nreport: {}", out.join("report.md").display());
+    t
 }

@@ -109,27 +109,33 @@ impl RailClient {
         Ok(r.json().await?)
     }
 
-    /// R5: one payout with its submissions.
-    pub async fn payout(&self, id: &str) -> anyhow::Result<PayoutView> {
+    /// A GET of `path` that must answer 2xx with JSON; `what` names it in errors.
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<T> {
         let r = self
             .http
-            .get(format!("{}/v1/payouts/{id}", self.base))
-            .timeout(Duration::from_secs(5))
+            .get(format!("{}{path}", self.base))
+            .timeout(timeout)
             .send()
             .await?;
-        anyhow::ensure!(r.status().is_success(), "R5 {id}: {}", r.status());
+        anyhow::ensure!(r.status().is_success(), "{what} failed: {}", r.status());
         Ok(r.json().await?)
+    }
+
+    /// R5: one payout with its submissions.
+    pub async fn payout(&self, id: &str) -> anyhow::Result<PayoutView> {
+        let path = format!("/v1/payouts/{id}");
+        self.get_json(&format!("R5 {id}"), &path, Duration::from_secs(5))
+            .await
     }
 
     /// R6: the whole ledger with its counters.
     pub async fn ledger(&self) -> anyhow::Result<LedgerView> {
-        let r = self
-            .http
-            .get(format!("{}/v1/ledger", self.base))
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await?;
-        anyhow::ensure!(r.status().is_success(), "R6 failed: {}", r.status());
-        Ok(r.json().await?)
+        self.get_json("R6", "/v1/ledger", Duration::from_secs(60))
+            .await
     }
 }

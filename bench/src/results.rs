@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use fencepost_api::ledger_check::{LedgerCheck, Violation};
+use fencepost_api::ledger_check::LedgerCheck;
 use fencepost_sdk::Histogram;
 use fencepost_sdk::lease::{RttSummary as SdkRttSummary, adaptive_margin};
 use polars::prelude::{
@@ -272,54 +272,21 @@ cell_row! {
 }
 
 /// What the ledger's counts did over a measured window: `after − before` for
-/// every count, so a cell on a shared (or external) ledger counts only itself.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LedgerDelta {
-    /// Payouts created (the seeded backlog).
-    pub payouts: u64,
-    /// Payouts that reached PAID.
-    pub paid: u64,
-    /// Payouts newly paid more than once. Must be 0.
-    pub paid_twice: u64,
-    /// Payouts newly paid under a stale token. Must be 0.
-    pub stale_paid: u64,
-    /// Fence-1 refusals (claim/release).
-    pub fenced_out_fence1: u64,
-    /// Fence-2 refusals (submit).
-    pub fenced_out_fence2: u64,
-    /// Both fences.
-    pub fenced_out_total: u64,
-    /// Submissions on PAID payouts.
-    pub duplicate_attempted: u64,
-    /// Whether the invariant holds over the whole ledger after the window.
-    pub holds: bool,
-    /// Every violation of the ledger after the window.
-    pub violations: Vec<Violation>,
-}
-
-impl LedgerDelta {
-    /// The difference of two checks of one ledger, `before` the window and `after` it.
-    pub fn between(before: &LedgerCheck, after: &LedgerCheck) -> Self {
-        LedgerDelta {
-            payouts: after.payouts.saturating_sub(before.payouts),
-            paid: after.paid.saturating_sub(before.paid),
-            paid_twice: after.paid_twice.saturating_sub(before.paid_twice),
-            stale_paid: after.stale_paid.saturating_sub(before.stale_paid),
-            fenced_out_fence1: after
-                .fenced_out_fence1
-                .saturating_sub(before.fenced_out_fence1),
-            fenced_out_fence2: after
-                .fenced_out_fence2
-                .saturating_sub(before.fenced_out_fence2),
-            fenced_out_total: after
-                .fenced_out_total
-                .saturating_sub(before.fenced_out_total),
-            duplicate_attempted: after
-                .duplicate_attempted
-                .saturating_sub(before.duplicate_attempted),
-            holds: after.holds(),
-            violations: after.violations.clone(),
-        }
+/// every count, so a cell on a shared (or external) ledger counts only
+/// itself; the violations are those of the whole ledger `after` the window.
+pub fn ledger_delta(before: &LedgerCheck, after: &LedgerCheck) -> LedgerCheck {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    LedgerCheck {
+        payouts: d(after.payouts, before.payouts),
+        paid: d(after.paid, before.paid),
+        paid_twice: d(after.paid_twice, before.paid_twice),
+        stale_paid: d(after.stale_paid, before.stale_paid),
+        fenced_out_fence1: d(after.fenced_out_fence1, before.fenced_out_fence1),
+        fenced_out_fence2: d(after.fenced_out_fence2, before.fenced_out_fence2),
+        fenced_out_total: d(after.fenced_out_total, before.fenced_out_total),
+        duplicate_attempted: d(after.duplicate_attempted, before.duplicate_attempted),
+        not_claimed: d(after.not_claimed, before.not_claimed),
+        violations: after.violations.clone(),
     }
 }
 
@@ -330,8 +297,8 @@ pub struct Measurement {
     pub plan: CellPlan,
     /// From the first worker's start to the last one's stop.
     pub window: Duration,
-    /// The ledger's counts over the window.
-    pub ledger: LedgerDelta,
+    /// The ledger's counts over the window ([`ledger_delta`]).
+    pub ledger: LedgerCheck,
     /// The full ledger check after the window (`ledger-check.json`).
     pub ledger_after: LedgerCheck,
     /// What the workers measured: counts, the merged RTT histogram, renewals.
@@ -428,7 +395,7 @@ impl CellRow {
             attempts: tally.attempts,
             paid_twice: m.ledger.paid_twice,
             stale_paid: m.ledger.stale_paid,
-            ledger_ok: m.ledger.holds,
+            ledger_ok: m.ledger.holds(),
             margin_effective: m.margin_effective(),
             hb_rtt_mean_us: rtt.mean,
         }

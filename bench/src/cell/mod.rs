@@ -58,7 +58,7 @@ pub use pool::{BoxFuture, Pool, PoolReport, RemoteWorker, SpawnRemote, WorkerRep
 pub use stack::{Runtime, Stack, StackSpec};
 
 use crate::grid::{PauseSpec, PolicySpec};
-use crate::results::{LedgerDelta, Measurement};
+use crate::results::{Measurement, ledger_delta};
 use crate::timebase::TimeBase;
 use crate::worker::{ClaimHook, WorkQueue, WorkerEnv};
 
@@ -390,7 +390,7 @@ pub async fn measure(
     Ok(Some(Measurement {
         plan: plan.clone(),
         window,
-        ledger: LedgerDelta::between(&before, &after),
+        ledger: ledger_delta(&before, &after),
         ledger_after: after,
         workers,
     }))

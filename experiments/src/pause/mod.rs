@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use bench::cell::{CellPlan, Conditions, Hooks, Runtime, Stack, measure};
 use bench::grid::PolicySpec;
-use bench::results::LedgerDelta;
 use bench::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
 use bench::worker::TallySnapshot;
+use fencepost_api::ledger_check::LedgerCheck;
 use fencepost_api::rail::SubmissionOutcome;
 use serde::{Deserialize, Serialize};
 
@@ -216,11 +216,11 @@ pub struct PauseResult {
 
 impl PauseResult {
     /// Checks the expectation from the ledger numbers.
-    pub fn judge(check: &LedgerDelta, client_check: bool, pauses: u32) -> (bool, String) {
+    pub fn judge(check: &LedgerCheck, client_check: bool, pauses: u32) -> (bool, String) {
         let safe = check.paid_twice == 0
             && check.stale_paid == 0
             && check.duplicate_attempted == 0
-            && check.holds;
+            && check.holds();
         if client_check {
             (
                 safe && check.fenced_out_total == 0,
@@ -271,7 +271,7 @@ pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
         payouts: l.payouts,
         paid_twice: l.paid_twice,
         stale_paid: l.stale_paid,
-        ledger_ok: l.holds,
+        ledger_ok: l.holds(),
         expectation_met,
         expectation,
         paused: std::mem::take(&mut rounds.records),
