@@ -20,6 +20,24 @@ pub enum RailOutcome {
     Transport(String),
 }
 
+/// Why a driver call to the rail (R5, R6, R7) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RailError {
+    /// The rail-stub could not be reached, timed out, or sent a body that is not the C2 JSON.
+    #[error("rail-stub: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The rail-stub answered with a non-2xx status; check its log.
+    #[error("{what} failed: HTTP {status} {body}")]
+    Refused {
+        /// Which call, e.g. `R7` or `R5 pause-000001`.
+        what: String,
+        /// The HTTP status.
+        status: u16,
+        /// The reply body, when it was read.
+        body: String,
+    },
+}
+
 /// A rail-stub client.
 #[derive(Clone)]
 pub struct RailClient {
@@ -90,7 +108,7 @@ impl RailClient {
     }
 
     /// R7: seeds `count` payouts named `{prefix}-NNNNNN`.
-    pub async fn seed_backlog(&self, count: u64, prefix: &str) -> anyhow::Result<BulkCreated> {
+    pub async fn seed_backlog(&self, count: u64, prefix: &str) -> Result<BulkCreated, RailError> {
         let r = self
             .http
             .post(format!("{}/v1/payouts/bulk", self.base))
@@ -100,12 +118,15 @@ impl RailClient {
             })
             .send()
             .await?;
-        anyhow::ensure!(
-            r.status().is_success(),
-            "R7 failed: {} {}",
-            r.status(),
-            r.text().await?
-        );
+        if !r.status().is_success() {
+            let status = r.status().as_u16();
+            let body = r.text().await.unwrap_or_default();
+            return Err(RailError::Refused {
+                what: "R7".into(),
+                status,
+                body,
+            });
+        }
         Ok(r.json().await?)
     }
 
@@ -115,26 +136,32 @@ impl RailClient {
         what: &str,
         path: &str,
         timeout: Duration,
-    ) -> anyhow::Result<T> {
+    ) -> Result<T, RailError> {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
             .timeout(timeout)
             .send()
             .await?;
-        anyhow::ensure!(r.status().is_success(), "{what} failed: {}", r.status());
+        if !r.status().is_success() {
+            return Err(RailError::Refused {
+                what: what.into(),
+                status: r.status().as_u16(),
+                body: String::new(),
+            });
+        }
         Ok(r.json().await?)
     }
 
     /// R5: one payout with its submissions.
-    pub async fn payout(&self, id: &str) -> anyhow::Result<PayoutView> {
+    pub async fn payout(&self, id: &str) -> Result<PayoutView, RailError> {
         let path = format!("/v1/payouts/{id}");
         self.get_json(&format!("R5 {id}"), &path, Duration::from_secs(5))
             .await
     }
 
     /// R6: the whole ledger with its counters.
-    pub async fn ledger(&self) -> anyhow::Result<LedgerView> {
+    pub async fn ledger(&self) -> Result<LedgerView, RailError> {
         self.get_json("R6", "/v1/ledger", Duration::from_secs(60))
             .await
     }

@@ -463,3 +463,115 @@ pub fn read_nonempty_results(dir: &Path) -> anyhow::Result<Vec<CellRow>> {
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fencepost_api::ledger_check::{LedgerCheck, Violation, ViolationKind};
+
+    use super::*;
+    use crate::cell::{Conditions, PoolReport};
+    use crate::grid::{PauseSpec, PolicySpec};
+    use crate::timebase::TimeBase;
+
+    fn plan() -> CellPlan {
+        let lease = Duration::from_secs(1);
+        CellPlan {
+            id: "ttl=1s_margin=0.30".into(),
+            run_id: "run".into(),
+            lease,
+            margin: 0.3,
+            policy: PolicySpec::Fixed,
+            session_ttl: Duration::from_millis(500),
+            time_base: TimeBase::for_lease(lease, true),
+            rail_latency: "fixed:2ms".parse().unwrap(),
+            rail_read_timeout: Duration::from_millis(166),
+            worst_case_hop: Duration::from_millis(233),
+            acquire_budget: lease / 4,
+            client_check: true,
+            workers: 4,
+            duration: Duration::from_secs(10),
+            payouts: 100,
+            payout_prefix: "bench".into(),
+            seed: 9,
+            conditions: Conditions {
+                net_delay: None,
+                server_pause: Some(PauseSpec {
+                    every: Duration::from_secs(2),
+                    pause_for: Duration::from_millis(300),
+                }),
+            },
+        }
+    }
+
+    fn check(paid: u64, paid_twice: u64, fenced: u64, violations: usize) -> LedgerCheck {
+        LedgerCheck {
+            payouts: 1000,
+            paid,
+            paid_twice,
+            stale_paid: 0,
+            fenced_out_fence1: fenced,
+            fenced_out_fence2: 0,
+            fenced_out_total: fenced,
+            duplicate_attempted: 0,
+            not_claimed: 0,
+            violations: (0..violations)
+                .map(|_| Violation {
+                    payout_id: None,
+                    kind: ViolationKind::PaidTwice,
+                    detail: "x".into(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Every ledger count of a row is the window's difference, the throughput
+    /// is over the measured window (not the requested duration), and the
+    /// configuration comes from the plan, nothing patched in afterwards.
+    #[test]
+    fn a_row_takes_every_ledger_count_as_a_difference_and_the_measured_window() {
+        let before = check(40, 1, 2, 1);
+        let after = check(90, 1, 5, 1);
+        let m = Measurement {
+            plan: plan(),
+            window: Duration::from_secs(4),
+            ledger: ledger_delta(&before, &after),
+            ledger_after: after,
+            workers: PoolReport::default(),
+        };
+        let row = CellRow::from_measurement(&m);
+        assert_eq!(row.payouts_paid, 50);
+        assert_eq!(
+            row.paid_twice, 0,
+            "the earlier double payment is not this cell's"
+        );
+        assert_eq!(row.fenced_out, 3);
+        assert!(
+            !row.ledger_ok,
+            "the invariant is judged on the whole ledger"
+        );
+        assert_eq!(
+            row.throughput_per_s, 12.5,
+            "50 paid over 4 s, not over --duration 10 s"
+        );
+        assert_eq!(row.duration_s, 4.0);
+        assert_eq!(
+            (row.run_id.as_str(), row.cell.as_str(), row.seed),
+            ("run", "ttl=1s_margin=0.30", 9)
+        );
+        assert_eq!(
+            (
+                row.session_ttl_ms,
+                row.rail_read_timeout_ms,
+                row.worst_case_hop_ms
+            ),
+            (500, 166, 233)
+        );
+        assert_eq!(
+            (row.server_pause.as_str(), row.net_delay.as_str()),
+            ("2s:300ms", "none")
+        );
+        assert_eq!(row.margin_effective, 0.3);
+    }
+}

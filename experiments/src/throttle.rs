@@ -93,9 +93,7 @@ pub fn skip_message(e: &CgroupError) -> String {
 /// The cell of one run (`throttled` picks the id); both share everything else.
 fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> anyhow::Result<CellPlan> {
     let tb = TimeBase::for_lease(args.ttl, true);
-    let latency: LatencySpec = PRODUCTION_RAIL_LATENCY
-        .parse()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let latency: LatencySpec = PRODUCTION_RAIL_LATENCY.parse()?;
     Ok(CellPlan {
         id: if throttled {
             format!("throttle={:.0}%", args.quota.fraction() * 100.0)

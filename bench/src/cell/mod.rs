@@ -24,9 +24,13 @@
 //!
 //! Seams for the issues that change what a cell measures:
 //! - a new column: a field of [`Measurement`] (or of what it holds) and one
-//!   line in `CellRow::from_measurement`;
-//! - a warm-up (issue 12): the window opens after it, in [`measure`] — the
-//!   ledger snapshot, the tally and the histograms are taken at that point;
+//!   line in `CellRow::from_measurement`; a new per-worker count (issue 12's
+//!   `hb_timeouts`, `session_lost`) is a field of [`WorkerReport`] /
+//!   [`PoolReport`], read from the SDK client in [`Pool::join`] for
+//!   in-process workers and carried in the `done` line of a worker process;
+//! - a warm-up (issue 12): the window opens after it — the ledger snapshot
+//!   of [`measure`] moves to that point, the pool's tally restarts and each
+//!   worker's RTT histogram is reset (`LockClient::reset_rtt`) there;
 //! - CPU seconds per process (issue 12): read at both ends of the window from
 //!   [`Stack::pids`] and this process;
 //! - repeats with seeds `seed + i` (issue 13): [`CellPlan::seed`] is the only
@@ -225,6 +229,24 @@ pub struct Backlog {
     pub count: u64,
 }
 
+impl Backlog {
+    /// `n` consecutive slices of equal size, the last one taking the remainder.
+    pub fn split(self, n: u64) -> Vec<Backlog> {
+        let n = n.max(1);
+        let per = self.count / n;
+        (0..n)
+            .map(|i| Backlog {
+                first: self.first + i * per,
+                count: if i + 1 == n {
+                    self.count - i * per
+                } else {
+                    per
+                },
+            })
+            .collect()
+    }
+}
+
 /// The load of a cell: what runs between the window's opening and closing.
 pub trait Schedule: Send {
     /// Drives `run`'s pool; returns when the window should close. The driver
@@ -287,17 +309,10 @@ impl CellRun<'_> {
                 }
             }
             Spawn::Remote(spawner) => {
-                let n = ids.end.saturating_sub(ids.start).max(1);
-                let per = backlog.count / n;
-                for (i, idx) in ids.enumerate() {
-                    let first = backlog.first + i as u64 * per;
-                    let count = if i as u64 + 1 == n {
-                        backlog.count - i as u64 * per
-                    } else {
-                        per
-                    };
-                    self.pool
-                        .add_remote(spawner.spawn(idx, &env, first, count)?);
+                let slices = backlog.split(ids.end.saturating_sub(ids.start));
+                for (idx, slice) in ids.zip(slices) {
+                    let worker = spawner.spawn(idx, &env, slice.first, slice.count)?;
+                    self.pool.add_remote(worker);
                 }
             }
         }
@@ -394,4 +409,27 @@ pub async fn measure(
         ledger_after: after,
         workers,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backlog_splits_into_consecutive_slices_covering_it_once() {
+        let b = Backlog {
+            first: 7,
+            count: 10,
+        };
+        let s = b.split(3);
+        assert_eq!(
+            s.iter().map(|x| (x.first, x.count)).collect::<Vec<_>>(),
+            [(7, 3), (10, 3), (13, 4)]
+        );
+        assert_eq!(
+            b.split(0),
+            vec![b],
+            "zero workers still get the whole backlog"
+        );
+    }
 }

@@ -122,10 +122,7 @@ impl PauseConfig {
             policy: PolicySpec::Fixed,
             session_ttl: Duration::from_millis(self.session_ttl_ms),
             time_base: TimeBase::for_lease(lease, true),
-            rail_latency: self
-                .rail_latency
-                .parse()
-                .map_err(|e| anyhow::anyhow!("{e}"))?,
+            rail_latency: self.rail_latency.parse()?,
             rail_read_timeout: Duration::from_millis(self.rail_read_timeout_ms),
             worst_case_hop: Duration::from_millis(self.worst_case_hop_ms),
             acquire_budget: Duration::from_millis(self.acquire_budget_ms),
