@@ -24,7 +24,7 @@
 //! - **Loopback-only ports.** The services' ports are published on 127.0.0.1
 //!   only, on ephemeral host ports; the bench reaches them there.
 //!
-//! The shim lives in [`api_shim`], the relay in [`pg_relay`]; this module owns
+//! The shim lives in `api_shim.rs`, the relay in `pg_relay.rs`; this module owns
 //! the containers, their network and their cleanup.
 
 mod api_shim;

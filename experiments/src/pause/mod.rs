@@ -21,7 +21,7 @@
 //! The experiment is one cell of the bench's cell driver (`bench::cell`): a
 //! [`bench::cell::Stack`] of a lock-server and a rail-stub, the others as the
 //! driver's in-process pool, and the rounds as the cell's
-//! [`bench::cell::Schedule`] ([`rounds`]). Everything counted in `pause.json`
+//! [`bench::cell::Schedule`] (`rounds.rs`). Everything counted in `pause.json`
 //! (paid, fenced, duplicates, paid twice, stale paid) is the driver's ledger
 //! difference over the window, from the rail's R6 ledger through
 //! `fencepost_api::ledger_check::check_ledger`; the workers' own lines only
