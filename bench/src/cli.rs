@@ -1,4 +1,5 @@
-//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`.
+//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`, and the
+//! logging set-up its binary shares with `experiments`.
 
 use std::path::PathBuf;
 
@@ -33,6 +34,17 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Logs to stderr, `RUST_LOG` or `warn` (the bench's and the experiments' binaries).
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
 }
 
 /// bench's subcommands.

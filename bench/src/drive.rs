@@ -4,6 +4,7 @@
 //! every cell so nothing finished is lost on Ctrl-C or a crash, and finish
 //! with the report, the triggers and a summary naming a margin per TTL.
 
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -297,7 +298,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             bar.inc(1);
             continue;
         }
-        let plan = config.plan(*cell);
+        let plan = config.plan(*cell).in_run(&run_id);
         let label = id.clone();
         let b = bar.clone();
         let live = move |l: &Live| {
@@ -307,7 +308,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             ))
         };
         let result = runner::run_cell(&config, &plan, &out, stop_rx.clone(), &live).await?;
-        let Some(mut result) = result else {
+        let Some(result) = result else {
             bar.abandon_with_message("interrupted");
             manifest.write(&out)?;
             eprintln!(
@@ -317,7 +318,6 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             );
             return Ok(130);
         };
-        result.row.run_id = run_id.clone();
         let r = &result.row;
         let line = format!(
             "cell {}/{} {id}: paid {} ({:.1}/s), abandoned {}, lock_lost {}, fenced_out {}, duplicates {}, hb p50 {:.2} ms p99 {:.2} ms, ledger {}",
@@ -357,19 +357,22 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
     manifest.finished_at = Some(crate::manifest::now_rfc3339());
     manifest.write(&out)?;
     report::write_report(&out)?;
-    print_summary(&out, &rows);
+    print!("{}", summary_text(&out, &rows));
     Ok(if failed { 1 } else { 0 })
 }
 
-/// The table printed at the end of a run or sweep.
-fn print_summary(out: &Path, rows: &[results::CellRow]) {
-    println!();
-    println!(
-        "{:<24} {:>9} {:>9} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10}",
+/// The table printed at the end of a run or sweep: a line per cell, the
+/// recommendation per TTL, where the report is.
+pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "\n{:<24} {:>9} {:>9} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10}",
         "cell", "paid", "per_s", "abandon", "lost", "fenced", "dups", "hb_p50_ms", "hb_p99_ms"
     );
     for r in rows {
-        println!(
+        let _ = writeln!(
+            t,
             "{:<24} {:>9} {:>9.1} {:>9} {:>6} {:>7} {:>5} {:>10.2} {:>10.2}",
             r.cell,
             r.payouts_paid,
@@ -382,10 +385,10 @@ fn print_summary(out: &Path, rows: &[results::CellRow]) {
             r.hb_rtt_p99_us as f64 / 1e3,
         );
     }
-    println!();
+    t.push('\n');
     for rec in report::recommendations(rows) {
-        println!("{rec}");
+        let _ = writeln!(t, "{rec}");
     }
-    println!();
-    println!("report: {}", out.join("report.md").display());
+    let _ = writeln!(t, "\nreport: {}", out.join("report.md").display());
+    t
 }

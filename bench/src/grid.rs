@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use fencepost_api::duration::{format_duration, parse_duration};
+use fencepost_sdk::MarginPolicy;
 
 /// A refused flag value: `--flag VALUE: why`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -165,6 +166,28 @@ pub enum PolicySpec {
         /// Highest margin (and the warm-up margin).
         ceiling: f64,
     },
+}
+
+impl PolicySpec {
+    /// The SDK policy: `margin` for [`PolicySpec::Fixed`], the parameters otherwise.
+    pub fn margin_policy(self, margin: f64) -> MarginPolicy {
+        match self {
+            PolicySpec::Fixed => MarginPolicy::Fixed(margin),
+            PolicySpec::Adaptive { k, floor, ceiling } => {
+                MarginPolicy::Adaptive { k, floor, ceiling }
+            }
+        }
+    }
+
+    /// The flag form of an SDK policy, with the fixed margin (or the adaptive ceiling).
+    pub fn of(policy: MarginPolicy) -> (PolicySpec, f64) {
+        match policy {
+            MarginPolicy::Fixed(m) => (PolicySpec::Fixed, m),
+            MarginPolicy::Adaptive { k, floor, ceiling } => {
+                (PolicySpec::Adaptive { k, floor, ceiling }, ceiling)
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for PolicySpec {

@@ -90,14 +90,29 @@ pub fn save_histogram(dir: &Path, cell: &str, h: &Histogram<u64>) -> anyhow::Res
     let path = hgrm_path(dir, cell);
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
 
+    let path = hdr_path(dir, cell);
+    let text = encode(h).with_context(|| format!("encoding histogram of {cell}"))?;
+    std::fs::write(&path, format!("{text}\n"))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The lossless one-line form of `h`: V2 deflate encoding, base64 (the `.hdr`
+/// file's content; also how a worker process hands its histogram over).
+pub fn encode(h: &Histogram<u64>) -> anyhow::Result<String> {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
         .serialize(h, &mut bytes)
-        .map_err(|e| anyhow::anyhow!("encoding histogram of {cell}: {e:?}"))?;
-    let path = hdr_path(dir, cell);
-    std::fs::write(&path, format!("{}\n", base64::encode(&bytes)))
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+        .map_err(|e| anyhow::anyhow!("V2 deflate encoding failed: {e:?}"))?;
+    Ok(base64::encode(&bytes))
+}
+
+/// Reads back what [`encode`] wrote.
+pub fn decode(text: &str) -> anyhow::Result<Histogram<u64>> {
+    let bytes = base64::decode(text.trim()).context("not base64")?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("not a V2 histogram: {e}"))
 }
 
 /// Reads `hgrm/<cell>.hdr` under `dir` back into a histogram (µs).
@@ -105,11 +120,23 @@ pub fn load_histogram(dir: &Path, cell: &str) -> anyhow::Result<Histogram<u64>> 
     let path = hdr_path(dir, cell);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let bytes =
-        base64::decode(text.trim()).with_context(|| format!("{} is not base64", path.display()))?;
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("decoding {}: {e}", path.display()))
+    decode(&text).with_context(|| format!("decoding {}", path.display()))
+}
+
+/// The CDF of `h` (µs) as `(RTT ms, cumulative fraction)` points, starting at
+/// the lowest sample with fraction 0; empty for an empty histogram.
+pub fn cdf_points_ms(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut points = vec![(h.lowest_equivalent(h.min()) as f64 / 1000.0, 0.0)];
+    points.extend(h.iter_recorded().map(|v| {
+        (
+            h.highest_equivalent(v.value_iterated_to()) as f64 / 1000.0,
+            v.quantile(),
+        )
+    }));
+    points
 }
 
 /// The classic HdrHistogram `outputPercentileDistribution` text (5 ticks per

@@ -5,11 +5,15 @@
 //! `report.md` and plots.
 //!
 //! Modules: [`cli`] (flags), [`grid`] (flag values, cells), [`drive`] (run and
-//! sweep orchestration), [`runner`] (one cell), [`worker`] (the payout worker),
-//! [`proxy`] (the delay proxy), [`docker`] (`--runtime docker`), [`rail`]
-//! (the rail client), [`manifest`], and the output half: [`results`],
-//! [`hist`], [`triggers`], [`report`], [`plots`].
+//! sweep orchestration), [`runner`] (a run's cells), [`cell`] (the one cell
+//! driver every cell of the bench and the experiments runs through: stack,
+//! pool, measured window), [`timebase`] (production numbers scaled to a
+//! cell's lease), [`worker`] (the payout worker), [`proxy`] (the delay
+//! proxy), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
+//! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
+//! [`report`], [`plots`].
 
+pub mod cell;
 pub mod cli;
 pub mod docker;
 pub mod drive;
@@ -19,8 +23,10 @@ pub mod manifest;
 pub mod plots;
 pub mod proxy;
 pub mod rail;
+pub mod recommend;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod timebase;
 pub mod triggers;
 pub mod worker;

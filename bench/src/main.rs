@@ -6,19 +6,13 @@ use bench::cli::{Cli, Command};
 
 fn main() {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    bench::cli::init_tracing();
     let code = match cli.command {
         Command::Run(args) => run(&args, false),
         Command::Sweep(args) => run(&args, true),
         Command::Report { dir } => match bench::report::write_report(&dir) {
-            Ok(()) => {
-                println!("report: {}", dir.join("report.md").display());
+            Ok(path) => {
+                println!("report: {}", path.display());
                 0
             }
             Err(e) => {

@@ -20,7 +20,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::hist::load_histogram;
+use crate::hist::{cdf_points_ms, load_histogram};
 use crate::results::CellRow;
 use crate::triggers::lost_work;
 
@@ -66,16 +66,7 @@ pub fn draw_plots(dir: &Path, rows: &[CellRow]) -> anyhow::Result<PlotOutput> {
     let mut cdfs = Vec::new();
     for row in rows {
         match load_histogram(dir, &row.cell) {
-            Ok(h) if !h.is_empty() => {
-                let mut points = vec![(h.lowest_equivalent(h.min()) as f64 / 1000.0, 0.0)];
-                points.extend(h.iter_recorded().map(|v| {
-                    (
-                        h.highest_equivalent(v.value_iterated_to()) as f64 / 1000.0,
-                        v.quantile(),
-                    )
-                }));
-                cdfs.push((row.cell.clone(), points));
-            }
+            Ok(h) if !h.is_empty() => cdfs.push((row.cell.clone(), cdf_points_ms(&h))),
             Ok(_) => out
                 .skipped_cells
                 .push((row.cell.clone(), "empty histogram".to_owned())),

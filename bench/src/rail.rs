@@ -1,12 +1,12 @@
 //! A small client for the rail-stub (C2), as a payout worker uses it: claim
 //! (fence 1), submit (fence 2), release (abandon), plus the run-level calls
-//! (seed a backlog, read the ledger).
+//! (seed a backlog, read one payout or the whole ledger).
 
 use std::time::Duration;
 
 use fencepost_api::lock::ErrorBody;
 use fencepost_api::rail::{
-    BulkCreateRequest, BulkCreated, LedgerView, RailErrorCode, TokenRequest,
+    BulkCreateRequest, BulkCreated, LedgerView, PayoutView, RailErrorCode, TokenRequest,
 };
 
 /// What one claim/submit/release came back with.
@@ -18,6 +18,24 @@ pub enum RailOutcome {
     Refused(RailErrorCode),
     /// The read timed out or the connection failed.
     Transport(String),
+}
+
+/// Why a driver call to the rail (R5, R6, R7) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RailError {
+    /// The rail-stub could not be reached, timed out, or sent a body that is not the C2 JSON.
+    #[error("rail-stub: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The rail-stub answered with a non-2xx status; check its log.
+    #[error("{what} failed: HTTP {status} {body}")]
+    Refused {
+        /// Which call, e.g. `R7` or `R5 pause-000001`.
+        what: String,
+        /// The HTTP status.
+        status: u16,
+        /// The reply body, when it was read.
+        body: String,
+    },
 }
 
 /// A rail-stub client.
@@ -90,7 +108,7 @@ impl RailClient {
     }
 
     /// R7: seeds `count` payouts named `{prefix}-NNNNNN`.
-    pub async fn seed_backlog(&self, count: u64, prefix: &str) -> anyhow::Result<BulkCreated> {
+    pub async fn seed_backlog(&self, count: u64, prefix: &str) -> Result<BulkCreated, RailError> {
         let r = self
             .http
             .post(format!("{}/v1/payouts/bulk", self.base))
@@ -100,24 +118,51 @@ impl RailClient {
             })
             .send()
             .await?;
-        anyhow::ensure!(
-            r.status().is_success(),
-            "R7 failed: {} {}",
-            r.status(),
-            r.text().await?
-        );
+        if !r.status().is_success() {
+            let status = r.status().as_u16();
+            let body = r.text().await.unwrap_or_default();
+            return Err(RailError::Refused {
+                what: "R7".into(),
+                status,
+                body,
+            });
+        }
         Ok(r.json().await?)
     }
 
-    /// R6: the whole ledger with its counters.
-    pub async fn ledger(&self) -> anyhow::Result<LedgerView> {
+    /// A GET of `path` that must answer 2xx with JSON; `what` names it in errors.
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<T, RailError> {
         let r = self
             .http
-            .get(format!("{}/v1/ledger", self.base))
-            .timeout(Duration::from_secs(60))
+            .get(format!("{}{path}", self.base))
+            .timeout(timeout)
             .send()
             .await?;
-        anyhow::ensure!(r.status().is_success(), "R6 failed: {}", r.status());
+        if !r.status().is_success() {
+            return Err(RailError::Refused {
+                what: what.into(),
+                status: r.status().as_u16(),
+                body: String::new(),
+            });
+        }
         Ok(r.json().await?)
+    }
+
+    /// R5: one payout with its submissions.
+    pub async fn payout(&self, id: &str) -> Result<PayoutView, RailError> {
+        let path = format!("/v1/payouts/{id}");
+        self.get_json(&format!("R5 {id}"), &path, Duration::from_secs(5))
+            .await
+    }
+
+    /// R6: the whole ledger with its counters.
+    pub async fn ledger(&self) -> Result<LedgerView, RailError> {
+        self.get_json("R6", "/v1/ledger", Duration::from_secs(60))
+            .await
     }
 }

@@ -8,17 +8,31 @@
 //! declares the struct, the column order and both conversions, so the parquet,
 //! csv and Rust views cannot drift apart. Every column is described in
 //! `data/README.md`.
+//!
+//! A row is built in one place too: [`CellRow::from_measurement`], from the
+//! [`Measurement`] the cell driver ([`crate::cell::measure`]) returns — the
+//! bench and every experiment go through it. A new column is a field here,
+//! a line there, and a line in `data/README.md`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use anyhow::Context as _;
+use fencepost_api::ledger_check::LedgerCheck;
+use fencepost_sdk::Histogram;
+use fencepost_sdk::lease::{RttSummary as SdkRttSummary, adaptive_margin};
 use polars::prelude::{
     Column, CsvReadOptions, CsvWriter, DataFrame, DataType, Field, ParquetReader, ParquetWriter,
     Schema, SerReader, SerWriter,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::cell::{CellPlan, PoolReport};
+use crate::grid::PolicySpec;
+use crate::hist::{self, RttSummary};
 
 /// File name of the parquet copy of the results table.
 pub const RESULTS_PARQUET: &str = "results.parquet";
@@ -257,6 +271,137 @@ cell_row! {
     hb_rtt_mean_us: f64,
 }
 
+/// What the ledger's counts did over a measured window: `after − before` for
+/// every count, so a cell on a shared (or external) ledger counts only
+/// itself; the violations are those of the whole ledger `after` the window.
+pub fn ledger_delta(before: &LedgerCheck, after: &LedgerCheck) -> LedgerCheck {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    LedgerCheck {
+        payouts: d(after.payouts, before.payouts),
+        paid: d(after.paid, before.paid),
+        paid_twice: d(after.paid_twice, before.paid_twice),
+        stale_paid: d(after.stale_paid, before.stale_paid),
+        fenced_out_fence1: d(after.fenced_out_fence1, before.fenced_out_fence1),
+        fenced_out_fence2: d(after.fenced_out_fence2, before.fenced_out_fence2),
+        fenced_out_total: d(after.fenced_out_total, before.fenced_out_total),
+        duplicate_attempted: d(after.duplicate_attempted, before.duplicate_attempted),
+        not_claimed: d(after.not_claimed, before.not_claimed),
+        violations: after.violations.clone(),
+    }
+}
+
+/// Everything one cell measured: what [`crate::cell::measure`] returns.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// The cell: every configuration column comes from here.
+    pub plan: CellPlan,
+    /// From the first worker's start to the last one's stop.
+    pub window: Duration,
+    /// The ledger's counts over the window ([`ledger_delta`]).
+    pub ledger: LedgerCheck,
+    /// The full ledger check after the window (`ledger-check.json`).
+    pub ledger_after: LedgerCheck,
+    /// What the workers measured: counts, the merged RTT histogram, renewals.
+    pub workers: PoolReport,
+}
+
+impl Measurement {
+    /// The heartbeat RTT summary of the merged histogram (µs).
+    pub fn rtt(&self) -> RttSummary {
+        hist::summarize(&self.workers.rtt)
+    }
+
+    /// The merged heartbeat RTT histogram (µs).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.workers.rtt
+    }
+
+    /// The margin in force at the end: the fixed margin, or what the
+    /// adaptive policy computes from the cell's RTTs.
+    pub fn margin_effective(&self) -> f64 {
+        match self.plan.policy {
+            PolicySpec::Fixed => self.plan.margin,
+            PolicySpec::Adaptive { k, floor, ceiling } => {
+                let rtt = self.rtt();
+                adaptive_margin(
+                    k,
+                    floor,
+                    ceiling,
+                    self.plan.lease,
+                    SdkRttSummary {
+                        samples: rtt.count,
+                        p99_us: rtt.p99,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Writes `ledger-check.json` (the full check after the window) into `dir`.
+    pub fn write_ledger_check(&self, dir: &Path) -> anyhow::Result<()> {
+        let path = dir.join("ledger-check.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&self.ledger_after)?)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+impl CellRow {
+    /// The one constructor of a results row: configuration from the plan,
+    /// counts from the ledger difference, client-side counts from the pool,
+    /// the RTT summary from the merged histogram, and throughput over the
+    /// measured window.
+    pub fn from_measurement(m: &Measurement) -> CellRow {
+        let (plan, tally, rtt) = (&m.plan, &m.workers.tally, m.rtt());
+        let window_s = m.window.as_secs_f64();
+        let spec_or_none = |s: Option<String>| s.unwrap_or_else(|| "none".into());
+        CellRow {
+            run_id: plan.run_id.clone(),
+            margin: plan.margin,
+            margin_policy: plan.policy.to_string(),
+            lease_ms: plan.lease.as_millis() as u64,
+            session_ttl_ms: plan.session_ttl.as_millis() as u64,
+            workers: plan.workers,
+            duration_s: window_s,
+            rail_p50_ms: plan.rail_latency.p50().as_secs_f64() * 1e3,
+            rail_p99_ms: plan.rail_latency.p99().as_secs_f64() * 1e3,
+            hb_count: rtt.count,
+            hb_rtt_p50_us: rtt.p50,
+            hb_rtt_p90_us: rtt.p90,
+            hb_rtt_p99_us: rtt.p99,
+            hb_rtt_p999_us: rtt.p999,
+            hb_rtt_max_us: rtt.max,
+            payouts_paid: m.ledger.paid,
+            throughput_per_s: if window_s > 0.0 {
+                m.ledger.paid as f64 / window_s
+            } else {
+                0.0
+            },
+            abandoned_insufficient_lease: tally.abandoned_insufficient_lease,
+            lock_lost: tally.lock_lost,
+            renewals: m.workers.renewals,
+            fenced_out: m.ledger.fenced_out_total,
+            duplicate_attempted: m.ledger.duplicate_attempted,
+            usable_lease_fraction: tally.usable_lease_fraction,
+            cell: plan.id.clone(),
+            seed: plan.seed,
+            net_delay: spec_or_none(plan.conditions.net_delay.map(|d| d.to_string())),
+            server_pause: spec_or_none(plan.conditions.server_pause.map(|p| p.to_string())),
+            rail_latency: plan.rail_latency.to_string(),
+            rail_read_timeout_ms: plan.rail_read_timeout.as_millis() as u64,
+            worst_case_hop_ms: plan.worst_case_hop.as_millis() as u64,
+            client_check: plan.client_check,
+            acquire_failed: tally.acquire_failed,
+            abandoned_lost: tally.abandoned_lost,
+            attempts: tally.attempts,
+            paid_twice: m.ledger.paid_twice,
+            stale_paid: m.ledger.stale_paid,
+            ledger_ok: m.ledger.holds(),
+            margin_effective: m.margin_effective(),
+            hb_rtt_mean_us: rtt.mean,
+        }
+    }
+}
+
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),
 /// columns in [`COLUMNS`] order.
 pub fn write_results(dir: &Path, rows: &[CellRow]) -> anyhow::Result<()> {
@@ -317,4 +462,116 @@ pub fn read_nonempty_results(dir: &Path) -> anyhow::Result<Vec<CellRow>> {
         return Err(BadInput::Empty(dir.to_owned()).into());
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fencepost_api::ledger_check::{LedgerCheck, Violation, ViolationKind};
+
+    use super::*;
+    use crate::cell::{Conditions, PoolReport};
+    use crate::grid::{PauseSpec, PolicySpec};
+    use crate::timebase::TimeBase;
+
+    fn plan() -> CellPlan {
+        let lease = Duration::from_secs(1);
+        CellPlan {
+            id: "ttl=1s_margin=0.30".into(),
+            run_id: "run".into(),
+            lease,
+            margin: 0.3,
+            policy: PolicySpec::Fixed,
+            session_ttl: Duration::from_millis(500),
+            time_base: TimeBase::for_lease(lease, true),
+            rail_latency: "fixed:2ms".parse().unwrap(),
+            rail_read_timeout: Duration::from_millis(166),
+            worst_case_hop: Duration::from_millis(233),
+            acquire_budget: lease / 4,
+            client_check: true,
+            workers: 4,
+            duration: Duration::from_secs(10),
+            payouts: 100,
+            payout_prefix: "bench".into(),
+            seed: 9,
+            conditions: Conditions {
+                net_delay: None,
+                server_pause: Some(PauseSpec {
+                    every: Duration::from_secs(2),
+                    pause_for: Duration::from_millis(300),
+                }),
+            },
+        }
+    }
+
+    fn check(paid: u64, paid_twice: u64, fenced: u64, violations: usize) -> LedgerCheck {
+        LedgerCheck {
+            payouts: 1000,
+            paid,
+            paid_twice,
+            stale_paid: 0,
+            fenced_out_fence1: fenced,
+            fenced_out_fence2: 0,
+            fenced_out_total: fenced,
+            duplicate_attempted: 0,
+            not_claimed: 0,
+            violations: (0..violations)
+                .map(|_| Violation {
+                    payout_id: None,
+                    kind: ViolationKind::PaidTwice,
+                    detail: "x".into(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Every ledger count of a row is the window's difference, the throughput
+    /// is over the measured window (not the requested duration), and the
+    /// configuration comes from the plan, nothing patched in afterwards.
+    #[test]
+    fn a_row_takes_every_ledger_count_as_a_difference_and_the_measured_window() {
+        let before = check(40, 1, 2, 1);
+        let after = check(90, 1, 5, 1);
+        let m = Measurement {
+            plan: plan(),
+            window: Duration::from_secs(4),
+            ledger: ledger_delta(&before, &after),
+            ledger_after: after,
+            workers: PoolReport::default(),
+        };
+        let row = CellRow::from_measurement(&m);
+        assert_eq!(row.payouts_paid, 50);
+        assert_eq!(
+            row.paid_twice, 0,
+            "the earlier double payment is not this cell's"
+        );
+        assert_eq!(row.fenced_out, 3);
+        assert!(
+            !row.ledger_ok,
+            "the invariant is judged on the whole ledger"
+        );
+        assert_eq!(
+            row.throughput_per_s, 12.5,
+            "50 paid over 4 s, not over --duration 10 s"
+        );
+        assert_eq!(row.duration_s, 4.0);
+        assert_eq!(
+            (row.run_id.as_str(), row.cell.as_str(), row.seed),
+            ("run", "ttl=1s_margin=0.30", 9)
+        );
+        assert_eq!(
+            (
+                row.session_ttl_ms,
+                row.rail_read_timeout_ms,
+                row.worst_case_hop_ms
+            ),
+            (500, 166, 233)
+        );
+        assert_eq!(
+            (row.server_pause.as_str(), row.net_delay.as_str()),
+            ("2s:300ms", "none")
+        );
+        assert_eq!(row.margin_effective, 0.3);
+    }
 }

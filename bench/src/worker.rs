@@ -3,8 +3,9 @@
 //! `ensure_time_for(worst-case rail hop)` → submit (fence 2) → release, and
 //! abandon (R4) whenever the lease is insufficient or lost. Abandoned payouts
 //! go back on the queue, to be retried by a later holder under a higher token
-//! (ADR-006 D6). The bench runs N of these as tasks; the pause experiment runs
-//! one as its own OS process.
+//! (ADR-006 D6). A [`crate::cell::Pool`] runs N of these as tasks; the
+//! experiments also run them as OS processes (`experiments worker`), which
+//! report a [`TallySnapshot`] of their [`Tally`].
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,7 @@ use fencepost_api::rail::{RailErrorCode, bulk_payout_id};
 use fencepost_sdk::{
     AcquireOptions, LockClient, LockClientConfig, LockError, MarginPolicy, Session,
 };
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::rail::{RailClient, RailOutcome};
@@ -107,6 +109,67 @@ impl Tally {
     }
 }
 
+/// A plain copy of a [`Tally`]: what a worker process reports over its pipe,
+/// what a [`crate::cell::Pool`] sums over its members, and what a results row
+/// is built from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TallySnapshot {
+    /// Payout attempts started.
+    pub attempts: u64,
+    /// Submissions answered 200.
+    pub paid_replies: u64,
+    /// D4 refused: not enough lease for the rail hop.
+    pub abandoned_insufficient_lease: u64,
+    /// The lock was already lost at the check (no ledger call).
+    pub abandoned_lost: u64,
+    /// Acquires that gave up.
+    pub acquire_failed: u64,
+    /// Handles reported lost.
+    pub lock_lost: u64,
+    /// FENCED_OUT replies seen by the client.
+    pub fenced_replies: u64,
+    /// Rail transport errors.
+    pub rail_transport_errors: u64,
+    /// Mean usable lease fraction at grant.
+    pub usable_lease_fraction: f64,
+}
+
+impl TallySnapshot {
+    /// Copies `t`.
+    pub fn of(t: &Tally) -> Self {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        TallySnapshot {
+            attempts: g(&t.attempts),
+            paid_replies: g(&t.paid_replies),
+            abandoned_insufficient_lease: g(&t.abandoned_insufficient_lease),
+            abandoned_lost: g(&t.abandoned_lost),
+            acquire_failed: g(&t.acquire_failed),
+            lock_lost: g(&t.lock_lost),
+            fenced_replies: g(&t.fenced_replies),
+            rail_transport_errors: g(&t.rail_transport_errors),
+            usable_lease_fraction: t.usable_lease_fraction(),
+        }
+    }
+
+    /// Adds `o` into `self` (the lease fraction is averaged by attempts).
+    pub fn add(&mut self, o: &TallySnapshot) {
+        let total = self.attempts + o.attempts;
+        if total > 0 {
+            self.usable_lease_fraction = (self.usable_lease_fraction * self.attempts as f64
+                + o.usable_lease_fraction * o.attempts as f64)
+                / total as f64;
+        }
+        self.attempts = total;
+        self.paid_replies += o.paid_replies;
+        self.abandoned_insufficient_lease += o.abandoned_insufficient_lease;
+        self.abandoned_lost += o.abandoned_lost;
+        self.acquire_failed += o.acquire_failed;
+        self.lock_lost += o.lock_lost;
+        self.fenced_replies += o.fenced_replies;
+        self.rail_transport_errors += o.rail_transport_errors;
+    }
+}
+
 /// Everything one worker needs to know.
 #[derive(Clone, Debug)]
 pub struct WorkerEnv {
@@ -137,10 +200,11 @@ pub struct WorkerEnv {
     pub on_claimed: Option<ClaimHook>,
 }
 
-/// The signature of a [`ClaimHook`]: `(payout_id, token)`.
-pub type ClaimFn = dyn Fn(&str, u64) + Send + Sync;
+/// The signature of a [`ClaimHook`]: `(worker index, payout_id, token)`.
+pub type ClaimFn = dyn Fn(u64, &str, u64) + Send + Sync;
 
-/// A callback `(payout_id, token)` run inside the critical section (see [`WorkerEnv::on_claimed`]).
+/// A callback `(worker index, payout_id, token)` run inside the critical
+/// section (see [`WorkerEnv::on_claimed`]).
 #[derive(Clone)]
 pub struct ClaimHook(pub Arc<ClaimFn>);
 
@@ -278,7 +342,7 @@ impl Worker {
             }
         }
         if let Some(hook) = &self.env.on_claimed {
-            (hook.0)(&id, token);
+            (hook.0)(self.idx, &id, token);
         }
         // ADR-006 D4: do not start what you cannot finish.
         if self.env.client_check {

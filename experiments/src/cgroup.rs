@@ -24,11 +24,17 @@ pub const DEFAULT_PERIOD_US: u64 = 100_000;
 impl QuotaSpec {
     /// Parses `10%` (of one core), `0.1` (a fraction of one core), or
     /// `QUOTA/PERIOD` with durations (`10ms/100ms`). Over 100 % means more than one core.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, QuotaError> {
         let t = text.trim();
+        let bad = |why: QuotaProblem| QuotaError {
+            text: text.to_string(),
+            why,
+        };
         let spec = if let Some((q, p)) = t.split_once('/') {
-            let q = fencepost_api::parse_duration(q.trim()).map_err(|e| format!("quota: {e}"))?;
-            let p = fencepost_api::parse_duration(p.trim()).map_err(|e| format!("period: {e}"))?;
+            let q =
+                fencepost_api::parse_duration(q.trim()).map_err(|e| bad(QuotaProblem::Quota(e)))?;
+            let p = fencepost_api::parse_duration(p.trim())
+                .map_err(|e| bad(QuotaProblem::Period(e)))?;
             QuotaSpec {
                 quota_us: q.as_micros() as u64,
                 period_us: p.as_micros() as u64,
@@ -38,12 +44,10 @@ impl QuotaSpec {
                 Some(n) => (n.trim(), 0.01),
                 None => (t, 1.0),
             };
-            let f: f64 = num
-                .parse()
-                .map_err(|_| format!("{text:?}: expected 10%, 0.1 or 10ms/100ms"))?;
+            let f: f64 = num.parse().map_err(|_| bad(QuotaProblem::Form))?;
             let frac = f * scale;
             if !frac.is_finite() || frac <= 0.0 {
-                return Err(format!("{text:?}: the quota must be above zero"));
+                return Err(bad(QuotaProblem::NotPositive));
             }
             QuotaSpec {
                 quota_us: (frac * DEFAULT_PERIOD_US as f64).round() as u64,
@@ -51,15 +55,13 @@ impl QuotaSpec {
             }
         };
         if !(1_000..=1_000_000).contains(&spec.period_us) {
-            return Err(format!("{text:?}: the period must be between 1ms and 1s"));
+            return Err(bad(QuotaProblem::PeriodRange));
         }
         if spec.quota_us < 1_000 {
-            return Err(format!(
-                "{text:?}: the quota must be at least 1ms per period (kernel minimum)"
-            ));
+            return Err(bad(QuotaProblem::BelowKernelMinimum));
         }
         if spec.quota_us > spec.period_us * 1024 {
-            return Err(format!("{text:?}: more than 1024 cores"));
+            return Err(bad(QuotaProblem::TooManyCores));
         }
         Ok(spec)
     }
@@ -80,6 +82,42 @@ impl std::fmt::Display for QuotaSpec {
             self.fraction() * 100.0
         )
     }
+}
+
+/// A refused `--quota` value: the text and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[error("{text:?}: {why}")]
+pub struct QuotaError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong with it.
+    pub why: QuotaProblem,
+}
+
+/// What is wrong with a quota; each says what is accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum QuotaProblem {
+    /// Neither a percentage, a fraction nor `QUOTA/PERIOD`.
+    #[error("expected 10%, 0.1 or 10ms/100ms")]
+    Form,
+    /// The quota half of `QUOTA/PERIOD` is not a duration.
+    #[error("quota: {0}")]
+    Quota(#[source] fencepost_api::duration::DurationParseError),
+    /// The period half of `QUOTA/PERIOD` is not a duration.
+    #[error("period: {0}")]
+    Period(#[source] fencepost_api::duration::DurationParseError),
+    /// Zero, negative or not finite.
+    #[error("the quota must be above zero")]
+    NotPositive,
+    /// The period is outside what the kernel accepts.
+    #[error("the period must be between 1ms and 1s")]
+    PeriodRange,
+    /// Less CPU time per period than the kernel accepts.
+    #[error("the quota must be at least 1ms per period (kernel minimum)")]
+    BelowKernelMinimum,
+    /// More than 1024 cores' worth.
+    #[error("more than 1024 cores")]
+    TooManyCores,
 }
 
 /// Why no CPU cgroup could be set up.

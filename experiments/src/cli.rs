@@ -1,13 +1,14 @@
 //! The `experiments` command line: `pause`, `clock`, `throttle`, and the
 //! hidden `worker` the first and last start as child processes. Every value is
-//! parsed by clap, so a bad value exits with code 2 and names its flag.
+//! parsed by clap with the typed parsers below ([`ArgError`]), so a bad value
+//! exits with code 2 and names its flag.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cgroup::QuotaSpec;
+use crate::cgroup::{QuotaError, QuotaSpec};
 
 /// experiments — fencepost's fault experiments: show that ADR-006's fences hold
 /// "even if the client's clock is nonsense", and where the client check and the
@@ -202,9 +203,12 @@ pub struct WorkerArgs {
     /// Session TTL.
     #[arg(long, value_parser = parse_positive_duration)]
     pub session_ttl: Duration,
-    /// Margin.
+    /// Margin (the fixed one, or the adaptive ceiling).
     #[arg(long, value_parser = parse_margin)]
     pub margin: f64,
+    /// `fixed` or `adaptive:k=K,floor=F,ceiling=C` (bench's `--margin-policy`).
+    #[arg(long, default_value = "fixed")]
+    pub margin_policy: String,
     /// R3 read timeout.
     #[arg(long, value_parser = parse_positive_duration)]
     pub rail_read_timeout: Duration,
@@ -223,80 +227,99 @@ pub struct WorkerArgs {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Continuous mode: work payouts `first..first+count` for `--duration`, then report.
+    /// Continuous mode: work payouts `first..first+count` until `stop` on stdin, then report.
     #[arg(long)]
     pub first: Option<u64>,
     /// Continuous mode: how many payouts.
     #[arg(long, default_value_t = 0)]
     pub count: u64,
-    /// Continuous mode: how long.
-    #[arg(long, value_parser = parse_duration_flag)]
-    pub duration: Option<Duration>,
-    /// Continuous mode: where to save the RTT histogram (`.hdr`, bench's format).
-    #[arg(long)]
-    pub hist_dir: Option<PathBuf>,
+}
+
+/// A refused flag value; clap prints it after the flag's name and exits 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    /// Not a duration with a unit.
+    #[error(transparent)]
+    Duration(#[from] fencepost_api::duration::DurationParseError),
+    /// A duration of zero where a positive one is needed.
+    #[error("must be greater than zero")]
+    Zero,
+    /// Not a number.
+    #[error("{0:?} is not a number")]
+    NotANumber(String),
+    /// A number outside its range; the text says which range.
+    #[error("{0}")]
+    OutOfRange(&'static str),
+    /// One element of a list is outside its range.
+    #[error("{0:?} must be between 0 and 100")]
+    FractionOutOfRange(String),
+    /// An empty list.
+    #[error("give at least one fraction")]
+    Empty,
+    /// A bad CPU quota.
+    #[error(transparent)]
+    Quota(#[from] QuotaError),
 }
 
 /// A duration like `1s`, `250ms`.
-pub fn parse_duration_flag(text: &str) -> Result<Duration, String> {
-    fencepost_api::parse_duration(text).map_err(|e| e.to_string())
+pub fn parse_duration_flag(text: &str) -> Result<Duration, ArgError> {
+    Ok(fencepost_api::parse_duration(text)?)
 }
 
 /// A duration above zero.
-pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_positive_duration(text: &str) -> Result<Duration, ArgError> {
     let d = parse_duration_flag(text)?;
     if d.is_zero() {
-        return Err("must be greater than zero".into());
+        return Err(ArgError::Zero);
     }
     Ok(d)
 }
 
-/// A margin in `[0, 1)`.
-pub fn parse_margin(text: &str) -> Result<f64, String> {
-    let m: f64 = text
-        .trim()
+fn number(text: &str) -> Result<f64, ArgError> {
+    text.trim()
         .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
+        .map_err(|_| ArgError::NotANumber(text.to_string()))
+}
+
+/// A margin in `[0, 1)`.
+pub fn parse_margin(text: &str) -> Result<f64, ArgError> {
+    let m = number(text)?;
     if !(0.0..1.0).contains(&m) {
-        return Err("must satisfy 0 <= margin < 1".into());
+        return Err(ArgError::OutOfRange("must satisfy 0 <= margin < 1"));
     }
     Ok(m)
 }
 
 /// A factor `>= 1` (a pause must outlast the lease).
-pub fn parse_factor(text: &str) -> Result<f64, String> {
-    let f: f64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
+pub fn parse_factor(text: &str) -> Result<f64, ArgError> {
+    let f = number(text)?;
     if !f.is_finite() || !(1.0..=100.0).contains(&f) {
-        return Err("must be between 1 and 100 (a pause must outlast the lease)".into());
+        return Err(ArgError::OutOfRange(
+            "must be between 1 and 100 (a pause must outlast the lease)",
+        ));
     }
     Ok(f)
 }
 
 /// `0,0.5,1` → the fractions, each finite and `>= 0`; at least one.
-pub fn parse_fractions(text: &str) -> Result<Fractions, String> {
+pub fn parse_fractions(text: &str) -> Result<Fractions, ArgError> {
     let mut out = Vec::new();
     for part in text.split(',') {
-        let f: f64 = part
-            .trim()
-            .parse()
-            .map_err(|_| format!("{part:?} is not a number"))?;
+        let f = number(part)?;
         if !f.is_finite() || !(0.0..=100.0).contains(&f) {
-            return Err(format!("{part:?} must be between 0 and 100"));
+            return Err(ArgError::FractionOutOfRange(part.to_string()));
         }
         out.push(f);
     }
     if out.is_empty() {
-        return Err("give at least one fraction".into());
+        return Err(ArgError::Empty);
     }
     Ok(Fractions(out))
 }
 
 /// A CPU quota (see [`QuotaSpec::parse`]).
-pub fn parse_quota(text: &str) -> Result<QuotaSpec, String> {
-    QuotaSpec::parse(text)
+pub fn parse_quota(text: &str) -> Result<QuotaSpec, ArgError> {
+    Ok(QuotaSpec::parse(text)?)
 }
 
 #[cfg(test)]

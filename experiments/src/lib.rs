@@ -11,9 +11,14 @@
 //!   offset, drift, quantisation and steps against the server's grace (T-043);
 //! - [`throttle`]: worker processes under a cgroup CPU quota vs unthrottled.
 //!
-//! [`worker_proc`] is the hidden `experiments worker` subcommand those
-//! experiments start as child processes; [`output`] and [`plots`] are the
-//! shared results plumbing.
+//! Pause and throttle run their cells through the bench's one cell driver
+//! (`bench::cell`: stack, pool, measured window); what is theirs — the pause
+//! rounds, the cgroup, the claim hook — plugs into it as hooks.
+//!
+//! Shared modules: [`worker_proc`] is the hidden `experiments worker`
+//! subcommand (the child side), [`proc`] the parent side (spawning, lines,
+//! process state); [`timeline`] the events a run records; [`output`] and
+//! [`plots`] the results plumbing; [`cgroup`] the CPU quota; [`cli`] the flags.
 
 pub mod cgroup;
 pub mod cli;
@@ -21,5 +26,7 @@ pub mod clock;
 pub mod output;
 pub mod pause;
 pub mod plots;
+pub mod proc;
 pub mod throttle;
+pub mod timeline;
 pub mod worker_proc;

@@ -6,13 +6,7 @@ use experiments::cli::{Cli, Command};
 
 fn main() {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    bench::cli::init_tracing();
     let code = match cli.command {
         Command::Worker(args) => experiments::worker_proc::main(args),
         Command::Pause(args) => experiments::pause::main(&args),

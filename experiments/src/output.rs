@@ -1,8 +1,10 @@
 //! The results layout every experiment shares with the bench: an output
 //! directory (default `data/runs/<timestamp>-<experiment>/`), `manifest.json`
 //! through `bench::manifest::Manifest` (seed, configuration, commit, machine),
-//! JSON files, and a `report.md` section that `bench report` can include.
+//! JSON files, and a `report.md` section that `bench report` can include;
+//! and the runtime and exit-code plumbing of the experiments' `main`s.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use bench::manifest::{Manifest, now_rfc3339};
@@ -75,4 +77,25 @@ impl RunDir {
 /// `data/runs/<timestamp>-<experiment>` (the bench's naming).
 pub fn default_out(experiment: &str) -> PathBuf {
     PathBuf::from("data/runs").join(format!("{}-{experiment}", now_rfc3339().replace(':', "")))
+}
+
+/// Runs an experiment's async body on a fresh multi-thread runtime.
+pub fn block_on<T>(body: impl Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(body)
+}
+
+/// The exit code of `experiments <name>`: what `done` makes of a result, or
+/// 1 after printing the error.
+pub fn exit_code<T>(name: &str, result: anyhow::Result<T>, done: impl FnOnce(T) -> i32) -> i32 {
+    match result {
+        Ok(t) => done(t),
+        Err(e) => {
+            eprintln!("experiments {name}: {e:#}");
+            1
+        }
+    }
 }

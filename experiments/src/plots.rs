@@ -11,7 +11,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::pause::{Event, PauseResult};
+use crate::timeline::{Event, EventKind, Freeze};
 
 // The frame every plot shares (size, font, colours, SVG+PNG rendering) is the bench's.
 pub use bench::plots::{FONT, PLOT_SIZE, Plot, color, render};
@@ -31,17 +31,33 @@ fn padded(lo: f64, hi: f64, pad: f64) -> Range<f64> {
     (lo - w * pad)..(hi + w * pad)
 }
 
+/// What the timeline plot draws: the input type the pause experiment fills,
+/// so the plot knows nothing of the experiment's result types.
+pub struct TimelineInput {
+    /// The caption.
+    pub title: String,
+    /// `(worker, axis label)` per row, bottom to top.
+    pub rows: Vec<(String, String)>,
+    /// The frozen worker (its row carries the freezes and their aftermath).
+    pub frozen_worker: String,
+    /// Its freezes.
+    pub freezes: Vec<Freeze>,
+    /// Every event, any order.
+    pub events: Vec<Event>,
+}
+
 /// The pause timeline.
 struct Timeline<'a> {
-    result: &'a PauseResult,
-    events: &'a [Event],
-    /// Row names, bottom to top.
-    rows: Vec<String>,
+    input: &'a TimelineInput,
 }
 
 impl Timeline<'_> {
     fn row(&self, worker: &str) -> f64 {
-        self.rows.iter().position(|r| r == worker).unwrap_or(0) as f64
+        self.input
+            .rows
+            .iter()
+            .position(|(r, _)| r == worker)
+            .unwrap_or(0) as f64
     }
 }
 
@@ -50,43 +66,28 @@ impl Plot for Timeline<'_> {
     where
         DB::ErrorType: 'static,
     {
-        let r = self.result;
-        let t_max = self
+        let input = self.input;
+        let t_max = input
             .events
             .iter()
             .map(|e| e.t_s)
-            .chain(r.paused.iter().map(|p| p.resumed_at_s))
+            .chain(input.freezes.iter().map(|f| f.to_s))
             .fold(0.0f64, f64::max);
-        let rows = self.rows.clone();
-        let title = format!(
-            "pause: {} freezes of w0 (own process), client check {} — fenced_out {}, paid_twice {}, stale_paid {}",
-            r.pauses,
-            if r.client_check { "on" } else { "off" },
-            r.fenced_out,
-            r.paid_twice,
-            r.stale_paid
-        );
+        let labels: Vec<String> = input.rows.iter().map(|(_, l)| l.clone()).collect();
+        let n_rows = labels.len();
         let mut chart = ChartBuilder::on(root)
-            .caption(title, font(22))
+            .caption(&input.title, font(22))
             .margin(16)
             .x_label_area_size(50)
             .y_label_area_size(120)
-            .build_cartesian_2d(padded(0.0, t_max, 0.02), -0.7f64..(rows.len() as f64 - 0.3))?;
+            .build_cartesian_2d(padded(0.0, t_max, 0.02), -0.7f64..(n_rows as f64 - 0.3))?;
         chart
             .configure_mesh()
-            .y_labels(rows.len())
+            .y_labels(n_rows)
             .y_label_formatter(&|y| {
                 let i = y.round();
                 if (y - i).abs() < 1e-6 && i >= 0.0 {
-                    rows.get(i as usize)
-                        .map(|n| {
-                            if n == "w0" {
-                                "w0 (paused proc)".to_string()
-                            } else {
-                                n.clone()
-                            }
-                        })
-                        .unwrap_or_default()
+                    labels.get(i as usize).cloned().unwrap_or_default()
                 } else {
                     String::new()
                 }
@@ -97,41 +98,46 @@ impl Plot for Timeline<'_> {
             .disable_y_mesh()
             .draw()?;
 
-        let y0 = self.row("w0");
+        let frozen = input.frozen_worker.as_str();
+        let y0 = self.row(frozen);
         // The freezes.
         chart
-            .draw_series(r.paused.iter().map(|p| {
+            .draw_series(input.freezes.iter().map(|p| {
                 Rectangle::new(
-                    [(p.stopped_at_s, y0 - 0.28), (p.resumed_at_s, y0 + 0.28)],
+                    [(p.from_s, y0 - 0.28), (p.to_s, y0 + 0.28)],
                     RED.mix(0.25).filled(),
                 )
             }))?
             .label("SIGSTOPped holding a (soon stale) token")
             .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], RED.mix(0.25).filled()));
-        for p in &r.paused {
+        for p in &input.freezes {
             chart.draw_series(std::iter::once(Text::new(
                 format!("T{} frozen", p.stale_token),
-                (p.stopped_at_s, y0 + 0.36),
+                (p.from_s, y0 + 0.36),
                 font(13),
             )))?;
         }
         // Every claim (fence 1 accepted) as a small dot.
         chart
             .draw_series(
-                self.events.iter().filter(|e| e.kind == "claimed").map(|e| {
-                    Circle::new((e.t_s, self.row(&e.worker)), 3, BLACK.mix(0.35).filled())
-                }),
+                input
+                    .events
+                    .iter()
+                    .filter(|e| e.kind == EventKind::Claimed)
+                    .map(|e| {
+                        Circle::new((e.t_s, self.row(&e.worker)), 3, BLACK.mix(0.35).filled())
+                    }),
             )?
             .label("claim accepted (fence 1)")
             .legend(|(x, y)| Circle::new((x + 8, y), 3, BLACK.mix(0.35).filled()));
         // Takeovers: another worker claims a frozen payout under a higher token.
-        let takeovers: Vec<&Event> = self
+        let takeovers: Vec<&Event> = input
             .events
             .iter()
             .filter(|e| {
-                e.kind == "claimed"
-                    && e.worker != "w0"
-                    && r.paused.iter().any(|p| {
+                e.kind == EventKind::Claimed
+                    && e.worker != frozen
+                    && input.freezes.iter().any(|p| {
                         Some(&p.payout) == e.payout.as_ref()
                             && e.token.is_some_and(|t| t > p.stale_token)
                     })
@@ -154,16 +160,18 @@ impl Plot for Timeline<'_> {
         }
         // After a resume: abandon (check on) or a fence refusal (check off).
         let after_resume = |e: &&Event| {
-            e.worker == "w0"
-                && r.paused
+            e.worker == frozen
+                && input
+                    .freezes
                     .iter()
-                    .any(|p| e.t_s >= p.resumed_at_s && e.t_s <= p.resumed_at_s + 5.0)
+                    .any(|p| e.t_s >= p.to_s && e.t_s <= p.to_s + 5.0)
         };
         chart
             .draw_series(
-                self.events
+                input
+                    .events
                     .iter()
-                    .filter(|e| e.kind == "fenced")
+                    .filter(|e| e.kind == EventKind::Fenced)
                     .filter(after_resume)
                     .map(|e| Cross::new((e.t_s, y0 - 0.15), 9, BLACK.stroke_width(3))),
             )?
@@ -171,9 +179,10 @@ impl Plot for Timeline<'_> {
             .legend(|(x, y)| Cross::new((x + 8, y), 6, BLACK.stroke_width(3)));
         chart
             .draw_series(
-                self.events
+                input
+                    .events
                     .iter()
-                    .filter(|e| e.kind == "abandoned")
+                    .filter(|e| e.kind == EventKind::Abandoned)
                     .filter(after_resume)
                     .map(|e| Circle::new((e.t_s, y0 - 0.15), 7, color(3).filled())),
             )?
@@ -190,24 +199,9 @@ impl Plot for Timeline<'_> {
     }
 }
 
-/// Draws `timeline.{svg,png}` for a pause run.
-pub fn timeline(
-    dir: &Path,
-    result: &PauseResult,
-    events: &[Event],
-    workers: u32,
-) -> anyhow::Result<()> {
-    let mut rows: Vec<String> = (1..=workers).rev().map(|i| format!("w{i}")).collect();
-    rows.push("w0".into());
-    render(
-        dir,
-        "timeline",
-        &Timeline {
-            result,
-            events,
-            rows,
-        },
-    )?;
+/// Draws `timeline.{svg,png}`.
+pub fn timeline(dir: &Path, input: &TimelineInput) -> anyhow::Result<()> {
+    render(dir, "timeline", &Timeline { input })?;
     Ok(())
 }
 

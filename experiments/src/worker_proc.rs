@@ -8,16 +8,19 @@
 //! that backlog; on its `PAUSE_AT`-th successful claim of the round the
 //! `on_claimed` hook prints `pausing` and raises SIGSTOP on the process — inside
 //! the critical section, after fence 1 and before the D4 check. The driver
-//! SIGCONTs it. In continuous mode (`--first/--count/--duration`) it works a
-//! backlog for a while, saves its heartbeat RTT histogram and prints `done`.
+//! SIGCONTs it. In continuous mode (`--first/--count`) it works that backlog
+//! until the driver writes `stop` (or closes stdin), then prints `done` with
+//! its counts and its heartbeat RTT histogram. The parent side is
+//! [`crate::proc`]; [`crate::proc::worker_args`] writes the arguments
+//! [`env_of`] reads back.
 
 use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bench::worker::{ClaimHook, Tally, WorkQueue, Worker, WorkerEnv};
-use fencepost_sdk::MarginPolicy;
+use bench::grid::parse_policy;
+use bench::worker::{ClaimHook, Tally, TallySnapshot, WorkQueue, Worker, WorkerEnv};
 use nix::sys::signal::{Signal, raise};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt as _;
@@ -57,8 +60,8 @@ pub enum WorkerLine {
     },
     /// A client-side counter went up (see `bench::worker::Tally`).
     Tally {
-        /// `abandoned_lost`, `abandoned_insufficient_lease`, `fenced_replies`, `paid_replies`, `acquire_failed`.
-        field: String,
+        /// Which counter.
+        field: Counter,
         /// Its new value (within the round).
         value: u64,
     },
@@ -73,65 +76,47 @@ pub enum WorkerLine {
         tally: TallySnapshot,
         /// Renewals the SDK was granted.
         renewals: u64,
+        /// The heartbeat RTT histogram, `bench::hist::encode`d.
+        rtt_hdr: String,
     },
 }
 
-/// A plain copy of `bench::worker::Tally`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TallySnapshot {
-    /// Payout attempts started.
-    pub attempts: u64,
-    /// Submissions answered 200.
-    pub paid_replies: u64,
-    /// D4 refused: not enough lease for the rail hop.
-    pub abandoned_insufficient_lease: u64,
-    /// The lock was already lost at the check (no ledger call).
-    pub abandoned_lost: u64,
-    /// Acquires that gave up.
-    pub acquire_failed: u64,
-    /// Handles reported lost.
-    pub lock_lost: u64,
-    /// FENCED_OUT replies seen by the client.
-    pub fenced_replies: u64,
-    /// Rail transport errors.
-    pub rail_transport_errors: u64,
-    /// Mean usable lease fraction at grant.
-    pub usable_lease_fraction: f64,
+/// The counters a worker process reports as they rise (its timeline events).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counter {
+    /// `Tally::abandoned_lost`.
+    AbandonedLost,
+    /// `Tally::abandoned_insufficient_lease`.
+    AbandonedInsufficientLease,
+    /// `Tally::fenced_replies`.
+    FencedReplies,
+    /// `Tally::paid_replies`.
+    PaidReplies,
+    /// `Tally::acquire_failed`.
+    AcquireFailed,
 }
 
-impl TallySnapshot {
-    /// Copies `t`.
-    pub fn of(t: &Tally) -> Self {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        TallySnapshot {
-            attempts: g(&t.attempts),
-            paid_replies: g(&t.paid_replies),
-            abandoned_insufficient_lease: g(&t.abandoned_insufficient_lease),
-            abandoned_lost: g(&t.abandoned_lost),
-            acquire_failed: g(&t.acquire_failed),
-            lock_lost: g(&t.lock_lost),
-            fenced_replies: g(&t.fenced_replies),
-            rail_transport_errors: g(&t.rail_transport_errors),
-            usable_lease_fraction: t.usable_lease_fraction(),
-        }
-    }
+impl Counter {
+    /// Every counter, in report order.
+    pub const ALL: [Counter; 5] = [
+        Counter::AbandonedLost,
+        Counter::AbandonedInsufficientLease,
+        Counter::FencedReplies,
+        Counter::PaidReplies,
+        Counter::AcquireFailed,
+    ];
 
-    /// Adds `o` into `self` (the lease fraction is averaged by attempts).
-    pub fn add(&mut self, o: &TallySnapshot) {
-        let total = self.attempts + o.attempts;
-        if total > 0 {
-            self.usable_lease_fraction = (self.usable_lease_fraction * self.attempts as f64
-                + o.usable_lease_fraction * o.attempts as f64)
-                / total as f64;
-        }
-        self.attempts = total;
-        self.paid_replies += o.paid_replies;
-        self.abandoned_insufficient_lease += o.abandoned_insufficient_lease;
-        self.abandoned_lost += o.abandoned_lost;
-        self.acquire_failed += o.acquire_failed;
-        self.lock_lost += o.lock_lost;
-        self.fenced_replies += o.fenced_replies;
-        self.rail_transport_errors += o.rail_transport_errors;
+    /// Its value in `t`.
+    pub fn read(self, t: &Tally) -> u64 {
+        let a = match self {
+            Counter::AbandonedLost => &t.abandoned_lost,
+            Counter::AbandonedInsufficientLease => &t.abandoned_insufficient_lease,
+            Counter::FencedReplies => &t.fenced_replies,
+            Counter::PaidReplies => &t.paid_replies,
+            Counter::AcquireFailed => &t.acquire_failed,
+        };
+        a.load(Ordering::Relaxed)
     }
 }
 
@@ -168,74 +153,85 @@ struct PausePlan {
     pause_at: AtomicU64,
 }
 
-async fn run(args: WorkerArgs) -> anyhow::Result<()> {
-    let plan = Arc::new(PausePlan::default());
-    let hook_plan = plan.clone();
-    let hook = ClaimHook(Arc::new(move |payout: &str, token: u64| {
-        emit(&WorkerLine::Claimed {
-            payout: payout.to_string(),
-            token,
-        });
-        let n = hook_plan.claims.fetch_add(1, Ordering::SeqCst) + 1;
-        if n == hook_plan.pause_at.load(Ordering::SeqCst) {
-            emit(&WorkerLine::Pausing {
-                payout: payout.to_string(),
-                token,
-            });
-            // The whole process stops here, heartbeat task and all, holding the
-            // claim under `token`; the driver SIGCONTs it.
-            let _ = raise(Signal::SIGSTOP);
-            emit(&WorkerLine::Resumed {
-                payout: payout.to_string(),
-                token,
-            });
-        }
-    }));
-    let env = WorkerEnv {
+/// The worker's configuration from its arguments (the inverse of
+/// [`crate::proc::worker_args`]), with the claim `hook`.
+pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> anyhow::Result<WorkerEnv> {
+    let policy = parse_policy(&args.margin_policy)?;
+    Ok(WorkerEnv {
         lock_url: args.lock_url.clone(),
         rail_url: args.rail_url.clone(),
         lease: args.lease,
         session_ttl: args.session_ttl,
-        margin: MarginPolicy::Fixed(args.margin),
+        margin: policy.margin_policy(args.margin),
         rail_read_timeout: args.rail_read_timeout,
         worst_case_hop: args.worst_case_hop,
         client_check: !args.disable_client_check,
         acquire_budget: args.acquire_budget,
         payout_prefix: args.prefix.clone(),
         seed: args.seed,
-        on_claimed: Some(hook),
-    };
+        on_claimed: hook,
+    })
+}
+
+/// The claim hook of a round-mode worker: report every claim, and freeze the
+/// whole process (heartbeat task and all) on the round's `pause_at`-th one.
+fn pause_hook(plan: Arc<PausePlan>) -> ClaimHook {
+    ClaimHook(Arc::new(move |_idx: u64, payout: &str, token: u64| {
+        emit(&WorkerLine::Claimed {
+            payout: payout.to_string(),
+            token,
+        });
+        let n = plan.claims.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == plan.pause_at.load(Ordering::SeqCst) {
+            emit(&WorkerLine::Pausing {
+                payout: payout.to_string(),
+                token,
+            });
+            // The whole process stops here, holding the claim under `token`;
+            // the driver SIGCONTs it.
+            let _ = raise(Signal::SIGSTOP);
+            emit(&WorkerLine::Resumed {
+                payout: payout.to_string(),
+                token,
+            });
+        }
+    }))
+}
+
+async fn run(args: WorkerArgs) -> anyhow::Result<()> {
+    let plan = Arc::new(PausePlan::default());
+    // Only round mode reports claims (and freezes on one); continuous mode stays quiet.
+    let hook = args.first.is_none().then(|| pause_hook(plan.clone()));
+    let env = env_of(&args, hook)?;
     let worker = Worker::new(args.idx, env)?;
     emit(&WorkerLine::Ready {
         pid: std::process::id(),
     });
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
 
     if let Some(first) = args.first {
         let tally = Arc::new(Tally::default());
         let queue = Arc::new(WorkQueue::new(first, args.count));
         let (stop_tx, stop_rx) = watch::channel(false);
-        let duration = args.duration.unwrap_or(Duration::from_secs(10));
-        let timer = tokio::spawn(async move {
-            tokio::time::sleep(duration).await;
+        // The driver's `stop` (or its closing stdin) ends the run: one clock, the driver's.
+        let stopper = tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.trim() == "stop" {
+                    break;
+                }
+            }
             let _ = stop_tx.send(true);
         });
         worker.run(queue, tally.clone(), stop_rx).await;
-        timer.abort();
-        if let Some(dir) = &args.hist_dir {
-            bench::hist::save_histogram(
-                dir,
-                &format!("w{}", args.idx),
-                &worker.client().rtt_histogram(),
-            )?;
-        }
+        stopper.abort();
         emit(&WorkerLine::Done {
             tally: TallySnapshot::of(&tally),
             renewals: worker.client().stats().renewals,
+            rtt_hdr: bench::hist::encode(&worker.client().rtt_histogram())?,
         });
         return Ok(());
     }
 
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let parts: Vec<&str> = line.split_whitespace().collect();
         match parts.as_slice() {
@@ -268,31 +264,16 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Picks one counter out of a tally.
-type Counter = fn(&Tally) -> &AtomicU64;
-
-/// Prints a `tally` line whenever one of the watched counters goes up, so the
+/// Prints a `tally` line whenever one of the [`Counter`]s goes up, so the
 /// driver can place abandonments and fence refusals on the timeline.
 async fn watch_tally(tally: Arc<Tally>, mut stop: watch::Receiver<bool>) {
-    let fields: [(&str, Counter); 5] = [
-        ("abandoned_lost", |t| &t.abandoned_lost),
-        ("abandoned_insufficient_lease", |t| {
-            &t.abandoned_insufficient_lease
-        }),
-        ("fenced_replies", |t| &t.fenced_replies),
-        ("paid_replies", |t| &t.paid_replies),
-        ("acquire_failed", |t| &t.acquire_failed),
-    ];
-    let mut seen = [0u64; 5];
+    let mut seen = [0u64; Counter::ALL.len()];
     loop {
-        for (i, (name, f)) in fields.iter().enumerate() {
-            let v = f(&tally).load(Ordering::Relaxed);
+        for (i, field) in Counter::ALL.into_iter().enumerate() {
+            let v = field.read(&tally);
             if v > seen[i] {
                 seen[i] = v;
-                emit(&WorkerLine::Tally {
-                    field: (*name).to_string(),
-                    value: v,
-                });
+                emit(&WorkerLine::Tally { field, value: v });
             }
         }
         if *stop.borrow() {

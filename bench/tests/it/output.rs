@@ -532,3 +532,41 @@ fn trigger_3_uses_the_shorter_of_lease_and_session_ttl() {
         t3.detail
     );
 }
+
+/// `render_report` is the report: the same input gives the same text, and
+/// everything it shows comes from the input (an unreadable manifest is a note).
+#[test]
+fn the_report_is_a_pure_function_of_its_input() {
+    use bench::report::{ManifestError, ReportInput, render_report};
+    let rows = sweep_rows();
+    let triggers = evaluate(&rows);
+    let recs = recommendations(&rows);
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    let bad: Result<Option<serde_json::Value>, ManifestError> =
+        Err(serde_json::from_str::<serde_json::Value>("{")
+            .unwrap_err()
+            .into());
+    let input = ReportInput {
+        rows: &rows,
+        manifest: &bad,
+        triggers: &triggers,
+        skipped_cells: &[("ttl=1s_margin=0.10".into(), "no .hdr file".into())],
+        recommendations: &recs,
+        generated_at: at,
+    };
+    let md = render_report(&input);
+    assert_eq!(md, render_report(&input), "same input, same report");
+    assert!(
+        md.contains("2023-11-14T22:13:20Z"),
+        "the given time, not now"
+    );
+    assert!(md.contains("manifest.json is unreadable"), "{md}");
+    assert!(md.contains("`ttl=1s_margin=0.10`: no .hdr file"));
+    for r in &rows {
+        assert!(
+            md.contains(&format!("`{}`", r.cell)),
+            "row {} missing",
+            r.cell
+        );
+    }
+}

@@ -44,6 +44,8 @@
 //! The step scenarios add one step of `--step` on one side, at a uniform
 //! instant inside the lease, on top of the `offset` scenario.
 
+pub mod report;
+
 use std::time::Duration;
 
 use fencepost_api::clock::{Clock, FakeClock, MonoTime};
@@ -56,7 +58,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::ClockArgs;
-use crate::output::RunDir;
+use crate::output::{RunDir, exit_code};
 
 /// The simulated scenarios.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -460,7 +462,7 @@ pub struct Findings {
     pub summary: Vec<String>,
 }
 
-fn at<'a>(rows: &'a [SweepRow], scenario: &str, f: f64) -> Option<&'a SweepRow> {
+pub(crate) fn at<'a>(rows: &'a [SweepRow], scenario: &str, f: f64) -> Option<&'a SweepRow> {
     rows.iter()
         .find(|r| r.scenario == scenario && (r.grace_fraction - f).abs() < 1e-9)
 }
@@ -621,87 +623,15 @@ pub fn run(args: &ClockArgs) -> anyhow::Result<(ClockResult, std::path::PathBuf)
             args.cases
         ),
     )?;
-    let section = report_section(&result, args.cases);
+    let section = report::report_section(&result, args.cases);
     let dir = run_dir.finish(&section)?;
     Ok((result, dir))
 }
 
-/// The `report.md` section.
-pub fn report_section(r: &ClockResult, cases: u64) -> String {
-    let mut s = format!(
-        "## Clock experiment (T-043)\n\nSimulated client and server clocks (no real sleeps) over the server's \
-         `LockTable` and the SDK's `lease::client_deadline`, {cases} seeded cases per point, seed {}. \
-         Bound θ + 2ρD + q = {:.3} + {:.3} + {:.3} = {:.3} ms; client margin {}.\n\n",
-        r.seed,
-        r.bound_terms_ms[0],
-        r.bound_terms_ms[1],
-        r.bound_terms_ms[2],
-        r.bound_ms,
-        r.params.margin
-    );
-    let fractions: Vec<f64> = {
-        let mut f: Vec<f64> = r.rows.iter().map(|x| x.grace_fraction).collect();
-        f.dedup();
-        f.sort_by(f64::total_cmp);
-        f.dedup();
-        f
-    };
-    s.push_str("Violations (client believes after the server reassigned) per grace / bound:\n\n| scenario |");
-    for f in &fractions {
-        s.push_str(&format!(" {f} |"));
-    }
-    s.push_str(" max overrun at 1.0 (µs) |\n|---|");
-    for _ in &fractions {
-        s.push_str("---|");
-    }
-    s.push_str("---|\n");
-    for (name, _) in &r.scenarios {
-        s.push_str(&format!("| {name} |"));
-        for f in &fractions {
-            let v = at(&r.rows, name, *f).map(|x| x.violations).unwrap_or(0);
-            s.push_str(&format!(" {v} |"));
-        }
-        let o = at(&r.rows, name, 1.0)
-            .map(|x| x.max_overrun_us)
-            .unwrap_or(0.0);
-        s.push_str(&format!(" {o:.1} |\n"));
-    }
-    s.push_str("\nScenarios:\n\n");
-    for (name, d) in &r.scenarios {
-        s.push_str(&format!("- `{name}`: {d}\n"));
-    }
-    s.push_str("\nFindings:\n\n");
-    for line in &r.findings.summary {
-        s.push_str(&format!("- {line}\n"));
-    }
-    s.push_str("\n![violation rate vs grace](clock.svg)\n\nData: clock.json, clock.csv.\n");
-    s
-}
-
 /// `experiments clock`: runs and prints the table; exit 0, or 1 on failure.
 pub fn main(args: &ClockArgs) -> i32 {
-    match run(args) {
-        Ok((r, dir)) => {
-            println!("bound θ + 2ρD + q = {:.3} ms", r.bound_ms);
-            println!(
-                "{:<22} {:>8} {:>6} {:>10} {:>14}",
-                "scenario", "grace/M", "cases", "violations", "max overrun µs"
-            );
-            for row in &r.rows {
-                println!(
-                    "{:<22} {:>8} {:>6} {:>10} {:>14.1}",
-                    row.scenario, row.grace_fraction, row.cases, row.violations, row.max_overrun_us
-                );
-            }
-            for line in &r.findings.summary {
-                println!("- {line}");
-            }
-            println!("results: {}", dir.display());
-            0
-        }
-        Err(e) => {
-            eprintln!("experiments clock: {e:#}");
-            1
-        }
-    }
+    exit_code("clock", run(args), |(r, dir)| {
+        print!("{}", report::summary(&r, &dir));
+        0
+    })
 }

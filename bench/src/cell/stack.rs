@@ -1,0 +1,296 @@
+//! The services a cell runs against, behind one type: [`Stack`] starts a
+//! lock-server and a rail-stub the way its [`Runtime`] says (child processes,
+//! containers, or someone else's), puts the delay proxy in front of the
+//! lock-server when the cell injects network delay, owns the fault tasks
+//! (the server pause), and *always* stops all of it: [`Stack::stop`] on the
+//! normal path, `Drop` on every other one (error, Ctrl-C, panic unwinding).
+//!
+//! Seams: a second lock backend (issue 15's etcd) is a [`Runtime`] or lock
+//! variant started here, with its URL in [`Stack::lock_url`]; replicas (issue
+//! 16) turn the lock child into a list; CPU seconds per process (issue 12)
+//! read the pids from [`Stack::pids`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fencepost_api::latency::LatencySpec;
+use fencepost_harness::ChildService;
+use serde::Serialize;
+
+use super::faults::{Fault, FaultTargets, FaultTasks};
+use crate::docker::{self, DockerServices, DockerSpec};
+use crate::proxy::DelayProxy;
+use crate::rail::RailClient;
+
+/// The read timeout of the stack's own rail client (R6/R7 only; workers have their own).
+const DRIVER_RAIL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the services come from.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "runtime", rename_all = "lowercase")]
+pub enum Runtime {
+    /// Child processes on free loopback ports, one fresh pair per stack.
+    Process {
+        /// `--store` for the lock-server; `None` = SQLite in the stack's directory.
+        store: Option<String>,
+    },
+    /// Containers (testcontainers) on a private network, one fresh pair per
+    /// stack, the lock-server on PostgreSQL ([`crate::docker`]).
+    Docker {
+        /// The PostgreSQL the lock-server uses, as the bench reaches it (relayed into the network).
+        pg_url: String,
+        /// The lock-server image.
+        lock_image: String,
+        /// The rail-stub image.
+        rail_image: String,
+    },
+    /// Services the user runs; counters are read as before/after deltas.
+    External {
+        /// The lock-server's base URL.
+        lock_url: String,
+        /// The rail-stub's base URL.
+        rail_url: String,
+    },
+}
+
+/// What a stack starts.
+#[derive(Clone, Debug)]
+pub struct StackSpec {
+    /// Where the services come from.
+    pub runtime: Runtime,
+    /// The lock-server's `--default-ttl`.
+    pub lease: Duration,
+    /// The lock-server's `--session-ttl`.
+    pub session_ttl: Duration,
+    /// The rail-stub's `--latency`.
+    pub rail_latency: LatencySpec,
+    /// The rail-stub's and the delay proxy's seed.
+    pub seed: u64,
+    /// Extra round-trip delay between workers and lock-server (a proxy), if any.
+    pub net_delay: Option<LatencySpec>,
+    /// Fault schedules run while a cell's load runs.
+    pub faults: Vec<Fault>,
+}
+
+/// The services themselves, by runtime.
+enum Services {
+    /// Child processes; the lock child is shared with the fault tasks.
+    Process {
+        /// The lock-server.
+        lock: Arc<Mutex<ChildService>>,
+        /// The rail-stub.
+        rail: ChildService,
+    },
+    /// Containers, removed when dropped (boxed: the guard is large).
+    Docker(Box<DockerServices>),
+    /// Nothing to stop.
+    External,
+}
+
+/// A running set of services for one or more cells; see the module doc.
+pub struct Stack {
+    /// The services; `None` once stopped.
+    services: Option<Services>,
+    /// The delay proxy, if any (stopped before the services).
+    proxy: Option<DelayProxy>,
+    /// The fault schedules and, while a window is open, their tasks.
+    faults: Vec<Fault>,
+    /// The running fault tasks, between [`Stack::start_faults`] and [`Stack::stop_faults`].
+    fault_tasks: Option<FaultTasks>,
+    /// Where workers send lock traffic (the proxy, when there is one).
+    lock_url: String,
+    /// Where workers send rail traffic.
+    rail_url: String,
+    /// The driver's rail client: seeds backlogs and reads the ledger.
+    rail: RailClient,
+    /// Where the services' logs (and the embedded store) are.
+    dir: PathBuf,
+}
+
+fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> anyhow::Result<ChildService> {
+    let bin = fencepost_harness::binary(package, package)?;
+    Ok(ChildService::start(&bin, args, &log)?)
+}
+
+/// Starts a child on a blocking thread (it waits for the `listening on` line).
+/// The harness forks from one long-lived thread of its own, so
+/// `PR_SET_PDEATHSIG` does not fire when this pool thread retires.
+async fn spawn_child(
+    package: &'static str,
+    args: Vec<String>,
+    log: PathBuf,
+) -> anyhow::Result<ChildService> {
+    tokio::task::spawn_blocking(move || start_child(package, args, log)).await?
+}
+
+impl Stack {
+    /// Starts the services of `spec`, with logs (and the embedded lock store) in `dir`.
+    pub async fn start(spec: &StackSpec, dir: &Path) -> anyhow::Result<Stack> {
+        std::fs::create_dir_all(dir)?;
+        let lock_args = vec![
+            "--default-ttl".to_string(),
+            fencepost_api::format_duration(spec.lease),
+            "--session-ttl".into(),
+            fencepost_api::format_duration(spec.session_ttl),
+        ];
+        let rail_args = vec![
+            "--latency".to_string(),
+            spec.rail_latency.to_string(),
+            "--seed".into(),
+            spec.seed.to_string(),
+        ];
+        let (services, lock_url, rail_url) = match &spec.runtime {
+            Runtime::Process { store } => {
+                let store = store
+                    .clone()
+                    .unwrap_or_else(|| format!("sqlite:{}", dir.join("lock.sqlite").display()));
+                let mut args = vec!["--store".to_string(), store];
+                args.extend(lock_args);
+                let lock = spawn_child("lock-server", args, dir.join("lock-server.log")).await?;
+                let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
+                let urls = (lock.url(), rail.url());
+                let lock = Arc::new(Mutex::new(lock));
+                (Services::Process { lock, rail }, urls.0, urls.1)
+            }
+            Runtime::Docker {
+                pg_url,
+                lock_image,
+                rail_image,
+            } => {
+                let d = docker::start(&DockerSpec {
+                    lock_image: lock_image.clone(),
+                    rail_image: rail_image.clone(),
+                    pg_url: pg_url.clone(),
+                    lock_args,
+                    rail_args,
+                    log_dir: dir.to_path_buf(),
+                })
+                .await?;
+                let urls = (d.lock_url.clone(), d.rail_url.clone());
+                (Services::Docker(Box::new(d)), urls.0, urls.1)
+            }
+            Runtime::External { lock_url, rail_url } => {
+                (Services::External, lock_url.clone(), rail_url.clone())
+            }
+        };
+        // From here on the stack owns the services, so every exit path stops them.
+        let mut stack = Stack {
+            services: Some(services),
+            proxy: None,
+            faults: spec.faults.clone(),
+            fault_tasks: None,
+            rail: RailClient::new(&rail_url, DRIVER_RAIL_TIMEOUT),
+            lock_url,
+            rail_url,
+            dir: dir.to_path_buf(),
+        };
+        let targets = stack.fault_targets();
+        if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
+            anyhow::bail!("{why}");
+        }
+        if let Some(delay) = spec.net_delay {
+            let proxy = DelayProxy::start(lock_addr(&stack.lock_url)?, delay, spec.seed).await?;
+            stack.lock_url = proxy.url();
+            stack.proxy = Some(proxy);
+        }
+        Ok(stack)
+    }
+
+    /// Where workers send lock traffic (through the delay proxy, when there is one).
+    pub fn lock_url(&self) -> &str {
+        &self.lock_url
+    }
+
+    /// The rail-stub's base URL.
+    pub fn rail_url(&self) -> &str {
+        &self.rail_url
+    }
+
+    /// The directory the stack keeps its logs in (cells may add their own files).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The driver's rail client (R5 payout, R6 ledger, R7 backlog).
+    pub fn rail(&self) -> &RailClient {
+        &self.rail
+    }
+
+    /// The pids of the services this stack started as processes: (lock-server, rail-stub).
+    pub fn pids(&self) -> Option<(i32, i32)> {
+        match &self.services {
+            Some(Services::Process { lock, rail }) => Some((
+                lock.lock().unwrap_or_else(|e| e.into_inner()).pid(),
+                rail.pid(),
+            )),
+            _ => None,
+        }
+    }
+
+    fn fault_targets(&self) -> FaultTargets {
+        FaultTargets {
+            lock: match &self.services {
+                Some(Services::Process { lock, .. }) => Some(lock.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    /// Starts the fault schedules (a measured window opens); no-op without faults.
+    pub fn start_faults(&mut self) {
+        if !self.faults.is_empty() && self.fault_tasks.is_none() {
+            self.fault_tasks = Some(FaultTasks::start(&self.faults, &self.fault_targets()));
+        }
+    }
+
+    /// Stops the fault schedules; every service is running again when this returns.
+    pub async fn stop_faults(&mut self) {
+        if let Some(t) = self.fault_tasks.take() {
+            t.stop().await;
+        }
+    }
+
+    /// Stops everything: faults, the proxy, then the services.
+    pub async fn stop(mut self) {
+        self.stop_faults().await;
+        self.shut_down();
+    }
+
+    /// The synchronous part of stopping, shared by [`Stack::stop`] and `Drop`.
+    fn shut_down(&mut self) {
+        self.proxy.take();
+        match self.services.take() {
+            Some(Services::Process { lock, rail }) => {
+                // Resume a paused server so it can be killed and reaped cleanly.
+                let mut l = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = l.resume();
+                l.kill9();
+                drop(rail);
+            }
+            // Containers, relay and network are removed by its own Drop.
+            Some(Services::Docker(d)) => drop(d),
+            Some(Services::External) | None => {}
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // Fault tasks are aborted with the runtime or left idle; the server is
+        // resumed and killed below either way.
+        self.shut_down();
+    }
+}
+
+/// The socket address of an `http://IP:PORT` URL (the proxy only forwards to
+/// loopback IPs we started or were given).
+fn lock_addr(url: &str) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let hostport = url.trim_start_matches("http://").trim_end_matches('/');
+    hostport
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve {url}"))
+}

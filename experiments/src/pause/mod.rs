@@ -1,0 +1,292 @@
+//! `experiments pause` (T-042, UC-03): a payout worker in its own OS process
+//! is frozen with SIGSTOP inside its critical section — after fence 1 accepted
+//! its claim, before the D4 check and the submit — for longer than its lease,
+//! while other workers take its payout over under a higher token; then it is
+//! SIGCONTed. `--pauses N` rounds.
+//!
+//! One round, deterministically:
+//! 1. R7 seeds `--payouts-per-pause` payouts; the worker process is told to
+//!    work them and to freeze on its k-th successful claim (k from the seed);
+//! 2. the driver sees the `pausing` line and waits until `/proc/PID/stat`
+//!    says the process is stopped (`T`);
+//! 3. the other workers (in-process `bench::worker::Worker`s, client check
+//!    on) start on the same backlog; they re-acquire the frozen payout once the
+//!    server says FREE (lease/session + grace) and pay it;
+//! 4. after at least `--pause-factor × lease` *and* once R5 shows the payout
+//!    PAID under a higher token, the driver SIGCONTs the process;
+//! 5. with the client check on, the resumed worker's `check_still_held` fails
+//!    and it abandons without touching the ledger; with `--disable-client-check`
+//!    it submits under its stale token and fence 2 refuses it.
+//!
+//! The experiment is one cell of the bench's cell driver (`bench::cell`): a
+//! [`bench::cell::Stack`] of a lock-server and a rail-stub, the others as the
+//! driver's in-process pool, and the rounds as the cell's
+//! [`bench::cell::Schedule`] (`rounds.rs`). Everything counted in `pause.json`
+//! (paid, fenced, duplicates, paid twice, stale paid) is the driver's ledger
+//! difference over the window, from the rail's R6 ledger through
+//! `fencepost_api::ledger_check::check_ledger`; the workers' own lines only
+//! place events on the timeline. [`report`] renders the report section and
+//! the printed summary.
+
+pub mod report;
+mod rounds;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bench::cell::{CellPlan, Conditions, Hooks, Runtime, Stack, measure};
+use bench::grid::PolicySpec;
+use bench::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench::worker::TallySnapshot;
+use fencepost_api::ledger_check::LedgerCheck;
+use fencepost_api::rail::SubmissionOutcome;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::PauseArgs;
+use crate::output::{RunDir, block_on, exit_code};
+use crate::timeline::Freeze;
+
+/// The R7 prefix of the pause backlog.
+pub const PAYOUT_PREFIX: &str = "pause";
+/// The rail's latency: short and bounded, far below the scaled read timeout,
+/// so no submit ever times out and turns into an unplanned retry.
+pub const RAIL_LATENCY: &str = "uniform:1ms..5ms";
+/// How long any single wait of the driver may take before the run fails.
+pub(crate) const WAIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// The resolved configuration, recorded in the manifest and in `pause.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PauseConfig {
+    /// Lease per acquire, ms.
+    pub ttl_ms: u64,
+    /// Session TTL, ms.
+    pub session_ttl_ms: u64,
+    /// Pauses (rounds).
+    pub pauses: u32,
+    /// Other workers.
+    pub workers: u32,
+    /// Payouts per round.
+    pub payouts_per_pause: u64,
+    /// Minimum pause as a multiple of the lease.
+    pub pause_factor: f64,
+    /// Client margin.
+    pub margin: f64,
+    /// Whether the paused worker runs the client check (the others always do).
+    pub client_check: bool,
+    /// The seed.
+    pub seed: u64,
+    /// The rail's latency spec.
+    pub rail_latency: String,
+    /// R3 read timeout, ms (5 s scaled).
+    pub rail_read_timeout_ms: u64,
+    /// What D4 requires before a submit, ms ((5 s + 2 s) scaled).
+    pub worst_case_hop_ms: u64,
+    /// Acquire budget, ms (lease / 4).
+    pub acquire_budget_ms: u64,
+}
+
+impl PauseConfig {
+    /// Resolves `args` with `seed`.
+    pub fn resolve(args: &PauseArgs, seed: u64) -> Self {
+        let tb = TimeBase::for_lease(args.ttl, true);
+
+        PauseConfig {
+            ttl_ms: args.ttl.as_millis() as u64,
+            session_ttl_ms: args.session_ttl.unwrap_or(args.ttl).as_millis() as u64,
+            pauses: args.pauses,
+            workers: args.workers,
+            payouts_per_pause: args.payouts_per_pause,
+            pause_factor: args.pause_factor,
+            margin: args.margin,
+            client_check: !args.disable_client_check,
+            seed,
+            rail_latency: RAIL_LATENCY.into(),
+            rail_read_timeout_ms: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
+            worst_case_hop_ms: tb.worst_case_hop(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
+            acquire_budget_ms: (args.ttl / 4).as_millis().max(1) as u64,
+        }
+    }
+
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
+    /// The cell of the other workers: the driver's plan (client check on).
+    pub fn plan(&self) -> anyhow::Result<CellPlan> {
+        let lease = self.lease();
+        Ok(CellPlan {
+            id: "pause".into(),
+            run_id: format!("pause-{}", self.seed),
+            lease,
+            margin: self.margin,
+            policy: PolicySpec::Fixed,
+            session_ttl: Duration::from_millis(self.session_ttl_ms),
+            time_base: TimeBase::for_lease(lease, true),
+            rail_latency: self.rail_latency.parse()?,
+            rail_read_timeout: Duration::from_millis(self.rail_read_timeout_ms),
+            worst_case_hop: Duration::from_millis(self.worst_case_hop_ms),
+            acquire_budget: Duration::from_millis(self.acquire_budget_ms),
+            client_check: true,
+            workers: self.workers,
+            // The rounds decide when the window closes.
+            duration: Duration::ZERO,
+            payouts: self.payouts_per_pause,
+            payout_prefix: PAYOUT_PREFIX.into(),
+            seed: self.seed,
+            conditions: Conditions::default(),
+        })
+    }
+}
+
+/// What happened to one frozen holder.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PauseRecord {
+    /// Round, from 1.
+    pub round: u32,
+    /// The payout it was frozen on.
+    pub payout: String,
+    /// The token it held while frozen (stale by the time it resumed).
+    pub stale_token: u64,
+    /// The token the payout was paid under, from R5 (the takeover).
+    pub paid_token: Option<u64>,
+    /// Seconds from the run's start when the process was seen stopped.
+    pub stopped_at_s: f64,
+    /// Seconds from the run's start when it was SIGCONTed.
+    pub resumed_at_s: f64,
+    /// What the ledger recorded for the stale token's submissions (empty: it never submitted).
+    pub stale_submissions: Vec<SubmissionOutcome>,
+    /// `abandoned` (no ledger call under the stale token) or `fenced_out` (fence 2 refused it) or `paid` (a violation).
+    pub outcome: String,
+}
+
+impl PauseRecord {
+    /// The freeze this record describes, on the paused worker's timeline row.
+    pub fn freeze(&self) -> Freeze {
+        Freeze {
+            worker: PAUSED_WORKER.into(),
+            payout: self.payout.clone(),
+            stale_token: self.stale_token,
+            from_s: self.stopped_at_s,
+            to_s: self.resumed_at_s,
+        }
+    }
+}
+
+/// `pause.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PauseResult {
+    /// Whether the paused worker ran the client check.
+    pub client_check: bool,
+    /// Pauses performed.
+    pub pauses: u32,
+    /// Fence refusals, both fences, from the ledger's counters (`lock.fenced.out`).
+    pub fenced_out: u64,
+    /// Fence-1 refusals (claim/release).
+    pub fenced_out_fence1: u64,
+    /// Fence-2 refusals (submit).
+    pub fenced_out_fence2: u64,
+    /// Submissions on PAID payouts (`rail.duplicate.attempted`).
+    pub duplicate_attempted: u64,
+    /// Payouts PAID.
+    pub paid: u64,
+    /// Payouts in the ledger.
+    pub payouts: u64,
+    /// Payouts paid more than once (must be 0).
+    pub paid_twice: u64,
+    /// Payouts paid under a stale token (must be 0).
+    pub stale_paid: u64,
+    /// `check_ledger` found no violation.
+    pub ledger_ok: bool,
+    /// The experiment's expectation for this mode held.
+    pub expectation_met: bool,
+    /// The expectation, in words.
+    pub expectation: String,
+    /// Per pause.
+    pub paused: Vec<PauseRecord>,
+    /// The paused worker's client-side counts, all rounds.
+    pub paused_worker: TallySnapshot,
+    /// The other workers' client-side counts, all rounds.
+    pub other_workers: TallySnapshot,
+    /// The configuration.
+    pub config: PauseConfig,
+}
+
+impl PauseResult {
+    /// Checks the expectation from the ledger numbers.
+    pub fn judge(check: &LedgerCheck, client_check: bool, pauses: u32) -> (bool, String) {
+        let safe = check.paid_twice == 0
+            && check.stale_paid == 0
+            && check.duplicate_attempted == 0
+            && check.holds();
+        if client_check {
+            (
+                safe && check.fenced_out_total == 0,
+                "client check on: the resumed worker abandons, fenced_out = 0; paid_twice = stale_paid = duplicate_attempted = 0".into(),
+            )
+        } else {
+            (
+                safe && check.fenced_out_total >= 1 && pauses >= 1,
+                "client check off (UC-03): the stale submit reaches fence 2, fenced_out >= 1; paid_twice = stale_paid = duplicate_attempted = 0".into(),
+            )
+        }
+    }
+}
+
+/// The timeline row name of the paused worker process (the others are `w1..`).
+pub const PAUSED_WORKER: &str = "w0";
+
+/// Runs the experiment; returns the result and the output directory.
+pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let cfg = PauseConfig::resolve(args, seed);
+    let run_dir = RunDir::create("pause", args.out.as_deref(), seed, &cfg)?;
+    let dir = run_dir.dir.clone();
+    let plan = cfg.plan()?;
+    let mut stack = Stack::start(&plan.stack_spec(&Runtime::Process { store: None }), &dir).await?;
+    let mut rounds = rounds::Rounds::new(&cfg);
+    let hooks = Hooks {
+        on_claimed: Some(rounds.claim_hook()),
+        ..Hooks::default()
+    };
+    let measured = measure(&mut stack, &plan, &mut rounds, hooks).await;
+    stack.stop().await;
+    let m = measured?.ok_or_else(|| anyhow::anyhow!("the pause rounds were interrupted"))?;
+    m.write_ledger_check(&dir)?;
+    let (expectation_met, expectation) =
+        PauseResult::judge(&m.ledger, cfg.client_check, cfg.pauses);
+    let l = &m.ledger;
+    let events = rounds.take_events();
+    std::fs::write(dir.join("events.json"), serde_json::to_vec_pretty(&events)?)?;
+    let result = PauseResult {
+        client_check: cfg.client_check,
+        pauses: rounds.records.len() as u32,
+        fenced_out: l.fenced_out_total,
+        fenced_out_fence1: l.fenced_out_fence1,
+        fenced_out_fence2: l.fenced_out_fence2,
+        duplicate_attempted: l.duplicate_attempted,
+        paid: l.paid,
+        payouts: l.payouts,
+        paid_twice: l.paid_twice,
+        stale_paid: l.stale_paid,
+        ledger_ok: l.holds(),
+        expectation_met,
+        expectation,
+        paused: std::mem::take(&mut rounds.records),
+        paused_worker: rounds.paused_tally.clone(),
+        other_workers: m.workers.tally.clone(),
+        config: cfg.clone(),
+    };
+    crate::plots::timeline(&dir, &report::timeline_input(&result, events))?;
+    run_dir.write_json("pause.json", &result)?;
+    let dir = run_dir.finish(&report::report_section(&result))?;
+    Ok((result, dir))
+}
+
+/// `experiments pause`: runs, prints the summary, returns the exit code
+/// (0 expectation met, 1 failed or not met).
+pub fn main(args: &PauseArgs) -> i32 {
+    exit_code("pause", block_on(run(args)), |(r, dir)| {
+        print!("{}", report::summary(&r, &dir));
+        if r.expectation_met { 0 } else { 1 }
+    })
+}

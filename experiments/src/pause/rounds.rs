@@ -1,0 +1,259 @@
+//! The pause experiment's load: its rounds, as the cell driver's
+//! [`Schedule`]. The paused worker `w0` is an `experiments worker` process
+//! in round mode, owned here; the others are the driver's pool, spawned per
+//! round once `w0` is frozen. Every wait has a deadline ([`WAIT_LIMIT`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bench::cell::{CellRun, Ended, Schedule};
+use bench::worker::{ClaimHook, TallySnapshot};
+use fencepost_api::rail::{PayoutState, SubmissionOutcome};
+use rand::{Rng as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
+use tokio::time::Instant;
+
+use super::{PAUSED_WORKER, PauseConfig, PauseRecord, WAIT_LIMIT};
+use crate::proc::{WorkerChild, WorkerMode, wait_stopped, worker_args};
+use crate::timeline::{Event, EventKind};
+use crate::worker_proc::{Counter, WorkerLine};
+
+/// The rounds of one pause run, and what they recorded.
+pub(super) struct Rounds<'a> {
+    /// The configuration.
+    cfg: &'a PauseConfig,
+    /// The run's clock: every event is seconds since this instant.
+    t0: Instant,
+    /// Draws each round's freeze point from the seed.
+    rng: ChaCha8Rng,
+    /// The timeline, shared with the other workers' claim hook.
+    events: Arc<Mutex<Vec<Event>>>,
+    /// One record per round.
+    pub records: Vec<PauseRecord>,
+    /// The paused worker's client-side counts, all rounds.
+    pub paused_tally: TallySnapshot,
+}
+
+impl<'a> Rounds<'a> {
+    /// Rounds for `cfg`, their clock starting now.
+    pub(super) fn new(cfg: &'a PauseConfig) -> Self {
+        Rounds {
+            cfg,
+            t0: Instant::now(),
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            events: Arc::default(),
+            records: Vec::new(),
+            paused_tally: TallySnapshot::default(),
+        }
+    }
+
+    /// The other workers' claim hook: a `claimed` event on the timeline.
+    pub(super) fn claim_hook(&self) -> ClaimHook {
+        let (events, t0) = (self.events.clone(), self.t0);
+        ClaimHook(Arc::new(move |idx: u64, payout: &str, token: u64| {
+            push(
+                &events,
+                Event {
+                    t_s: t0.elapsed().as_secs_f64(),
+                    worker: format!("w{idx}"),
+                    kind: EventKind::Claimed,
+                    payout: Some(payout.into()),
+                    token: Some(token),
+                },
+            );
+        }))
+    }
+
+    /// The timeline in time order (taken out).
+    pub(super) fn take_events(&self) -> Vec<Event> {
+        let mut events =
+            std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()));
+        events.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        events
+    }
+
+    /// Places one of `w0`'s lines on the timeline, if it is an event.
+    fn record(&self, t_s: f64, line: &WorkerLine) {
+        if let Some(e) = event_of(t_s, PAUSED_WORKER, line) {
+            push(&self.events, e);
+        }
+    }
+
+    /// The next line of `w0`, recorded on the timeline.
+    async fn next(&self, w0: &mut WorkerChild) -> anyhow::Result<WorkerLine> {
+        let (t, line) = w0.next(WAIT_LIMIT).await?;
+        self.record(t, &line);
+        Ok(line)
+    }
+
+    /// One round: freeze `w0` in its critical section, let the others take
+    /// its payout over, resume it, and record what became of its stale token.
+    async fn round(
+        &mut self,
+        run: &mut CellRun<'_>,
+        w0: &mut WorkerChild,
+        round: u32,
+    ) -> anyhow::Result<()> {
+        let cfg = self.cfg;
+        let backlog = run.seed_backlog(cfg.payouts_per_pause).await?;
+        let pause_at = self.rng.random_range(1..=cfg.payouts_per_pause.min(3));
+        println!(
+            "round {round}/{}: payouts {}..{} , freeze on claim {pause_at}",
+            cfg.pauses,
+            backlog.first,
+            backlog.first + backlog.count - 1
+        );
+        w0.send(&format!(
+            "round {} {} {pause_at}",
+            backlog.first, backlog.count
+        ))
+        .await?;
+
+        // 1–2: the worker announces the freeze; wait until the kernel says stopped.
+        let (stale_payout, stale_token) = loop {
+            match self.next(w0).await? {
+                WorkerLine::Pausing { payout, token } => break (payout, token),
+                WorkerLine::RoundDone { .. } => {
+                    anyhow::bail!("round {round} ended without a pause")
+                }
+                _ => {}
+            }
+        };
+        wait_stopped(w0.pid(), Duration::from_secs(10)).await?;
+        let stopped = Instant::now();
+        let stopped_at_s = (stopped - self.t0).as_secs_f64();
+
+        // 3: the others work the same backlog while it is frozen.
+        run.spawn_workers(backlog, 1..u64::from(cfg.workers) + 1)?;
+
+        // 4: at least pause_factor × lease, and until the payout is paid under a higher token.
+        let min_pause = run.plan.lease.mul_f64(cfg.pause_factor);
+        let deadline = stopped + min_pause + WAIT_LIMIT;
+        loop {
+            let view = run.stack.rail().payout(&stale_payout).await?;
+            let taken_over =
+                view.state == PayoutState::Paid && view.paid_token.is_some_and(|p| p > stale_token);
+            if taken_over && stopped.elapsed() >= min_pause {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "round {round}: {stale_payout} was not taken over within {:?} of the freeze",
+                min_pause + WAIT_LIMIT
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        w0.resume()?;
+        let resumed_at_s = self.t0.elapsed().as_secs_f64();
+        println!(
+            "  froze {stale_payout} under token {stale_token} for {:.0} ms; resumed",
+            (resumed_at_s - stopped_at_s) * 1e3
+        );
+
+        // 5: the resumed worker finishes its round (abandon or fence, then ALREADY_PAID).
+        let tally = loop {
+            if let WorkerLine::RoundDone { tally } = self.next(w0).await? {
+                break tally;
+            }
+        };
+        self.paused_tally.add(&tally);
+        run.pool.stop().await;
+        let late = run.pool.join(WAIT_LIMIT).await?;
+        anyhow::ensure!(
+            late == 0,
+            "{late} other worker(s) did not finish round {round}"
+        );
+
+        let view = run.stack.rail().payout(&stale_payout).await?;
+        let stale_submissions: Vec<SubmissionOutcome> = view
+            .submissions
+            .iter()
+            .filter(|s| s.token == stale_token)
+            .map(|s| s.outcome)
+            .collect();
+        let outcome = stale_fate(&stale_submissions);
+        println!(
+            "  stale token {stale_token}: {outcome}; paid under {:?}",
+            view.paid_token
+        );
+        self.records.push(PauseRecord {
+            round,
+            payout: stale_payout,
+            stale_token,
+            paid_token: view.paid_token,
+            stopped_at_s,
+            resumed_at_s,
+            stale_submissions,
+            outcome: outcome.into(),
+        });
+        Ok(())
+    }
+}
+
+impl Schedule for Rounds<'_> {
+    async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
+        // The paused worker: its own process, round mode, the experiment's client check.
+        let mut env = run.plan.worker_env(run.stack, None);
+        env.client_check = self.cfg.client_check;
+        let args = worker_args(0, &env, WorkerMode::Rounds);
+        let log = run.stack.dir().join("worker-0.log");
+        let mut w0 = WorkerChild::spawn(&args, &log, self.t0)?;
+        match self.next(&mut w0).await? {
+            WorkerLine::Ready { .. } => {}
+            other => anyhow::bail!("worker process said {other:?} before ready"),
+        }
+        for round in 1..=self.cfg.pauses {
+            self.round(run, &mut w0, round).await?;
+        }
+        w0.quit().await;
+        Ok(Ended::Completed)
+    }
+}
+
+/// What became of a stale token, from the ledger's submissions under it.
+fn stale_fate(submissions: &[SubmissionOutcome]) -> &'static str {
+    if submissions.is_empty() {
+        "abandoned"
+    } else if submissions.contains(&SubmissionOutcome::Paid) {
+        "paid"
+    } else if submissions.contains(&SubmissionOutcome::FencedOut) {
+        "fenced_out"
+    } else {
+        "refused"
+    }
+}
+
+fn push(events: &Mutex<Vec<Event>>, e: Event) {
+    events.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+}
+
+/// Turns a worker line into a timeline event.
+fn event_of(t_s: f64, worker: &str, line: &WorkerLine) -> Option<Event> {
+    let ev = |kind, payout: Option<&String>, token: Option<u64>| Event {
+        t_s,
+        worker: worker.into(),
+        kind,
+        payout: payout.cloned(),
+        token,
+    };
+    match line {
+        WorkerLine::Claimed { payout, token } => {
+            Some(ev(EventKind::Claimed, Some(payout), Some(*token)))
+        }
+        WorkerLine::Pausing { payout, token } => {
+            Some(ev(EventKind::Pausing, Some(payout), Some(*token)))
+        }
+        WorkerLine::Resumed { payout, token } => {
+            Some(ev(EventKind::Resumed, Some(payout), Some(*token)))
+        }
+        WorkerLine::Tally { field, .. } => match field {
+            Counter::AbandonedLost | Counter::AbandonedInsufficientLease => {
+                Some(ev(EventKind::Abandoned, None, None))
+            }
+            Counter::FencedReplies => Some(ev(EventKind::Fenced, None, None)),
+            Counter::PaidReplies => Some(ev(EventKind::Paid, None, None)),
+            Counter::AcquireFailed => None,
+        },
+        _ => None,
+    }
+}

@@ -1,0 +1,278 @@
+//! The parent side of `experiments worker`: starting a worker process with the
+//! arguments that rebuild a `bench::worker::WorkerEnv` in the child
+//! ([`worker_args`]), reading its JSON lines ([`WorkerChild`]), and the
+//! process state the pause experiment waits on ([`proc_state`],
+//! [`wait_stopped`]). A [`WorkerChild`] in continuous mode is a
+//! `bench::cell::RemoteWorker`, so the cell driver's pool runs worker
+//! processes like in-process workers; [`ProcessSpawner`] is the hook that
+//! starts them (and, for the throttle experiment, moves each into a cgroup).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bench::cell::{BoxFuture, RemoteWorker, SpawnRemote, WorkerReport};
+use bench::grid::PolicySpec;
+use bench::worker::WorkerEnv;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::worker_proc::WorkerLine;
+
+/// How long a worker process may take beyond its grace to print `done` and exit.
+const EXIT_SLACK: Duration = Duration::from_secs(30);
+
+/// What a worker process does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerMode {
+    /// Reads `round FIRST COUNT PAUSE_AT` commands on stdin (the pause experiment).
+    Rounds,
+    /// Works payouts `first..first + count` until told `stop` (the throttle experiment).
+    Continuous {
+        /// The first payout number.
+        first: u64,
+        /// How many payouts.
+        count: u64,
+    },
+}
+
+/// The `experiments worker` arguments for worker `idx` with `env` in `mode`;
+/// `crate::worker_proc` turns them back into the same `WorkerEnv`.
+pub fn worker_args(idx: u64, env: &WorkerEnv, mode: WorkerMode) -> Vec<String> {
+    let us = |d: Duration| format!("{}us", d.as_micros());
+    let (policy, margin) = PolicySpec::of(env.margin);
+    let mut args = vec![
+        "--lock-url".to_string(),
+        env.lock_url.clone(),
+        "--rail-url".into(),
+        env.rail_url.clone(),
+        "--idx".into(),
+        idx.to_string(),
+        "--lease".into(),
+        us(env.lease),
+        "--session-ttl".into(),
+        us(env.session_ttl),
+        "--margin".into(),
+        margin.to_string(),
+        "--margin-policy".into(),
+        policy.to_string(),
+        "--rail-read-timeout".into(),
+        us(env.rail_read_timeout),
+        "--worst-case-hop".into(),
+        us(env.worst_case_hop),
+        "--acquire-budget".into(),
+        us(env.acquire_budget),
+        "--prefix".into(),
+        env.payout_prefix.clone(),
+        "--seed".into(),
+        env.seed.to_string(),
+    ];
+    if !env.client_check {
+        args.push("--disable-client-check".into());
+    }
+    if let WorkerMode::Continuous { first, count } = mode {
+        args.extend([
+            "--first".into(),
+            first.to_string(),
+            "--count".into(),
+            count.to_string(),
+        ]);
+    }
+    args
+}
+
+/// A worker child process (`experiments worker`), killed on drop.
+pub struct WorkerChild {
+    /// The process.
+    child: tokio::process::Child,
+    /// Its pid.
+    pid: i32,
+    /// Its stdin (commands); `None` once closed.
+    stdin: Option<tokio::process::ChildStdin>,
+    /// Its stdout lines, stamped with seconds since the `t0` it was spawned with.
+    lines: mpsc::UnboundedReceiver<(f64, WorkerLine)>,
+}
+
+impl WorkerChild {
+    /// Starts `experiments worker ARGS` (this same executable), stderr to `log`.
+    pub fn spawn(args: &[String], log: &Path, t0: Instant) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("locating the experiments binary")?;
+        let stderr =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.arg("worker")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = cmd.spawn().context("starting the worker process")?;
+        let pid = child.id().context("worker pid")? as i32;
+        let stdout = child.stdout.take().context("worker stdout")?;
+        let stdin = child.stdin.take();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                match serde_json::from_str::<WorkerLine>(&line) {
+                    Ok(w) => {
+                        if tx.send((t0.elapsed().as_secs_f64(), w)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => tracing::warn!(%line, "unparsed worker line"),
+                }
+            }
+        });
+        Ok(WorkerChild {
+            child,
+            pid,
+            stdin,
+            lines: rx,
+        })
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The next line, within `limit`, with its receipt time.
+    pub async fn next(&mut self, limit: Duration) -> anyhow::Result<(f64, WorkerLine)> {
+        match tokio::time::timeout(limit, self.lines.recv()).await {
+            Ok(Some(l)) => Ok(l),
+            Ok(None) => anyhow::bail!("the worker process closed its stdout (see its log)"),
+            Err(_) => anyhow::bail!("no line from the worker process within {limit:?}"),
+        }
+    }
+
+    /// Sends one command line.
+    pub async fn send(&mut self, line: &str) -> anyhow::Result<()> {
+        let stdin = self.stdin.as_mut().context("worker stdin closed")?;
+        stdin.write_all(format!("{line}\n").as_bytes()).await?;
+        stdin.flush().await?;
+        Ok(())
+    }
+
+    /// SIGCONTs the process.
+    pub fn resume(&self) -> anyhow::Result<()> {
+        kill(Pid::from_raw(self.pid), Signal::SIGCONT).context("SIGCONT")
+    }
+
+    /// Asks a round-mode worker to quit and waits (briefly) for it to exit.
+    pub async fn quit(&mut self) {
+        let _ = self.send("quit").await;
+        self.stdin.take();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+impl Drop for WorkerChild {
+    fn drop(&mut self) {
+        // A stopped process still dies of SIGKILL; SIGCONT first anyway so nothing lingers frozen.
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGCONT);
+    }
+}
+
+impl RemoteWorker for WorkerChild {
+    fn pid(&self) -> Option<u32> {
+        u32::try_from(self.pid).ok()
+    }
+
+    fn stop(&mut self) -> BoxFuture<'_, anyhow::Result<()>> {
+        Box::pin(async move { self.send("stop").await })
+    }
+
+    fn join(&mut self, grace: Duration) -> BoxFuture<'_, anyhow::Result<WorkerReport>> {
+        Box::pin(async move {
+            let deadline = Instant::now() + grace + EXIT_SLACK;
+            let report = loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if let (
+                    _,
+                    WorkerLine::Done {
+                        tally,
+                        renewals,
+                        rtt_hdr,
+                    },
+                ) = self.next(left).await?
+                {
+                    let rtt = bench::hist::decode(&rtt_hdr).context("the worker's histogram")?;
+                    break WorkerReport {
+                        tally,
+                        renewals,
+                        rtt,
+                    };
+                }
+            };
+            self.stdin.take();
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = tokio::time::timeout(left, self.child.wait()).await;
+            Ok(report)
+        })
+    }
+}
+
+/// Starts continuous-mode worker processes for the cell driver, logs in
+/// `dir/worker-<idx>.log`; `on_spawn` sees each new pid (the throttle
+/// experiment moves it into its cgroup there).
+pub struct ProcessSpawner<'a> {
+    /// Where the workers' logs go.
+    pub dir: PathBuf,
+    /// The time the workers' lines are stamped from.
+    pub t0: Instant,
+    /// Called with each new worker's pid; an error fails the cell.
+    pub on_spawn: Option<&'a (dyn Fn(u32) -> anyhow::Result<()> + Send + Sync)>,
+}
+
+impl SpawnRemote for ProcessSpawner<'_> {
+    fn spawn(
+        &self,
+        idx: u64,
+        env: &WorkerEnv,
+        first: u64,
+        count: u64,
+    ) -> anyhow::Result<Box<dyn RemoteWorker>> {
+        std::fs::create_dir_all(&self.dir)?;
+        let args = worker_args(idx, env, WorkerMode::Continuous { first, count });
+        let log = self.dir.join(format!("worker-{idx}.log"));
+        let child = WorkerChild::spawn(&args, &log, self.t0)?;
+        if let Some(hook) = self.on_spawn {
+            hook(child.pid as u32)?;
+        }
+        Ok(Box::new(child))
+    }
+}
+
+/// The scheduler state of `pid` from `/proc/PID/stat` (`R`, `S`, `T` = stopped, …).
+pub fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Waits until `pid` is stopped (`T`), within `limit`.
+pub async fn wait_stopped(pid: i32, limit: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match proc_state(pid) {
+            Some('T') | Some('t') => return Ok(()),
+            None => anyhow::bail!("worker process {pid} is gone"),
+            _ => {}
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "worker process {pid} did not stop within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
