@@ -3,6 +3,7 @@
 mod boundaries;
 mod processes;
 mod proptest_router;
+mod proptest_table;
 mod semantics;
 mod store_suite;
 mod support;

@@ -185,3 +185,39 @@ impl StoreKind {
         }
     }
 }
+
+/// A proptest seed: `FP_PROPTEST_SEED` if set (and a number), else `default`.
+pub fn proptest_seed(default: u64) -> u64 {
+    std::env::var("FP_PROPTEST_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// A proptest runner of `cases` cases whose ChaCha generator starts from
+/// `seed`, with no failure persistence, so a run replays from its printed seed.
+pub fn seeded_runner(
+    cases: u32,
+    max_shrink_iters: u32,
+    seed: u64,
+) -> proptest::test_runner::TestRunner {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    // 32 ChaCha seed bytes from the u64 (splitmix64).
+    let mut x = seed;
+    let mut bytes = [0u8; 32];
+    for chunk in bytes.chunks_mut(8) {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    let config = Config {
+        cases,
+        max_shrink_iters,
+        failure_persistence: None,
+        rng_algorithm: RngAlgorithm::ChaCha,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+}
