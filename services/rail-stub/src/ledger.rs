@@ -126,18 +126,28 @@ fn paid_token(p: &PayoutView) -> u64 {
     p.paid_token.unwrap_or_default()
 }
 
-/// R2: claim `p` for `token` (fence 1).
-pub fn claim(p: &PayoutView, token: u64) -> Decision {
+/// Fence 1 (the ledger's, for R2 and R4): a token below the highest the payout
+/// has seen is FENCED_OUT, whatever the state; then a PAID payout is
+/// ALREADY_PAID. `Ok` means the request may change the payout.
+pub fn fence1(p: &PayoutView, token: u64) -> Result<(), Refusal> {
     if token < p.highest_token {
-        return refuse(Refusal::FencedOut {
+        return Err(Refusal::FencedOut {
             fence: Fence::Ledger,
             highest_token: p.highest_token,
         });
     }
     if p.state == PayoutState::Paid {
-        return refuse(Refusal::AlreadyPaid {
+        return Err(Refusal::AlreadyPaid {
             paid_token: paid_token(p),
         });
+    }
+    Ok(())
+}
+
+/// R2: claim `p` for `token` (fence 1).
+pub fn claim(p: &PayoutView, token: u64) -> Decision {
+    if let Err(refusal) = fence1(p, token) {
+        return refuse(refusal);
     }
     // token >= highest here, so this raises the fence (or keeps it), and a
     // lower holder's claim is taken over.
@@ -151,16 +161,8 @@ pub fn claim(p: &PayoutView, token: u64) -> Decision {
 /// R4: release `p` back to PENDING (fence 1). Always allowed to a token that
 /// is not stale, also one that never claimed: abandonment is cheap.
 pub fn release(p: &PayoutView, token: u64) -> Decision {
-    if token < p.highest_token {
-        return refuse(Refusal::FencedOut {
-            fence: Fence::Ledger,
-            highest_token: p.highest_token,
-        });
-    }
-    if p.state == PayoutState::Paid {
-        return refuse(Refusal::AlreadyPaid {
-            paid_token: paid_token(p),
-        });
+    if let Err(refusal) = fence1(p, token) {
+        return refuse(refusal);
     }
     // The releasing token stays the floor: nothing below it gets back in.
     let mut next = p.clone();
@@ -170,26 +172,35 @@ pub fn release(p: &PayoutView, token: u64) -> Decision {
     accept(p, next)
 }
 
+/// Fence 2 (the rail's, for R3) and the rules after it: a token below the
+/// highest the payout has seen is FENCED_OUT; then a PAID payout is a
+/// DUPLICATE; then a token that does not hold the claim is NOT_CLAIMED.
+/// `Ok` means the submission pays.
+pub fn fence2(p: &PayoutView, token: u64) -> Result<(), Refusal> {
+    if token < p.highest_token {
+        return Err(Refusal::FencedOut {
+            fence: Fence::Rail,
+            highest_token: p.highest_token,
+        });
+    }
+    if p.state == PayoutState::Paid {
+        return Err(Refusal::Duplicate {
+            paid_token: paid_token(p),
+        });
+    }
+    if p.state != PayoutState::Claimed || p.claim_token != Some(token) {
+        return Err(Refusal::NotClaimed {
+            state: p.state,
+            claim_token: p.claim_token,
+        });
+    }
+    Ok(())
+}
+
 /// R3: submit `p` to the rail with `token` (fence 2). The submission is
 /// recorded whatever the outcome, so `next` is always `Some`.
 pub fn submit(p: &PayoutView, token: u64) -> Decision {
-    let refusal = if token < p.highest_token {
-        Some(Refusal::FencedOut {
-            fence: Fence::Rail,
-            highest_token: p.highest_token,
-        })
-    } else if p.state == PayoutState::Paid {
-        Some(Refusal::Duplicate {
-            paid_token: paid_token(p),
-        })
-    } else if p.state != PayoutState::Claimed || p.claim_token != Some(token) {
-        Some(Refusal::NotClaimed {
-            state: p.state,
-            claim_token: p.claim_token,
-        })
-    } else {
-        None
-    };
+    let refusal = fence2(p, token).err();
     // Refused or not, the attempt is appended: the submissions list is what
     // lets `check_ledger` judge the payout from R6 alone.
     let mut next = p.clone();
@@ -332,6 +343,26 @@ mod tests {
             }]
         );
         assert_eq!(s.counter_delta().paid, 1);
+    }
+
+    #[test]
+    fn fence1_refuses_a_stale_token_before_looking_at_the_state() {
+        let mut p = step(&pending(), &claim(&pending(), 5));
+        assert_eq!(fence1(&p, 5), Ok(()));
+        assert_eq!(fence1(&p, 6), Ok(()));
+        let stale = Err(Refusal::FencedOut {
+            fence: Fence::Ledger,
+            highest_token: 5,
+        });
+        assert_eq!(fence1(&p, 4), stale);
+        p = step(&p, &submit(&p, 5));
+        assert_eq!(fence1(&p, 4), stale);
+        assert_eq!(fence1(&p, 5), Err(Refusal::AlreadyPaid { paid_token: 5 }));
+        // Claim and release are refused exactly when fence 1 refuses.
+        for t in 0..8 {
+            assert_eq!(claim(&p, t).result.err(), fence1(&p, t).err());
+            assert_eq!(release(&p, t).result.err(), fence1(&p, t).err());
+        }
     }
 
     #[test]

@@ -315,12 +315,8 @@ impl AppState {
             state.in_flight.fetch_sub(1, Ordering::SeqCst);
             result
         });
-        match task.await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Cancelled: the runtime is shutting down and nothing was committed.
-            Err(_) => Err(RailError::ShuttingDown),
-        }
+        // Cancelled only when the runtime shuts down: nothing was committed.
+        task.await.map_err(RailError::from_join)?
     }
 
     /// Decides one fenced request under the mutex, persists, applies, logs.

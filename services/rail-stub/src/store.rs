@@ -58,15 +58,40 @@ impl fmt::Display for LedgerSpec {
     }
 }
 
-/// Why the store failed. Callers answer 503 and change nothing.
+/// Why the store failed. Callers answer 503 and change nothing; each variant
+/// carries its source, and its doc says what the operator can do.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// SQLite refused (disk full, locked, unreadable file). Retry later or fix the file.
+    /// SQLite refused (disk full, locked, unreadable file): free space, wait
+    /// for the other writer, or fix the file's permissions, then retry.
     #[error("sqlite ledger: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    /// A stored row does not decode; the file was written by something else.
-    #[error("sqlite ledger holds a row that does not decode: {0}")]
-    Corrupt(String),
+    /// A stored payout's state is not PENDING, CLAIMED or PAID: the file was
+    /// written by something else; point `--ledger` at another file.
+    #[error(
+        "sqlite ledger: payout {payout_id:?} has state {state:?}, not PENDING, CLAIMED or PAID"
+    )]
+    BadState {
+        /// The payout.
+        payout_id: String,
+        /// The stored state.
+        state: String,
+    },
+    /// A stored JSON value does not decode (or a value would not encode): the
+    /// file was written by something else; point `--ledger` at another file.
+    #[error("sqlite ledger: {what} is not valid JSON: {source}")]
+    Json {
+        /// Which value, e.g. `counters` or `p-1: submissions`.
+        what: String,
+        /// The decoder's error.
+        source: serde_json::Error,
+    },
+}
+
+/// A [`StoreError::Json`] naming `what`.
+fn json_error(what: impl Into<String>) -> impl FnOnce(serde_json::Error) -> StoreError {
+    let what = what.into();
+    move |source| StoreError::Json { what, source }
 }
 
 /// The ledger's persistence: none, or one SQLite connection.
@@ -155,10 +180,15 @@ impl LedgerStore {
                 "PENDING" => PayoutState::Pending,
                 "CLAIMED" => PayoutState::Claimed,
                 "PAID" => PayoutState::Paid,
-                other => return Err(StoreError::Corrupt(format!("{payout_id}: state {other:?}"))),
+                other => {
+                    return Err(StoreError::BadState {
+                        payout_id,
+                        state: other.to_string(),
+                    });
+                }
             };
             let submissions = serde_json::from_str(&subs)
-                .map_err(|e| StoreError::Corrupt(format!("{payout_id}: submissions: {e}")))?;
+                .map_err(json_error(format!("{payout_id}: submissions")))?;
             payouts.push(PayoutView {
                 payout_id,
                 amount_minor,
@@ -176,10 +206,7 @@ impl LedgerStore {
                 r.get::<_, String>(0)
             })
             .optional()?
-            .map(|text| {
-                serde_json::from_str(&text)
-                    .map_err(|e| StoreError::Corrupt(format!("counters: {e}")))
-            })
+            .map(|text| serde_json::from_str(&text).map_err(json_error("counters")))
             .transpose()?
             .unwrap_or_default();
         Ok((payouts, counters))
@@ -211,7 +238,7 @@ impl LedgerStore {
             )?;
             for p in payouts {
                 let subs = serde_json::to_string(&p.submissions)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    .map_err(json_error(format!("{}: submissions", p.payout_id)))?;
                 upsert.execute(params![
                     p.payout_id,
                     p.amount_minor,
@@ -223,8 +250,7 @@ impl LedgerStore {
                     subs,
                 ])?;
             }
-            let counters =
-                serde_json::to_string(counters).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let counters = serde_json::to_string(counters).map_err(json_error("counters"))?;
             tx.execute(
                 "INSERT INTO counters (id, value) VALUES (1, ?1)
                  ON CONFLICT (id) DO UPDATE SET value = excluded.value",

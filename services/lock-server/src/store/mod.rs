@@ -18,26 +18,34 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 /// A failure of the store itself (never of the client's request). The server
-/// answers it with `503 UNAVAILABLE` and changes nothing.
+/// answers it with `503 UNAVAILABLE` and changes nothing; each variant carries
+/// its source, and its doc says what the operator can do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// SQLite refused or failed; check the file's path, permissions and disk.
+    /// SQLite refused or failed: check the file's path, permissions and free
+    /// disk space; a busy database clears once the other writer finishes.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    /// PostgreSQL refused or failed; check the server is up and the URL's credentials.
+    /// PostgreSQL refused or failed a statement: check the server is up, the
+    /// URL's credentials and the schema; retry once it answers.
     #[error("postgres: {0}")]
     Postgres(#[from] tokio_postgres::Error),
-    /// No connection could be had from the pool; the database is down or overloaded.
+    /// No PostgreSQL connection could be had from the pool (the database is
+    /// down, unreachable or out of connections); retry later.
     #[error("postgres pool: {0}")]
-    Pool(String),
-    /// The store URL is not one of `memory:`, `sqlite:PATH`, `postgres://…`.
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The PostgreSQL pool could not be built from the URL; fix `lock.store`.
+    #[error("postgres pool configuration: {0}")]
+    PoolBuild(#[from] deadpool_postgres::BuildError),
+    /// The store URL is not one of `memory:`, `sqlite:PATH`, `postgres://…`; fix `lock.store`.
     #[error(
         "lock.store={0:?} is not a store URL; use memory:, sqlite:PATH (or sqlite: for a temp file) or postgres://USER@HOST:PORT/DB"
     )]
     BadUrl(String),
-    /// A blocking store task panicked or was cancelled.
+    /// A store task on the blocking pool panicked or was cancelled (the
+    /// runtime is shutting down); nothing was persisted, retry on a running server.
     #[error("store task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// A persisted session: enough to restore it at a takeover.

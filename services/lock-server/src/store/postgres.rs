@@ -35,20 +35,14 @@ impl PostgresStore {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .build()
-            .map_err(|e| StoreError::Pool(e.to_string()))?;
+        let pool = Pool::builder(manager).max_size(POOL_SIZE).build()?;
         let store = PostgresStore { pool };
         store.client().await?.batch_execute(SCHEMA).await?;
         Ok(store)
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Pool(e.to_string()))
+        Ok(self.pool.get().await?)
     }
 }
 

@@ -37,8 +37,7 @@ impl SqliteStore {
             conn.execute_batch(SCHEMA)?;
             Ok(conn)
         })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))??;
+        .await??;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
@@ -61,8 +60,7 @@ impl SqliteStore {
             let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
             f(&mut guard).map_err(StoreError::from)
         })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        .await?
     }
 }
 

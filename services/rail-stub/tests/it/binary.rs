@@ -155,41 +155,16 @@ async fn the_sqlite_ledger_survives_a_killed_and_restarted_binary() {
         let post = |path: String, body: Value| {
             http.post(format!("{}{path}", rail.base)).json(&body).send()
         };
-        assert_eq!(
-            post("/v1/payouts/bulk".into(), json!({"count": 2}))
-                .await
-                .unwrap()
-                .status(),
-            201
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000001/claim".into(), json!({"token": 4}))
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000001/submit".into(), json!({"token": 4}))
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000002/claim".into(), json!({"token": 9}))
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000002/claim".into(), json!({"token": 8}))
-                .await
-                .unwrap()
-                .status(),
-            409
-        );
+        for (path, body, status) in [
+            ("/v1/payouts/bulk", json!({"count": 2}), 201),
+            ("/v1/payouts/p-000001/claim", json!({"token": 4}), 200),
+            ("/v1/payouts/p-000001/submit", json!({"token": 4}), 200),
+            ("/v1/payouts/p-000002/claim", json!({"token": 9}), 200),
+            ("/v1/payouts/p-000002/claim", json!({"token": 8}), 409),
+        ] {
+            let got = post(path.into(), body).await.unwrap().status();
+            assert_eq!(got, status, "POST {path}");
+        }
         let before = http
             .get(format!("{}/v1/ledger", rail.base))
             .send()
