@@ -286,7 +286,7 @@ async fn info(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Response> {
     let key = key_of(path)?;
-    Ok(Json(s.info(&key)?).into_response())
+    Ok(Json(s.info(&key).await?).into_response())
 }
 
 async fn config(State(s): State<Arc<LockService>>) -> Response {

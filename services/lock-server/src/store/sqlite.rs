@@ -11,8 +11,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
-    LockStore, SCHEMA, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord,
-    Snapshot, StoreError, key_record,
+    LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
+    SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord, Snapshot, StoreError, key_record,
 };
 
 /// A store in one SQLite file.
@@ -75,31 +75,25 @@ impl LockStore for SqliteStore {
         "sqlite"
     }
 
+    fn path(&self) -> Option<PathBuf> {
+        Some(self.path.clone())
+    }
+
     async fn load(&self) -> Result<Snapshot, StoreError> {
-        self.run(|c| {
-            let sessions = c
-                .prepare(SELECT_SESSIONS_SQL)?
-                .query_map([], |r| {
-                    Ok(SessionRecord {
-                        id: r.get(0)?,
-                        owner_id: r.get(1)?,
-                        ttl_ms: r.get::<_, i64>(2)? as u64,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            let keys = c
-                .prepare(SELECT_LOCKS_SQL)?
-                .query_map([], |r| {
-                    Ok(key_record(
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                    ))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Snapshot { sessions, keys })
+        self.run(|c| read_snapshot(c, SELECT_LOCKS_SQL)).await
+    }
+
+    async fn load_live(&self) -> Result<Snapshot, StoreError> {
+        self.run(|c| read_snapshot(c, SELECT_HELD_LOCKS_SQL)).await
+    }
+
+    async fn last_token(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let key = key.to_string();
+        self.run(move |c| {
+            c.prepare_cached(&q(SELECT_LAST_TOKEN_SQL))?
+                .query_row(params![key], |r| r.get::<_, i64>(0))
+                .optional()
+                .map(|t| t.map(|t| t as u64))
         })
         .await
     }
@@ -107,21 +101,30 @@ impl LockStore for SqliteStore {
     async fn create_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
         let s = s.clone();
         self.run(move |c| {
-            c.execute(
-                &q(INSERT_SESSION_SQL),
-                params![s.id, s.owner_id, s.ttl_ms as i64],
-            )?;
+            c.prepare_cached(&q(INSERT_SESSION_SQL))?.execute(params![
+                s.id,
+                s.owner_id,
+                s.ttl_ms as i64
+            ])?;
             Ok(())
         })
         .await
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
-        let id = session_id.to_string();
+        self.delete_sessions(&[session_id.to_string()]).await
+    }
+
+    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
+        let ids = session_ids.to_vec();
         self.run(move |c| {
             let tx = c.transaction()?;
-            tx.execute(&q(CLEAR_SESSION_GRANTS_SQL), params![id])?;
-            tx.execute(&q(DELETE_SESSION_SQL), params![id])?;
+            for id in &ids {
+                tx.prepare_cached(&q(CLEAR_SESSION_GRANTS_SQL))?
+                    .execute(params![id])?;
+                tx.prepare_cached(&q(DELETE_SESSION_SQL))?
+                    .execute(params![id])?;
+            }
             tx.commit()
         })
         .await
@@ -130,10 +133,9 @@ impl LockStore for SqliteStore {
     async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
         let (key, id) = (key.to_string(), session_id.to_string());
         self.run(move |c| {
-            let token: i64 =
-                c.query_row(&q(GRANT_SQL), params![key, id, lease_ms as i64], |r| {
-                    r.get(0)
-                })?;
+            let token: i64 = c
+                .prepare_cached(&q(GRANT_SQL))?
+                .query_row(params![key, id, lease_ms as i64], |r| r.get(0))?;
             Ok(token as u64)
         })
         .await
@@ -142,10 +144,11 @@ impl LockStore for SqliteStore {
     async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
         let key = key.to_string();
         self.run(move |c| {
-            c.execute(
-                &q(SET_LEASE_SQL),
-                params![key, token as i64, lease_ms as i64],
-            )?;
+            c.prepare_cached(&q(SET_LEASE_SQL))?.execute(params![
+                key,
+                token as i64,
+                lease_ms as i64
+            ])?;
             Ok(())
         })
         .await
@@ -154,8 +157,22 @@ impl LockStore for SqliteStore {
     async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
         let key = key.to_string();
         self.run(move |c| {
-            c.execute(&q(CLEAR_GRANT_SQL), params![key, token as i64])?;
+            c.prepare_cached(&q(CLEAR_GRANT_SQL))?
+                .execute(params![key, token as i64])?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
+        let grants = grants.to_vec();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            for (key, token) in &grants {
+                tx.prepare_cached(&q(CLEAR_GRANT_SQL))?
+                    .execute(params![key, *token as i64])?;
+            }
+            tx.commit()
         })
         .await
     }
@@ -168,4 +185,31 @@ impl LockStore for SqliteStore {
         })
         .await
     }
+}
+
+/// Every session, and the `fp_locks` rows `locks_sql` selects.
+fn read_snapshot(c: &mut Connection, locks_sql: &str) -> Result<Snapshot, rusqlite::Error> {
+    let sessions = c
+        .prepare(SELECT_SESSIONS_SQL)?
+        .query_map([], |r| {
+            Ok(SessionRecord {
+                id: r.get(0)?,
+                owner_id: r.get(1)?,
+                ttl_ms: r.get::<_, i64>(2)? as u64,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys = c
+        .prepare(locks_sql)?
+        .query_map([], |r| {
+            Ok(key_record(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Snapshot { sessions, keys })
 }

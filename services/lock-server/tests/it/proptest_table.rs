@@ -1,33 +1,41 @@
 //! A property test of the pure lock table, [`LockTable`], driven directly on a
 //! fake clock. Random sequences of operations — open a session, heartbeat,
 //! delete it, acquire (at once, or begun and finished later as a slow store
-//! write would), renew, release, revoke, sweep, and time advancing — are run
-//! the way the service runs them (decide, "persist" in a token source standing
-//! in for the store, apply), and every outcome is checked against an
-//! independent model of what each client was promised.
+//! write would, or failed by the store), re-acquire by the holder, renew,
+//! release, revoke, sweep, restart from the store, and time advancing — are
+//! run the way the service runs them (decide, persist in a [`FakeStore`] that
+//! keeps what a `LockStore` keeps, apply), and every outcome is checked
+//! against an independent model of what each client was promised.
 //!
 //! Invariants, checked at every step:
-//! - **tokens strictly increase per key** over every grant, and L7 reports the
-//!   last token issued;
+//! - **tokens strictly increase per key** over every grant; a re-acquire
+//!   answers the current token; L7 reports the last token issued;
 //! - **never two sessions HELD on one key at one instant**: a key is granted
 //!   only once every earlier grant of it has ended — released, revoked, or past
 //!   the end its holder was promised (lease and session) plus grace; and the
-//!   table never calls a key FREE while its holder may still believe it holds it;
-//! - **a refused operation leaves [`LockTable::digest`] unchanged**.
+//!   table never calls a key FREE while its holder may still believe it holds
+//!   it, also after a restart;
+//! - **a refused operation, or one the store failed, leaves
+//!   [`LockTable::digest`] unchanged**;
+//! - **memory and store agree** (sessions and holders), the table's own
+//!   indexes and queues are consistent ([`LockTable::audit`]), and no FREE key
+//!   stays in memory after a sweep.
 //!
 //! The model keeps, per grant, every lease end a reply promised
-//! (`receipt + lease`, C1 §2) and takes the latest one as the holder's belief.
+//! (`receipt + lease`, C1 §2), and the holder may be going by *any* of them (a
+//! later reply may have been lost), so its belief ends at the latest. That is
+//! what makes "a renew never shortens" (C1 §7) a checked property.
 //!
 //! The seed is fixed (override with `FP_PROPTEST_SEED=<u64>`) and printed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use fencepost_api::clock::{Clock, FakeClock, MonoTime};
 use fencepost_api::grace::GracePolicy;
 use fencepost_api::lock::{LockErrorCode, LockState};
-use lock_server::core::{AcquirePlan, Limits, LockTable};
+use lock_server::core::{AcquirePlan, Caps, Limits, LockTable};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestError};
@@ -49,6 +57,16 @@ fn limits() -> Limits {
         ttl_min: Duration::from_millis(100),
         ttl_max: Duration::from_millis(5_000),
         grace: GracePolicy::default(),
+    }
+}
+
+/// Small caps, so the sweep batch and the tombstone cap are reached.
+fn caps() -> Caps {
+    Caps {
+        max_sessions: 6,
+        max_tombstones: 3,
+        tombstone_keep: Duration::from_secs(4),
+        sweep_batch: 3,
     }
 }
 
@@ -83,11 +101,12 @@ enum Op {
     Heartbeat { sess: Sess },
     /// L3.
     Delete { sess: Sess },
-    /// L4, persisted at once.
+    /// L4, persisted at once (or refused by a failing store, a 503).
     Acquire {
         key: usize,
         sess: Sess,
         ttl_ms: Option<u64>,
+        store_fails: bool,
     },
     /// L4's decision only: the store write is in flight until a [`Op::Finish`].
     Begin {
@@ -95,8 +114,8 @@ enum Op {
         sess: Sess,
         ttl_ms: Option<u64>,
     },
-    /// The oldest-but-`slot` in-flight store write returns.
-    Finish { slot: usize },
+    /// An in-flight store write returns (or fails).
+    Finish { slot: usize, store_fails: bool },
     /// L5.
     Renew {
         key: usize,
@@ -112,6 +131,8 @@ enum Op {
     Advance { ms: u64 },
     /// The sweeper runs.
     Sweep,
+    /// The server restarts: a new table restored from the store.
+    Restart,
 }
 
 fn sess() -> impl Strategy<Value = Sess> {
@@ -127,18 +148,25 @@ fn tok() -> impl Strategy<Value = Tok> {
 }
 
 fn ttl() -> impl Strategy<Value = Option<u64>> {
-    prop_oneof![2 => Just(None), 6 => (50u64..3_000).prop_map(Some), 1 => (0u64..20_000).prop_map(Some)]
+    prop_oneof![
+        2 => Just(None),
+        6 => (50u64..3_000).prop_map(Some),
+        1 => (0u64..20_000).prop_map(Some),
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
     let key = 0..KEYS.len();
+    let fails = prop_oneof![9 => Just(false), 1 => Just(true)];
     prop_oneof![
         6 => ttl().prop_map(|ttl_ms| Op::Open { ttl_ms }),
         8 => sess().prop_map(|sess| Op::Heartbeat { sess }),
         2 => sess().prop_map(|sess| Op::Delete { sess }),
-        14 => (key.clone(), sess(), ttl()).prop_map(|(key, sess, ttl_ms)| Op::Acquire { key, sess, ttl_ms }),
+        14 => (key.clone(), sess(), ttl(), fails.clone()).prop_map(|(key, sess, ttl_ms, store_fails)| {
+            Op::Acquire { key, sess, ttl_ms, store_fails }
+        }),
         3 => (key.clone(), sess(), ttl()).prop_map(|(key, sess, ttl_ms)| Op::Begin { key, sess, ttl_ms }),
-        4 => (0usize..3).prop_map(|slot| Op::Finish { slot }),
+        4 => (0usize..3, fails).prop_map(|(slot, store_fails)| Op::Finish { slot, store_fails }),
         10 => (key.clone(), sess(), tok(), ttl())
             .prop_map(|(key, sess, tok, ttl_ms)| Op::Renew { key, sess, tok, ttl_ms }),
         6 => (key.clone(), sess(), tok()).prop_map(|(key, sess, tok)| Op::Release { key, sess, tok }),
@@ -146,23 +174,50 @@ fn op() -> impl Strategy<Value = Op> {
         10 => prop_oneof![6 => 0u64..400, 2 => 400u64..1_500, 1 => 1_500u64..6_000]
             .prop_map(|ms| Op::Advance { ms }),
         4 => Just(Op::Sweep),
+        1 => Just(Op::Restart),
     ]
 }
 
 // ----- the store stand-in and the model ---------------------------------------------
 
-/// What the store would hold: the last token per key (issued `last + 1`).
+/// What a `LockStore` would hold: sessions, holders `(token, session, lease)`
+/// and the last token per key (issued `last + 1`).
 #[derive(Default)]
-struct TokenSource {
+struct FakeStore {
+    sessions: BTreeMap<String, Duration>,
+    holders: BTreeMap<String, (u64, String, Duration)>,
     last: HashMap<String, u64>,
 }
 
-impl TokenSource {
-    /// The key's next token, as `LockStore::grant` issues it.
-    fn grant(&mut self, key: &str) -> u64 {
+impl FakeStore {
+    /// `LockStore::grant`: the key's next token, with its holder.
+    fn grant(&mut self, key: &str, session: &str, lease: Duration) -> u64 {
         let t = self.last.entry(key.to_string()).or_default();
         *t += 1;
-        *t
+        let token = *t;
+        self.holders
+            .insert(key.to_string(), (token, session.to_string(), lease));
+        token
+    }
+
+    /// `LockStore::clear_grant`: compare-and-clear.
+    fn clear(&mut self, key: &str, token: u64) {
+        if self.holders.get(key).is_some_and(|h| h.0 == token) {
+            self.holders.remove(key);
+        }
+    }
+
+    /// `LockStore::delete_session`.
+    fn delete_session(&mut self, id: &str) {
+        self.sessions.remove(id);
+        self.holders.retain(|_, h| h.1 != id);
+    }
+
+    /// `LockStore::set_lease`: compare-and-set.
+    fn set_lease(&mut self, key: &str, token: u64, lease: Duration) {
+        if let Some(h) = self.holders.get_mut(key).filter(|h| h.0 == token) {
+            h.2 = lease;
+        }
     }
 }
 
@@ -211,25 +266,29 @@ impl Model {
         self.sessions.iter_mut().find(|s| s.id == id)
     }
 
-    /// The promise the holder goes by: the latest reply's.
-    fn lease_promise(&self, g: &MGrant) -> (MonoTime, Duration) {
-        *g.promises.last().expect("a grant has its L4 promise")
+    /// Until when the holder may believe in `g`'s lease (no grace): the latest
+    /// promise, since any reply may be the one it got.
+    fn lease_end(&self, g: &MGrant) -> MonoTime {
+        g.promises.iter().map(|p| p.0).max().expect("an L4 promise")
     }
 
     /// Until when the holder may believe it holds `g` (no grace).
     fn held_until(&self, g: &MGrant) -> MonoTime {
-        let (end, _) = self.lease_promise(g);
         let lapse = self
             .session(&g.session)
             .map_or(MonoTime::ZERO, MSession::lapse);
-        end.min(lapse)
+        self.lease_end(g).min(lapse)
     }
 
     /// From when `g`'s key may go to someone else: each belief plus its grace.
     fn reassignable_at(&self, g: &MGrant) -> MonoTime {
         let grace = |d| self.limits.grace.grace_for(d);
-        let (end, lease) = self.lease_promise(g);
-        let by_lease = end.saturating_add(grace(lease));
+        let by_lease = g
+            .promises
+            .iter()
+            .map(|&(end, lease)| end.saturating_add(grace(lease)))
+            .max()
+            .expect("an L4 promise");
         let by_session = self
             .session(&g.session)
             .map_or(MonoTime::ZERO, |s| s.lapse().saturating_add(grace(s.ttl)));
@@ -254,7 +313,7 @@ struct InFlight {
 struct Run {
     table: LockTable,
     clock: FakeClock,
-    store: TokenSource,
+    store: FakeStore,
     model: Model,
     in_flight: Vec<InFlight>,
     /// Outcome labels, for the coverage check.
@@ -270,9 +329,9 @@ fn fail(why: impl Into<String>) -> Check {
 impl Run {
     fn new() -> Self {
         Run {
-            table: LockTable::new(limits()),
+            table: LockTable::with_caps(limits(), caps()),
             clock: FakeClock::new(MonoTime::from_nanos(1_000_000_000)),
-            store: TokenSource::default(),
+            store: FakeStore::default(),
             model: Model {
                 limits: limits(),
                 sessions: Vec::new(),
@@ -320,19 +379,19 @@ impl Run {
         }
     }
 
-    /// A refusal must leave the table exactly as it was.
-    fn refused(&mut self, before: &str, label: &'static str, code: LockErrorCode) -> Check {
+    /// A refusal (or a store failure) must leave the table exactly as it was.
+    fn refused(&mut self, before: &str, label: &'static str, what: &str) -> Check {
         self.seen.push(label);
         let after = self.table.digest();
         if after != before {
             return fail(format!(
-                "a refused operation ({code}) changed the table:\n  before: {before}\n  after:  {after}"
+                "a refused operation ({what}) changed the table:\n  before: {before}\n  after:  {after}"
             ));
         }
         Ok(())
     }
 
-    /// Checks a grant of `key` to `session` with `token`, decided at `receipt`, and records it.
+    /// Checks a new grant of `key` to `session` with `token`, decided at `receipt`, and records it.
     fn granted(
         &mut self,
         key: &str,
@@ -375,23 +434,70 @@ impl Run {
         Ok(())
     }
 
+    /// Checks an accepted renew or re-acquire of the model's grant and records its promise.
+    fn extended(
+        &mut self,
+        key: &str,
+        session: &str,
+        token: u64,
+        lease: Duration,
+        now: MonoTime,
+        what: &'static str,
+    ) -> Check {
+        let Some(g) = self.model.grants.get(key).cloned() else {
+            return fail(format!("{key}: {what} accepted with no grant"));
+        };
+        if g.token != token || g.session != session {
+            return fail(format!(
+                "{key}: {what} by {session} with token {token} accepted; the grant is {} of {}",
+                g.token, g.session
+            ));
+        }
+        let held = self.model.held_until(&g);
+        if now.has_reached(held) {
+            return fail(format!(
+                "{key}: {what} accepted at {now:?}, after the holder's belief ended at {held:?}"
+            ));
+        }
+        // As the service does: persist a longer lease first, then apply.
+        if let Some(longest) = self.table.lease_to_persist(key, token, lease) {
+            self.store.set_lease(key, token, longest);
+        }
+        if !self.table.apply_renew(key, token, lease, now) {
+            return fail(format!("{key}: a checked {what} did not apply"));
+        }
+        let g = self.model.grants.get_mut(key).expect("checked");
+        g.promises.push((now.saturating_add(lease), lease));
+        self.seen.push(what);
+        Ok(())
+    }
+
     fn step(&mut self, op: &Op) -> Check {
         let now = self.clock.now();
         let before = self.table.digest();
         match op {
-            Op::Open { ttl_ms } => {
-                let ttl = self.table.session_ttl_for(*ttl_ms);
-                let id = format!("s{:02}", self.model.sessions.len());
-                self.table
-                    .insert_session(id.clone(), "owner".into(), ttl, now);
-                self.model.sessions.push(MSession {
-                    id,
-                    ttl,
-                    renewed: now,
-                    gone: false,
-                });
-                self.seen.push("open");
-            }
+            Op::Open { ttl_ms } => match self.table.check_create_session() {
+                Ok(()) => {
+                    let ttl = self.table.session_ttl_for(*ttl_ms);
+                    let id = format!("s{:02}", self.model.sessions.len());
+                    self.store.sessions.insert(id.clone(), ttl);
+                    self.table
+                        .insert_session(id.clone(), "owner".into(), ttl, now);
+                    self.model.sessions.push(MSession {
+                        id,
+                        ttl,
+                        renewed: now,
+                        gone: false,
+                    });
+                    self.seen.push("open");
+                }
+                Err(e) => {
+                    if self.table.sizes().sessions < caps().max_sessions {
+                        return fail(format!("L1 refused below the session cap: {e}"));
+                    }
+                    self.refused(&before, "open refused at the cap", "L1")?;
+                }
+            },
             Op::Heartbeat { sess } => {
                 let id = self.sess_id(sess, "");
                 let live = self.model.live(&id, now);
@@ -414,15 +520,16 @@ impl Run {
                         if live {
                             return fail(format!("heartbeat of live session {id} refused: {e}"));
                         }
-                        self.refused(&before, "heartbeat refused", e.code)?;
+                        self.refused(&before, "heartbeat refused", "L2")?;
                     }
                 }
             }
             Op::Delete { sess } => {
                 let id = self.sess_id(sess, "");
                 match self.table.check_delete_session(&id, now) {
-                    Ok(()) => {
-                        let released = self.table.apply_delete_session(&id);
+                    Ok(_) => {
+                        self.store.delete_session(&id);
+                        let mut released = self.table.apply_delete_session(&id);
                         let Some(s) = self.model.session_mut(&id) else {
                             return fail(format!("deleted {id}, which was never opened"));
                         };
@@ -435,54 +542,37 @@ impl Run {
                             .map(|(k, g)| (k.clone(), g.token))
                             .collect();
                         self.model.grants.retain(|_, g| g.session != id);
-                        let mut released = released;
                         released.sort();
                         expected.sort();
-                        if released != expected {
+                        // The table may have let go of grants that ran out; never of others.
+                        if released.iter().any(|r| !expected.contains(r)) {
                             return fail(format!(
                                 "L3 of {id} released {released:?}; its grants were {expected:?}"
                             ));
                         }
                         self.seen.push("delete");
                     }
-                    Err(e) => self.refused(&before, "delete refused", e.code)?,
+                    Err(_) => self.refused(&before, "delete refused", "L3")?,
                 }
             }
-            Op::Acquire { key, sess, ttl_ms } | Op::Begin { key, sess, ttl_ms } => {
-                let key = KEYS[*key];
-                let id = self.sess_id(sess, key);
-                match self.table.begin_acquire(key, &id, *ttl_ms, now) {
-                    Ok(plan) => {
-                        if matches!(op, Op::Begin { .. }) {
-                            self.seen.push("begin");
-                            self.in_flight.push(InFlight {
-                                key: key.to_string(),
-                                session: id,
-                                plan,
-                                receipt: now,
-                            });
-                        } else {
-                            self.finish(InFlight {
-                                key: key.to_string(),
-                                session: id,
-                                plan,
-                                receipt: now,
-                            })?;
-                        }
-                    }
-                    Err(e) => {
-                        let label = match e.code {
-                            LockErrorCode::LockHeld => "acquire LOCK_HELD",
-                            _ => "acquire refused",
-                        };
-                        self.refused(&before, label, e.code)?;
-                    }
-                }
+            Op::Acquire {
+                key,
+                sess,
+                ttl_ms,
+                store_fails,
+            } => self.acquire(op, KEYS[*key], sess, *ttl_ms, *store_fails, now, &before)?,
+            Op::Begin { key, sess, ttl_ms } => {
+                self.acquire(op, KEYS[*key], sess, *ttl_ms, false, now, &before)?
             }
-            Op::Finish { slot } => {
+            Op::Finish { slot, store_fails } => {
                 if !self.in_flight.is_empty() {
                     let f = self.in_flight.remove(slot % self.in_flight.len());
-                    self.finish(f)?;
+                    if *store_fails {
+                        self.table.abort_acquire(&f.key);
+                        self.seen.push("finish store failed");
+                    } else {
+                        self.finish(f)?;
+                    }
                 }
             }
             Op::Renew {
@@ -495,30 +585,8 @@ impl Run {
                 let id = self.sess_id(sess, key);
                 let token = self.token(tok, key);
                 match self.table.check_renew(key, &id, token, *ttl_ms, now) {
-                    Ok(lease) => {
-                        let Some(g) = self.model.grants.get(key).cloned() else {
-                            return fail(format!("{key}: renew accepted with no grant"));
-                        };
-                        if g.token != token || g.session != id {
-                            return fail(format!(
-                                "{key}: renew by {id} with token {token} accepted; the grant is {} of {}",
-                                g.token, g.session
-                            ));
-                        }
-                        let held = self.model.held_until(&g);
-                        if now.has_reached(held) {
-                            return fail(format!(
-                                "{key}: renew accepted at {now:?}, after the holder's belief ended at {held:?}"
-                            ));
-                        }
-                        if !self.table.apply_renew(key, token, lease, now) {
-                            return fail(format!("{key}: a checked renew did not apply"));
-                        }
-                        let g = self.model.grants.get_mut(key).expect("checked");
-                        g.promises.push((now.saturating_add(lease), lease));
-                        self.seen.push("renew");
-                    }
-                    Err(e) => self.refused(&before, "renew refused", e.code)?,
+                    Ok(lease) => self.extended(key, &id, token, lease, now, "renew")?,
+                    Err(_) => self.refused(&before, "renew refused", "L5")?,
                 }
             }
             Op::Release { key, sess, tok } => {
@@ -533,13 +601,14 @@ impl Run {
                                 "{key}: release by {id} with token {token} accepted, not the grant"
                             ));
                         }
+                        self.store.clear(key, token);
                         if !self.table.apply_release(key, token) {
                             return fail(format!("{key}: a checked release did not apply"));
                         }
                         self.model.grants.remove(key);
                         self.seen.push("release");
                     }
-                    Err(e) => self.refused(&before, "release refused", e.code)?,
+                    Err(_) => self.refused(&before, "release refused", "L6")?,
                 }
             }
             Op::Revoke { key } => {
@@ -551,59 +620,73 @@ impl Run {
                                 "{key}: revoke would end token {token}, not the grant"
                             ));
                         }
+                        self.store.clear(key, token);
                         self.table.apply_release(key, token);
                         self.model.grants.remove(key);
                         self.seen.push("revoke");
                     }
-                    Ok(None) => self.refused(&before, "revoke nothing", LockErrorCode::LockLost)?,
-                    Err(e) => self.refused(&before, "revoke refused", e.code)?,
+                    Ok(None) => self.refused(&before, "revoke nothing", "L8")?,
+                    Err(_) => self.refused(&before, "revoke refused", "L8")?,
                 }
             }
             Op::Advance { ms } => self.clock.advance(Duration::from_millis(*ms)),
-            Op::Sweep => {
-                let swept = self.table.sweep(now);
-                for (key, token) in &swept.expired_grants {
-                    let Some(g) = self.model.grants.get(key) else {
-                        return fail(format!(
-                            "sweep expired {key} token {token}, which has no grant"
-                        ));
-                    };
-                    if g.token != *token {
-                        return fail(format!(
-                            "sweep expired {key} token {token}, grant is {}",
-                            g.token
-                        ));
-                    }
-                    let free_at = self.model.reassignable_at(g);
-                    if !now.has_reached(free_at) {
-                        return fail(format!(
-                            "sweep expired {key} token {token} at {now:?}, before {free_at:?}"
-                        ));
-                    }
-                    self.model.grants.remove(key);
-                    self.seen.push("sweep grant");
-                }
-                for id in &swept.expired_sessions {
-                    let grace = self.model.limits.grace;
-                    let Some(s) = self.model.session_mut(id) else {
-                        return fail(format!("sweep expired {id}, never opened"));
-                    };
-                    let end = s.lapse().saturating_add(grace.grace_for(s.ttl));
-                    if !now.has_reached(end) {
-                        return fail(format!("sweep expired {id} at {now:?}, before {end:?}"));
-                    }
-                    s.gone = true;
-                    self.model.grants.retain(|_, g| g.session != *id);
-                    self.seen.push("sweep session");
-                }
-            }
+            Op::Sweep => self.sweep(now)?,
+            Op::Restart => self.restart(now),
         }
-        self.check_every_key()
+        self.check_all(matches!(op, Op::Sweep))
+    }
+
+    /// L4 (or its decision only, for [`Op::Begin`]).
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(
+        &mut self,
+        op: &Op,
+        key: &str,
+        sess: &Sess,
+        ttl_ms: Option<u64>,
+        store_fails: bool,
+        now: MonoTime,
+        before: &str,
+    ) -> Check {
+        let id = self.sess_id(sess, key);
+        let plan = match self.table.begin_acquire(key, &id, ttl_ms, now) {
+            Ok(plan) => plan,
+            Err(e) => {
+                let label = match e.code {
+                    LockErrorCode::LockHeld => "acquire LOCK_HELD",
+                    _ => "acquire refused",
+                };
+                return self.refused(before, label, "L4");
+            }
+        };
+        if let Some(token) = plan.reacquire {
+            if self.table.digest() != before {
+                return fail(format!("{key}: a re-acquire's decision changed the table"));
+            }
+            return self.extended(key, &id, token, plan.lease, now, "reacquire");
+        }
+        let f = InFlight {
+            key: key.to_string(),
+            session: id,
+            plan,
+            receipt: now,
+        };
+        if matches!(op, Op::Begin { .. }) {
+            self.seen.push("begin");
+            self.in_flight.push(f);
+            return Ok(());
+        }
+        if store_fails {
+            // A 503: the store issued nothing; the table must be as before.
+            self.table.abort_acquire(key);
+            return self.refused(before, "acquire store failed", "L4 503");
+        }
+        self.finish(f)
     }
 
     /// The store write of an acquire returns: issue the token and apply it.
     fn finish(&mut self, f: InFlight) -> Check {
-        let token = self.store.grant(&f.key);
+        let token = self.store.grant(&f.key, &f.session, f.plan.lease);
         match self
             .table
             .finish_acquire(&f.key, &f.session, token, &f.plan, f.receipt)
@@ -617,6 +700,7 @@ impl Run {
                         f.key
                     ));
                 }
+                self.store.clear(&f.key, token);
                 // The token was issued and is spent.
                 self.model.last_token.insert(f.key.clone(), token);
                 self.seen.push("finish refused");
@@ -625,20 +709,139 @@ impl Run {
         }
     }
 
-    /// What the table says about each key agrees with the model.
-    fn check_every_key(&mut self) -> Check {
+    /// The sweeper: due, persist, apply, as the service does.
+    fn sweep(&mut self, now: MonoTime) -> Check {
+        let before = self.table.digest();
+        let swept = self.table.due(now);
+        if self.table.digest() != before {
+            return fail("due() changed the table");
+        }
+        // A session goes with all its grants, so the last one may overshoot by those.
+        if swept.expired_sessions.len() + swept.expired_grants.len()
+            > caps().sweep_batch + KEYS.len()
+        {
+            return fail(format!("a sweep went past its batch: {swept:?}"));
+        }
+        for (key, token) in &swept.expired_grants {
+            self.store.clear(key, *token);
+        }
+        for id in &swept.expired_sessions {
+            self.store.delete_session(id);
+        }
+        let late = self.table.apply_swept(&swept, now);
+        if !late.is_empty() {
+            return fail(format!("a sweep released unlisted grants {late:?}"));
+        }
+        for (key, token) in &swept.expired_grants {
+            let Some(g) = self.model.grants.get(key) else {
+                return fail(format!(
+                    "sweep expired {key} token {token}, which has no grant"
+                ));
+            };
+            if g.token != *token {
+                return fail(format!(
+                    "sweep expired {key} token {token}, grant is {}",
+                    g.token
+                ));
+            }
+            let free_at = self.model.reassignable_at(g);
+            if !now.has_reached(free_at) {
+                return fail(format!(
+                    "sweep expired {key} token {token} at {now:?}, before {free_at:?}"
+                ));
+            }
+            self.model.grants.remove(key);
+            self.seen.push("sweep grant");
+        }
+        for id in &swept.expired_sessions {
+            let grace = self.model.limits.grace;
+            let Some(s) = self.model.session_mut(id) else {
+                return fail(format!("sweep expired {id}, never opened"));
+            };
+            let end = s.lapse().saturating_add(grace.grace_for(s.ttl));
+            if !now.has_reached(end) {
+                return fail(format!("sweep expired {id} at {now:?}, before {end:?}"));
+            }
+            s.gone = true;
+            self.model.grants.retain(|_, g| g.session != *id);
+            self.seen.push("sweep session");
+        }
+        Ok(())
+    }
+
+    /// A new process: restores sessions and held grants from the store, every
+    /// TTL and lease restarted from `now`; writes in flight are lost.
+    fn restart(&mut self, now: MonoTime) {
+        self.in_flight.clear();
+        let mut table = LockTable::with_caps(limits(), caps());
+        for (id, ttl) in &self.store.sessions {
+            table.restore_session(id.clone(), "owner".into(), *ttl, now);
+        }
+        let mut orphans = Vec::new();
+        for (key, (token, session, lease)) in &self.store.holders {
+            if !table.restore_grant(key.clone(), *token, session.clone(), *lease, now) {
+                orphans.push((key.clone(), *token));
+            }
+        }
+        for (key, token) in orphans {
+            self.store.clear(&key, token);
+        }
+        self.table = table;
+        // The new server restarts every session's TTL and every grant's lease
+        // from its takeover (C1 §6): it extends, in the server's favour, what
+        // the model allows; the earlier promises stay, so a restore that ended
+        // a grant before any of them would still be caught.
+        for s in self.model.sessions.iter_mut() {
+            if self.store.sessions.contains_key(&s.id) {
+                s.renewed = now;
+            }
+        }
+        for (key, g) in self.model.grants.iter_mut() {
+            if let Some((token, _, lease)) = self.store.holders.get(key)
+                && *token == g.token
+            {
+                g.promises.push((now.saturating_add(*lease), *lease));
+            }
+        }
+        self.seen.push("restart");
+    }
+
+    /// What the table says about each key agrees with the model; memory and
+    /// store agree; the table is internally consistent.
+    fn check_all(&mut self, after_sweep: bool) -> Check {
         let now = self.clock.now();
+        self.table
+            .audit()
+            .map_err(|e| format!("table audit: {e}"))?;
+        let (sessions, holders) = self.table.records();
+        let stored: BTreeSet<String> = self.store.sessions.keys().cloned().collect();
+        if sessions != stored {
+            return fail(format!(
+                "memory has sessions {sessions:?}, the store {stored:?}"
+            ));
+        }
+        let stored: BTreeSet<(String, u64, String)> = self
+            .store
+            .holders
+            .iter()
+            .map(|(k, h)| (k.clone(), h.0, h.1.clone()))
+            .collect();
+        if holders != stored {
+            return fail(format!("memory holds {holders:?}, the store {stored:?}"));
+        }
         for key in KEYS {
+            let believed = self.model.grants.get(*key);
+            let may_be_believed =
+                |m: &Model| believed.is_some_and(|g| !now.has_reached(m.reassignable_at(g)));
             match self.table.info(key, now) {
                 Ok(info) => {
                     let last = self.model.last_token.get(*key).copied();
-                    if Some(info.token) != last && !(info.token == 0 && last.is_none()) {
+                    if Some(info.token) != last {
                         return fail(format!(
                             "{key}: L7 token {} but the last token issued is {last:?}",
                             info.token
                         ));
                     }
-                    let believed = self.model.grants.get(*key);
                     match info.state {
                         LockState::Held => {
                             let Some(g) = believed else {
@@ -653,22 +856,31 @@ impl Run {
                         }
                         LockState::Grace => self.seen.push("state GRACE"),
                         LockState::Free => {
-                            if let Some(g) = believed {
-                                let free_at = self.model.reassignable_at(g);
-                                if !now.has_reached(free_at) {
-                                    return fail(format!(
-                                        "{key}: FREE at {now:?} while token {} may be believed until {free_at:?}",
-                                        g.token
-                                    ));
-                                }
+                            if may_be_believed(&self.model) {
+                                return fail(format!(
+                                    "{key}: FREE at {now:?} while its holder may still believe it"
+                                ));
+                            }
+                            if after_sweep
+                                && self.in_flight.iter().all(|f| f.key != *key)
+                                && self.table.due(now).is_empty()
+                            {
+                                return fail(format!(
+                                    "{key}: FREE but still in memory after a complete sweep"
+                                ));
                             }
                             self.seen.push("state FREE");
                         }
                     }
                 }
                 Err(e) if e.code == LockErrorCode::LockUnknown => {
-                    if self.model.grants.contains_key(*key) {
-                        return fail(format!("{key}: LOCK_UNKNOWN while a grant is believed"));
+                    if may_be_believed(&self.model) {
+                        return fail(format!(
+                            "{key}: not in memory while its holder may still believe it"
+                        ));
+                    }
+                    if self.model.last_token.contains_key(*key) {
+                        self.seen.push("evicted");
                     }
                 }
                 Err(e) => return fail(format!("{key}: L7 failed: {e}")),
@@ -703,13 +915,17 @@ fn run_sequence(
 /// Outcomes a full run must reach, or the strategy has gone shallow.
 const MUST_REACH: &[&str] = &[
     "open",
+    "open refused at the cap",
     "heartbeat",
     "heartbeat refused",
     "delete",
     "grant",
     "begin",
     "finish refused",
+    "finish store failed",
+    "acquire store failed",
     "acquire LOCK_HELD",
+    "reacquire",
     "renew",
     "renew refused",
     "release",
@@ -717,6 +933,8 @@ const MUST_REACH: &[&str] = &[
     "revoke",
     "sweep grant",
     "sweep session",
+    "restart",
+    "evicted",
     "state HELD",
     "state GRACE",
     "state FREE",

@@ -121,7 +121,7 @@ async fn a_restarted_service_restores_grants_with_leases_from_its_own_start(kind
     let second = LockService::start(Limits::default(), store, Arc::new(clock2.clone()))
         .await
         .unwrap();
-    let info = second.info("k").unwrap();
+    let info = second.info("k").await.unwrap();
     assert_eq!(info.token, granted.token);
     assert_eq!(info.state, fencepost_api::lock::LockState::Held);
     // The restored session lives a full TTL from the takeover, and a heartbeat keeps it.
