@@ -24,5 +24,5 @@ pub use grace::{GraceParams, GracePolicy};
 pub use input::InputError;
 pub use latency::{LatencySpec, LatencySpecError};
 pub use ledger_check::{LedgerCheck, Violation, ViolationKind, check_ledger};
-pub use rail::{LedgerView, PayoutState, RailErrorCode};
+pub use rail::{LedgerView, OmittedSubmissions, PayoutState, RailErrorCode};
 pub use state_path::default_state_file;

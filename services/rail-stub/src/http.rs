@@ -95,7 +95,8 @@ fn payout_id(path: Result<Path<String>, PathRejection>) -> Result<String, RailEr
 /// Example body of R2/R3/R4.
 const TOKEN_EXAMPLE: &str = r#"{"token": 7}"#;
 
-/// `GET /healthz`: the process is up; shows the seed and latency for reports.
+/// `GET /healthz`: the process is up; shows the seed, the latency and where
+/// the ledger lives (`durable: false` for `memory`, which forgets on restart).
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     let config = state.config();
     Json(serde_json::json!({
@@ -103,6 +104,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         "seed": config.seed,
         "latency": config.latency.to_string(),
         "ledger": config.ledger.to_string(),
+        "durable": config.ledger.is_durable(),
     }))
     .into_response()
 }

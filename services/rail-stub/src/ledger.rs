@@ -16,13 +16,18 @@
 //! - R4 release: then PAID is `ALREADY_PAID`; otherwise back to PENDING.
 //! - R3 submit: then PAID is `DUPLICATE_SUBMISSION`; then anything but CLAIMED
 //!   by exactly this token is `NOT_CLAIMED`; only then is the payout paid.
-//!   Every submission, refused or not, is appended to `submissions`.
+//!   Every submission, refused or not, is recorded: appended to `submissions`
+//!   while it holds fewer than [`MAX_LISTED_SUBMISSIONS`] (and always when it
+//!   pays), else counted in `submissions_omitted` — so a payout's record is
+//!   bounded and `check_ledger` can still judge it.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use fencepost_api::clock::MonoTime;
-use fencepost_api::rail::{LedgerCounters, PayoutState, PayoutView, Submission, SubmissionOutcome};
+use fencepost_api::rail::{
+    LedgerCounters, MAX_LISTED_SUBMISSIONS, PayoutState, PayoutView, Submission, SubmissionOutcome,
+};
 
 /// Which fence refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +84,10 @@ pub struct Decision {
     pub next: Option<PayoutView>,
     /// The state reached, or why the request was refused.
     pub result: Result<PayoutState, Refusal>,
+    /// The submission this request appended to `next.submissions` (R3 only,
+    /// and only while the list has room or it pays), so the store appends one
+    /// row instead of rewriting the list.
+    pub appended: Option<Submission>,
 }
 
 impl Decision {
@@ -108,6 +117,7 @@ fn refuse(refusal: Refusal) -> Decision {
     Decision {
         next: None,
         result: Err(refusal),
+        appended: None,
     }
 }
 
@@ -118,6 +128,7 @@ fn accept(before: &PayoutView, next: PayoutView) -> Decision {
     Decision {
         next: (next != *before).then_some(next),
         result: Ok(state),
+        appended: None,
     }
 }
 
@@ -215,10 +226,19 @@ pub fn submit(p: &PayoutView, token: u64) -> Decision {
             SubmissionOutcome::Paid
         }
     };
-    next.submissions.push(Submission { token, outcome });
+    let submission = Submission { token, outcome };
+    let listed =
+        next.submissions.len() < MAX_LISTED_SUBMISSIONS || outcome == SubmissionOutcome::Paid;
+    if listed {
+        next.submissions.push(submission);
+    } else {
+        let counted = next.submissions_omitted.count(submission);
+        debug_assert!(counted.is_ok(), "a paying submission is always listed");
+    }
     Decision {
         next: Some(next),
         result: refusal.map_or(Ok(PayoutState::Paid), Err),
+        appended: listed.then_some(submission),
     }
 }
 
@@ -233,6 +253,7 @@ pub fn new_payout(payout_id: String, amount_minor: i64, currency: String) -> Pay
         paid_token: None,
         highest_token: 0,
         submissions: Vec::new(),
+        submissions_omitted: Default::default(),
     }
 }
 
@@ -466,6 +487,35 @@ mod tests {
         ));
         let p = step(&p, &claim(&p, 6));
         assert_eq!(p.claim_token, Some(6));
+    }
+
+    #[test]
+    fn submissions_past_the_first_64_are_counted_but_a_payment_is_always_listed() {
+        let mut p = pending();
+        for t in 0..100 {
+            let d = submit(&p, t % 3);
+            assert_eq!(d.appended.is_some(), t < 64, "attempt {t}");
+            p = step(&p, &d);
+        }
+        assert_eq!(p.submissions.len(), 64);
+        assert_eq!(p.submissions_omitted.total(), 36);
+        p = step(&p, &claim(&p, 5));
+        let paid = submit(&p, 5);
+        assert_eq!(paid.result, Ok(PayoutState::Paid));
+        assert_eq!(
+            paid.appended,
+            Some(Submission {
+                token: 5,
+                outcome: SubmissionOutcome::Paid
+            })
+        );
+        p = step(&p, &paid);
+        assert_eq!(p.submissions.len(), 65);
+        let stale = submit(&p, 4);
+        assert_eq!(stale.appended, None);
+        p = step(&p, &stale);
+        assert_eq!(p.submissions_omitted.max_fenced_token, Some(4));
+        assert_eq!(p.submissions_omitted.total(), 37);
     }
 
     #[test]

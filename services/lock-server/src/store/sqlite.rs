@@ -2,6 +2,10 @@
 //! `synchronous=FULL`, so a grant's token is on disk before the grant is
 //! returned and survives a kill -9 (and a power loss). Calls run on tokio's
 //! blocking pool; the connection mutex is never held across an await.
+//!
+//! The file is opened in exclusive locking mode and locked at start: a second
+//! lock-server on the same file (easy with one default path) fails to start
+//! instead of granting the same keys from its own memory.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -31,10 +35,15 @@ impl SqliteStore {
         let p = path.clone();
         let conn = tokio::task::spawn_blocking(move || -> Result<Connection, StoreError> {
             let conn = Connection::open(&p)?;
+            // Set first: a file held by another process fails within this.
+            conn.busy_timeout(std::time::Duration::from_secs(1))?;
+            // Exclusive before WAL: the lock the first write takes is kept
+            // until the connection closes (and no shared-memory index is used).
+            conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "FULL")?;
-            conn.busy_timeout(std::time::Duration::from_secs(5))?;
             conn.execute_batch(SCHEMA)?;
+            conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")?;
             Ok(conn)
         })
         .await??;
