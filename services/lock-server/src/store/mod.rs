@@ -218,7 +218,12 @@ pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
     Err(StoreError::BadUrl(url.to_string()))
 }
 
-/// The schema both SQL stores share (SQLite and PostgreSQL both take it).
+/// The schema both SQL stores share (SQLite and PostgreSQL both take it;
+/// SQLite creates `fp_locks` `WITHOUT ROWID`, see [`sqlite`]). The holder
+/// index is partial: it holds the held keys only, so a grant or release of one
+/// of a million FREE keys touches one small, hot index page rather than a
+/// random leaf of a million NULL entries (the full index of earlier versions
+/// is dropped).
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS fp_sessions (
     id       TEXT PRIMARY KEY,
@@ -232,8 +237,8 @@ CREATE TABLE IF NOT EXISTS fp_locks (
     holder_token   BIGINT,
     lease_ms       BIGINT
 );
-CREATE INDEX IF NOT EXISTS fp_locks_holder ON fp_locks (holder_session);
-CREATE INDEX IF NOT EXISTS fp_locks_held ON fp_locks (holder_token) WHERE holder_token IS NOT NULL;
+CREATE INDEX IF NOT EXISTS fp_locks_holder_live ON fp_locks (holder_session) WHERE holder_session IS NOT NULL;
+DROP INDEX IF EXISTS fp_locks_holder;
 ";
 
 /// Issues the next token and sets the holder in one statement.
@@ -257,7 +262,7 @@ pub(crate) const SET_LEASE_SQL: &str =
 pub(crate) const SELECT_SESSIONS_SQL: &str = "SELECT id, owner_id, ttl_ms FROM fp_sessions";
 pub(crate) const SELECT_LOCKS_SQL: &str =
     "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks";
-pub(crate) const SELECT_HELD_LOCKS_SQL: &str = "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks WHERE holder_token IS NOT NULL";
+pub(crate) const SELECT_HELD_LOCKS_SQL: &str = "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks WHERE holder_session IS NOT NULL";
 pub(crate) const SELECT_LAST_TOKEN_SQL: &str = "SELECT last_token FROM fp_locks WHERE key = $1";
 
 /// Builds a [`KeyRecord`] from one `fp_locks` row's columns.
