@@ -408,7 +408,7 @@ impl LedgerStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{claim, new_payout, submit};
+    use crate::ledger::{Decision, claim, new_payout, submit};
 
     #[test]
     fn ledger_specs_parse_and_display() {
@@ -429,6 +429,21 @@ mod tests {
         );
         assert!(LedgerSpec::durable_default().is_durable());
         assert!(!LedgerSpec::Memory.is_durable());
+    }
+
+    /// Saves what `d` changed, as the state layer does; returns the payout after it.
+    fn save_decision(
+        store: &mut LedgerStore,
+        d: &Decision,
+        counters: &LedgerCounters,
+    ) -> PayoutView {
+        let next = d.next.clone().expect("a change");
+        let change = Change {
+            view: &next,
+            appended: d.appended.as_ref(),
+        };
+        store.save(&[change], counters).unwrap();
+        next
     }
 
     fn temp_file(tag: &str) -> PathBuf {
@@ -469,29 +484,9 @@ mod tests {
         let mut c = new_payout("c".into(), 1, "EUR".into());
         for t in [1, 1, 2] {
             let d = if t == 2 { claim(&c, 2) } else { submit(&c, t) };
-            let next = d.next.clone().unwrap();
-            store
-                .save(
-                    &[Change {
-                        view: &next,
-                        appended: d.appended.as_ref(),
-                    }],
-                    &counters,
-                )
-                .unwrap();
-            c = next;
+            c = save_decision(&mut store, &d, &counters);
         }
-        let d = submit(&c, 2);
-        c = d.next.clone().unwrap();
-        store
-            .save(
-                &[Change {
-                    view: &c,
-                    appended: d.appended.as_ref(),
-                }],
-                &counters,
-            )
-            .unwrap();
+        c = save_decision(&mut store, &submit(&c, 2), &counters);
         drop(store);
         let store = LedgerStore::open(&LedgerSpec::Sqlite(path.clone())).unwrap();
         let (payouts, loaded) = store.load().unwrap();
@@ -534,17 +529,11 @@ mod tests {
         let mut store = LedgerStore::open(&LedgerSpec::Sqlite(path.clone())).unwrap();
         let (payouts, _) = store.load().unwrap();
         assert_eq!(payouts[0].submissions.len(), 1);
-        let d = submit(&payouts[0], 3);
-        let next = d.next.clone().unwrap();
-        store
-            .save(
-                &[Change {
-                    view: &next,
-                    appended: d.appended.as_ref(),
-                }],
-                &LedgerCounters::default(),
-            )
-            .unwrap();
+        let next = save_decision(
+            &mut store,
+            &submit(&payouts[0], 3),
+            &LedgerCounters::default(),
+        );
         let (payouts, _) = store.load().unwrap();
         assert_eq!(payouts, vec![next]);
         drop(store);

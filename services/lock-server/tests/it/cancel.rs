@@ -21,6 +21,15 @@ use serde_json::json;
 
 use crate::support::{Fault, FaultyStore, TestServer};
 
+/// The store methods that write.
+const WRITES: [&str; 5] = [
+    "create_session",
+    "delete_session",
+    "grant",
+    "set_lease",
+    "clear_grant",
+];
+
 /// How long a condition may take to become true (real time).
 const PATIENCE: Duration = Duration::from_secs(5);
 
@@ -198,13 +207,7 @@ async fn every_503_leaves_no_trace_not_even_an_empty_key() {
         )
         .await;
     assert_eq!(st, StatusCode::NO_CONTENT);
-    for method in [
-        "create_session",
-        "delete_session",
-        "grant",
-        "set_lease",
-        "clear_grant",
-    ] {
+    for method in WRITES {
         store.set(method, Some(Fault::Fail));
     }
     let before = s.service.state_digest().await;
@@ -260,13 +263,7 @@ async fn every_503_leaves_no_trace_not_even_an_empty_key() {
         (st, body["code"].as_str()),
         (StatusCode::NOT_FOUND, Some("LOCK_UNKNOWN"))
     );
-    for method in [
-        "create_session",
-        "delete_session",
-        "grant",
-        "set_lease",
-        "clear_grant",
-    ] {
+    for method in WRITES {
         store.set(method, None);
     }
     let (st, body) = s.acquire("freed", &a, 30_000).await;

@@ -45,6 +45,17 @@ async fn open_session(c: &reqwest::Client, base: &str, ttl_ms: u64) -> String {
     body["session_id"].as_str().unwrap().to_string()
 }
 
+/// `GET url` as JSON.
+async fn get_json(c: &reqwest::Client, url: String) -> Value {
+    c.get(url)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON body")
+}
+
 /// The highest token any grant reply carried, per key.
 type Highest = Arc<Mutex<HashMap<String, u64>>>;
 
@@ -390,14 +401,7 @@ async fn postgres_a_table_lock_outlasting_the_clients_wedges_no_key_and_memory_a
     {
         let (key, last, holder): (String, i64, Option<String>) =
             (row.get(0), row.get(1), row.get(2));
-        let info: Value = c
-            .get(format!("{base}/v1/locks/{key}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let info = get_json(&c, format!("{base}/v1/locks/{key}")).await;
         assert_eq!(info["token"].as_u64(), Some(last as u64), "{key}: {info}");
         assert_eq!(info["state"], "HELD", "{key}: {info}");
         assert_eq!(
@@ -406,14 +410,13 @@ async fn postgres_a_table_lock_outlasting_the_clients_wedges_no_key_and_memory_a
             "{key}: the store's holder"
         );
     }
-    let hb: Value = c
-        .post(format!("{base}/v1/sessions/{doomed}/heartbeat"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, hb) = post(
+        &c,
+        format!("{base}/v1/sessions/{doomed}/heartbeat"),
+        json!({}),
+    )
+    .await
+    .unwrap();
     assert_eq!(hb["code"], "SESSION_UNKNOWN", "the deleted session: {hb}");
 }
 
@@ -507,14 +510,7 @@ async fn restarted_with_its_default_store_the_server_keeps_tokens_rising() {
     let mut tokens = Vec::new();
     for run in 0..2 {
         let server = EnvServer::start(&state, &[]);
-        let cfg: Value = c
-            .get(format!("{}/v1/config", server.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let cfg = get_json(&c, format!("{}/v1/config", server.base)).await;
         let file = state.join("fencepost").join("lock.sqlite");
         assert_eq!(
             (
@@ -547,14 +543,7 @@ async fn the_memory_store_says_at_start_and_in_config_that_tokens_restart() {
     let state = temp_dir("xdg-state-mem");
     let c = reqwest::Client::new();
     let server = EnvServer::start(&state, &["--store", "memory:"]);
-    let cfg: Value = c
-        .get(format!("{}/v1/config", server.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let cfg = get_json(&c, format!("{}/v1/config", server.base)).await;
     assert_eq!(
         (cfg["store"].as_str(), cfg["durable"].as_bool()),
         (Some("memory"), Some(false))

@@ -6,14 +6,19 @@ use serde_json::json;
 
 use crate::common::{Rail, assert_error, temp_path};
 
-#[tokio::test]
-async fn the_sqlite_ledger_reloads_payouts_fences_and_counters_after_a_restart() {
-    let dir = temp_path("reload");
-    let config = Config {
+/// No latency, seed 1, an SQLite ledger in `dir`.
+fn sqlite_config(dir: &std::path::Path) -> Config {
+    Config {
         latency: "fixed:0ms".parse().unwrap(),
         seed: 1,
         ledger: LedgerSpec::Sqlite(dir.join("rail.db")),
-    };
+    }
+}
+
+#[tokio::test]
+async fn the_sqlite_ledger_reloads_payouts_fences_and_counters_after_a_restart() {
+    let dir = temp_path("reload");
+    let config = sqlite_config(&dir);
     let before = {
         let rail = Rail::with_config(config.clone());
         rail.create("p-1").await;
@@ -79,11 +84,7 @@ async fn the_sqlite_ledger_reloads_payouts_fences_and_counters_after_a_restart()
 async fn a_payouts_submissions_are_bounded_counted_and_still_checkable_after_a_restart() {
     use fencepost_api::rail::MAX_LISTED_SUBMISSIONS;
     let dir = temp_path("bounded");
-    let config = Config {
-        latency: "fixed:0ms".parse().unwrap(),
-        seed: 1,
-        ledger: LedgerSpec::Sqlite(dir.join("rail.db")),
-    };
+    let config = sqlite_config(&dir);
     let before = {
         let rail = Rail::with_config(config.clone());
         rail.create("p-1").await;
