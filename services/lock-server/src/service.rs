@@ -256,7 +256,21 @@ impl LockService {
         if let Some(token) = plan.reacquire {
             let granted = self
                 .persist_lease(key, token, plan.lease, persist, now)
-                .await?;
+                .await
+                .map_err(|e| match e {
+                    // Released while the longer lease was being written: the
+                    // key may be free now, so this is an acquire to retry.
+                    ServiceError::Refused(c) if c.code == LockErrorCode::LockLost => {
+                        ServiceError::Refused(CoreError {
+                            code: LockErrorCode::LockHeld,
+                            message: format!(
+                                "lock {key} changed while being re-acquired; retry after 1 ms"
+                            ),
+                            retry_after_ms: Some(1),
+                        })
+                    }
+                    other => other,
+                })?;
             bump(&self.counters.reacquires, 1);
             tracing::debug!(event = "reacquire", key, token, lease_ms = granted.lease_ms);
             return Ok(granted);

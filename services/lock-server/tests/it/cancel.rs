@@ -272,3 +272,44 @@ async fn every_503_leaves_no_trace_not_even_an_empty_key() {
         (StatusCode::OK, Some(freed + 1))
     );
 }
+
+#[tokio::test]
+async fn a_re_acquire_whose_grant_is_released_during_its_lease_write_asks_for_a_retry() {
+    let (s, store) = faulty_server().await;
+    let s = Arc::new(s);
+    let a = s.open_session("a", 600_000).await;
+    let (_, body) = s.acquire("k1", &a, 100).await;
+    let token = body["token"].as_u64().unwrap();
+    // A re-acquire that lengthens the lease must write it first; hold that write.
+    store.set("set_lease", Some(Fault::HoldReply));
+    let reacquire = {
+        let (s, a) = (s.clone(), a.clone());
+        tokio::spawn(async move { s.acquire("k1", &a, 10_000).await })
+    };
+    store.held_call().await;
+    let (st, _) = s
+        .call(
+            Method::POST,
+            "/v1/locks/k1/release",
+            Some(json!({"session_id": a, "token": token})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::NO_CONTENT);
+    store.open();
+    let (st, body) = reacquire.await.unwrap();
+    assert_eq!(
+        (st, body["code"].as_str(), body["retry_after_ms"].as_u64()),
+        (StatusCode::CONFLICT, Some("LOCK_HELD"), Some(1)),
+        "{body}"
+    );
+    assert!(
+        s.service.audit().await.is_empty(),
+        "{:?}",
+        s.service.audit().await
+    );
+    let (st, body) = s.acquire("k1", &a, 10_000).await;
+    assert_eq!(
+        (st, body["token"].as_u64()),
+        (StatusCode::OK, Some(token + 1))
+    );
+}
