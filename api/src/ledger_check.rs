@@ -1,10 +1,12 @@
 //! The C2 ledger invariant, checked from R6's output alone: **every payout is
 //! paid at most once, by a submission whose token was the highest the payout
-//! had seen.** R5/R6 carry, per payout, every R3 attempt in arrival order
-//! (`submissions`, each `{token, outcome}`) and `highest_token` (the highest
-//! token of any *accepted* R2/R3/R4 request), which is enough to decide it
-//! with no access to the rail-stub's memory. The rail-stub's tests, the bench
-//! and every experiment run [`check_ledger`] after their cells.
+//! had seen.** R5/R6 carry, per payout, its R3 attempts in arrival order
+//! (`submissions`, each `{token, outcome}`: the first 64 and every paying one),
+//! the attempts left out as counts with their highest fenced-out token
+//! (`submissions_omitted`), and `highest_token` (the highest token of any
+//! *accepted* R2/R3/R4 request), which is enough to decide it with no access
+//! to the rail-stub's memory. The rail-stub's tests, the bench and every
+//! experiment run [`check_ledger`] after their cells.
 
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +103,10 @@ pub fn check_ledger(ledger: &LedgerView) -> LedgerCheck {
                 SubmissionOutcome::NotClaimed => recorded.not_claimed += 1,
             }
         }
+        let o = &p.submissions_omitted;
+        recorded.fenced_out_fence2 += o.fenced_out;
+        recorded.duplicate_attempted += o.duplicate;
+        recorded.not_claimed += o.not_claimed;
     }
     let c = &ledger.counters;
     for (name, counted, seen) in [
@@ -210,6 +216,21 @@ fn check_payout(p: &PayoutView, check: &mut LedgerCheck) {
             _ => {}
         }
     }
+    // Omitted attempts have no place in the order; a fenced-out one is taken
+    // as possibly before the payment. That is exact for a sound rail: once a
+    // payout is paid its highest token stays the payer's, so every fenced-out
+    // token, before or after, is below it.
+    if let Some(u) = p.submissions_omitted.max_fenced_token {
+        for &payer in payers.iter().filter(|&&t| t <= u) {
+            stale = true;
+            violate(
+                ViolationKind::StalePaid,
+                format!(
+                    "paid by token {payer} although token {u} was fenced out (an omitted submission)"
+                ),
+            );
+        }
+    }
 
     if is_paid {
         check.paid += 1;
@@ -249,6 +270,7 @@ mod tests {
             },
             highest_token: highest,
             submissions: subs,
+            submissions_omitted: Default::default(),
         }
     }
 
@@ -426,6 +448,53 @@ mod tests {
         );
         // The reported counts are the counters' (what the metrics showed), not recomputed.
         assert_eq!(check.duplicate_attempted, 0);
+    }
+
+    #[test]
+    fn omitted_submissions_count_and_their_fenced_tokens_still_judge_the_payment() {
+        use SubmissionOutcome::*;
+        let mut p = payout(
+            "a",
+            PayoutState::Paid,
+            9,
+            vec![sub(3, NotClaimed), sub(9, Paid)],
+        );
+        for s in [
+            sub(4, FencedOut),
+            sub(8, FencedOut),
+            sub(9, Duplicate),
+            sub(2, NotClaimed),
+        ] {
+            p.submissions_omitted.count(s).unwrap();
+        }
+        assert!(
+            p.submissions_omitted.count(sub(9, Paid)).is_err(),
+            "a payer is never omitted"
+        );
+        let mut l = ledger(vec![p.clone()], 0);
+        l.counters.fenced_out_fence2 += 2;
+        l.counters.duplicate_attempted += 1;
+        l.counters.not_claimed += 1;
+        let check = check_ledger(&l);
+        assert!(check.holds(), "{:?}", check.violations);
+        // Counters must also account for the omitted ones.
+        let mut short = l.clone();
+        short.counters.fenced_out_fence2 -= 2;
+        assert_eq!(
+            kinds(&check_ledger(&short)),
+            vec![(None, ViolationKind::CounterMismatch)]
+        );
+        // An omitted fenced-out token at or above the payer's makes the payment stale.
+        let mut bad = l;
+        bad.payouts[0].submissions_omitted.max_fenced_token = Some(9);
+        let check = check_ledger(&bad);
+        assert_eq!(check.stale_paid, 1);
+        assert_eq!(kinds(&check), vec![(Some("a"), ViolationKind::StalePaid)]);
+        // R5/R6 say what was left out, and nothing when nothing was.
+        let text = serde_json::to_string(&p).unwrap();
+        assert!(text.contains(r#""submissions_omitted":{"fenced_out":2,"duplicate":1,"not_claimed":1,"max_fenced_token":8}"#), "{text}");
+        let plain = payout("b", PayoutState::Pending, 0, vec![]);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("omitted"));
     }
 
     #[test]

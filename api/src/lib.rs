@@ -2,7 +2,8 @@
 //! (lock-server) and C2 (rail-stub) wire types and error codes, the monotonic
 //! [`clock::Clock`] seam that every expiry decision goes through, the duration
 //! syntax of the C4 configuration keys, the server's grace formula, and the
-//! ledger invariant check that the bench and the experiments run on R6's output.
+//! ledger invariant check that the bench and the experiments run on R6's output,
+//! and where the services keep their durable state by default ([`state_path`]).
 //!
 //! Nothing here does I/O. Keeping these in one crate means a change to the wire
 //! is one change, seen by the server and the client at once.
@@ -15,6 +16,7 @@ pub mod latency;
 pub mod ledger_check;
 pub mod lock;
 pub mod rail;
+pub mod state_path;
 
 pub use clock::{Clock, FakeClock, MonoTime, MonotonicClock};
 pub use duration::{DurationParseError, format_duration, parse_duration};
@@ -22,4 +24,5 @@ pub use grace::{GraceParams, GracePolicy};
 pub use input::InputError;
 pub use latency::{LatencySpec, LatencySpecError};
 pub use ledger_check::{LedgerCheck, Violation, ViolationKind, check_ledger};
-pub use rail::{LedgerView, PayoutState, RailErrorCode};
+pub use rail::{LedgerView, OmittedSubmissions, PayoutState, RailErrorCode};
+pub use state_path::default_state_file;

@@ -251,6 +251,14 @@ pub struct ServerConfigView {
     pub grace_for_session_ttl_ms: f64,
     /// The store kind: `memory`, `sqlite` or `postgres` (never its credentials).
     pub store: String,
+    /// The SQLite file, when the store is one (absent for `memory` and `postgres`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_path: Option<String>,
+    /// True when tokens survive a restart of the server; false for `memory:`,
+    /// whose tokens start again at 1 after a restart (fencing is then unsafe
+    /// across restarts).
+    #[serde(default)]
+    pub durable: bool,
 }
 
 /// The rule for lock keys, in words.

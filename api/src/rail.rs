@@ -231,6 +231,56 @@ pub struct Submission {
     pub outcome: SubmissionOutcome,
 }
 
+/// How many R3 attempts a payout's `submissions` list holds besides the paying
+/// one: the first 64 attempts are listed, and every paying attempt is always
+/// listed; the others are only counted, in [`OmittedSubmissions`].
+pub const MAX_LISTED_SUBMISSIONS: usize = 64;
+
+/// The R3 attempts a payout's `submissions` list leaves out (those after the
+/// first [`MAX_LISTED_SUBMISSIONS`]; a paying attempt is never left out), by
+/// outcome, with the highest token among the fenced-out ones — what
+/// [`crate::ledger_check::check_ledger`] needs to judge the payout without them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OmittedSubmissions {
+    /// Attempts refused by fence 2.
+    pub fenced_out: u64,
+    /// Attempts on a payout already PAID.
+    pub duplicate: u64,
+    /// Attempts by a token that did not hold the claim.
+    pub not_claimed: u64,
+    /// The highest token among the omitted fenced-out attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fenced_token: Option<u64>,
+}
+
+impl OmittedSubmissions {
+    /// Counts one attempt that is not listed. A paying attempt is never
+    /// omitted; counting one is a caller bug, and is refused.
+    pub fn count(&mut self, s: Submission) -> Result<(), Submission> {
+        match s.outcome {
+            SubmissionOutcome::Paid => return Err(s),
+            SubmissionOutcome::FencedOut => {
+                self.fenced_out += 1;
+                self.max_fenced_token = self.max_fenced_token.max(Some(s.token));
+            }
+            SubmissionOutcome::Duplicate => self.duplicate += 1,
+            SubmissionOutcome::NotClaimed => self.not_claimed += 1,
+        }
+        Ok(())
+    }
+
+    /// How many attempts were omitted.
+    pub fn total(&self) -> u64 {
+        self.fenced_out + self.duplicate + self.not_claimed
+    }
+
+    /// True when nothing was omitted.
+    pub fn is_empty(&self) -> bool {
+        *self == OmittedSubmissions::default()
+    }
+}
+
 /// R5 reply, and one entry of R6.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PayoutView {
@@ -251,9 +301,13 @@ pub struct PayoutView {
     /// The highest token of any accepted R2/R3/R4 request; 0 before any.
     #[serde(default)]
     pub highest_token: u64,
-    /// Every R3 attempt on this payout, in the order decided.
+    /// The R3 attempts on this payout, in the order decided: the first
+    /// [`MAX_LISTED_SUBMISSIONS`], and every paying one.
     #[serde(default)]
     pub submissions: Vec<Submission>,
+    /// The attempts `submissions` leaves out, counted; absent when none is.
+    #[serde(default, skip_serializing_if = "OmittedSubmissions::is_empty")]
+    pub submissions_omitted: OmittedSubmissions,
 }
 
 /// The rail-stub's counters, as R6 reports them (C5 names in the docs).

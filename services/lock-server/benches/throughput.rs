@@ -16,12 +16,14 @@
 //! `--bench` (as `cargo test --benches` does) it is a short smoke run on
 //! `memory:` that writes nothing.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use fencepost_api::clock::MonotonicClock;
-use lock_server::Limits;
+use common::{
+    Pair, Server, acquire_release, env_f64, full_run, heartbeat, http_client, open_session,
+    output_path, quantile, redact, temp_dir, unique_nanos, write_json,
+};
 use serde_json::{Value, json};
 
 /// The operation a measurement loops.
@@ -57,7 +59,7 @@ impl Params {
     fn from_env() -> Self {
         // cargo passes `--bench` to a harness-less bench under `cargo bench`
         // (and maybe criterion-style filters); everything else is ignored.
-        let full = std::env::args().skip(1).any(|a| a == "--bench");
+        let full = full_run();
         let secs = env_f64("FP_BENCH_SECONDS").unwrap_or(3.0);
         let concurrency = env_f64("FP_BENCH_CONCURRENCY").map_or(16, |c| c.max(1.0) as usize);
         if full {
@@ -72,17 +74,6 @@ impl Params {
                 concurrency: concurrency.min(4),
                 full,
             }
-        }
-    }
-}
-
-fn env_f64(name: &str) -> Option<f64> {
-    let v = std::env::var(name).ok()?;
-    match v.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Some(x),
-        _ => {
-            eprintln!("ignoring {name}={v:?}: not a positive number");
-            None
         }
     }
 }
@@ -141,90 +132,6 @@ impl TaskResult {
     }
 }
 
-/// The `q` quantile (0..=1) of sorted values, nearest rank.
-fn quantile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// A lock-server serving on loopback until [`Server::stop`] (or until dropped).
-struct Server {
-    base: String,
-    /// Resolving this ends `lock_server::run`.
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    /// The serving task, awaited on stop so the store is closed before the next one opens.
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl Server {
-    async fn start(store_url: &str) -> Result<Server, String> {
-        let service = lock_server::start_service(
-            Limits::default(),
-            store_url,
-            Arc::new(MonotonicClock::new()),
-        )
-        .await
-        .map_err(|e| format!("store {}: {e}", redact(store_url)))?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| format!("bind: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(lock_server::run(listener, service, async move {
-            let _ = rx.await;
-        }));
-        Ok(Server {
-            base: format!("http://{addr}"),
-            stop: Some(tx),
-            task,
-        })
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        match (&mut self.task).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("server ended with an error: {e}"),
-            Err(e) => eprintln!("server task failed: {e}"),
-        }
-    }
-}
-
-/// A store URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(s), Some(at)) if url[s + 3..at].contains(':') => {
-            let user_end = s + 3 + url[s + 3..at].find(':').unwrap_or(0);
-            format!("{}:***{}", &url[..user_end], &url[at..])
-        }
-        _ => url.split('?').next().unwrap_or(url).to_string(),
-    }
-}
-
-/// L1: a session for one client task.
-async fn open_session(client: &reqwest::Client, base: &str, owner: &str) -> Result<String, String> {
-    let resp = client
-        .post(format!("{base}/v1/sessions"))
-        .json(&json!({"owner_id": owner, "ttl_ms": 60_000}))
-        .send()
-        .await
-        .map_err(|e| format!("L1: {e}"))?;
-    let status = resp.status();
-    let body: Value = resp.json().await.map_err(|e| format!("L1 body: {e}"))?;
-    if status.as_u16() != 201 {
-        return Err(format!("L1: {status} {body}"));
-    }
-    body["session_id"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| format!("L1: no session_id in {body}"))
-}
-
 /// One operation; `Ok(())` only when every request in it succeeded.
 async fn one_op(
     client: &reqwest::Client,
@@ -234,45 +141,12 @@ async fn one_op(
     key: &str,
 ) -> Result<(), String> {
     match op {
-        Op::Heartbeat => {
-            let resp = client
-                .post(format!("{base}/v1/sessions/{session}/heartbeat"))
-                .send()
-                .await
-                .map_err(|e| format!("L2: {e}"))?;
-            let status = resp.status();
-            let body = resp.bytes().await.map_err(|e| format!("L2 body: {e}"))?;
-            if status.as_u16() != 200 {
-                return Err(format!("L2: {status} {}", String::from_utf8_lossy(&body)));
-            }
-        }
-        Op::AcquireRelease => {
-            let resp = client
-                .post(format!("{base}/v1/locks/{key}/acquire"))
-                .json(&json!({"session_id": session}))
-                .send()
-                .await
-                .map_err(|e| format!("L4: {e}"))?;
-            let status = resp.status();
-            let body: Value = resp.json().await.map_err(|e| format!("L4 body: {e}"))?;
-            let token = match (status.as_u16(), body["token"].as_u64()) {
-                (200, Some(t)) => t,
-                _ => return Err(format!("L4: {status} {body}")),
-            };
-            let resp = client
-                .post(format!("{base}/v1/locks/{key}/release"))
-                .json(&json!({"session_id": session, "token": token}))
-                .send()
-                .await
-                .map_err(|e| format!("L6: {e}"))?;
-            let status = resp.status();
-            let body = resp.bytes().await.map_err(|e| format!("L6 body: {e}"))?;
-            if status.as_u16() != 204 {
-                return Err(format!("L6: {status} {}", String::from_utf8_lossy(&body)));
-            }
-        }
+        Op::Heartbeat => heartbeat(client, base, session).await,
+        Op::AcquireRelease => match acquire_release(client, base, session, key).await? {
+            Pair::Done(_) => Ok(()),
+            Pair::Held => Err(format!("L4 {key}: LOCK_HELD on the task's own key")),
+        },
     }
-    Ok(())
 }
 
 /// One measurement: `concurrency` tasks loop `op` for `duration` against `base`.
@@ -366,13 +240,6 @@ async fn fresh_pg_schema(url: &str) -> Result<(String, String), String> {
     ))
 }
 
-/// Sub-second wall-clock nanoseconds: with the pid, enough to name a temp dir or schema.
-fn unique_nanos() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos())
-}
-
 /// Runs one statement on PostgreSQL.
 async fn pg_exec(url: &str, sql: &str) -> Result<(), String> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -388,27 +255,10 @@ async fn pg_exec(url: &str, sql: &str) -> Result<(), String> {
     done
 }
 
-/// Where the JSON goes: `$CARGO_TARGET_DIR` (run time, then build time), else the workspace's `target/`.
-fn output_path() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| option_env!("CARGO_TARGET_DIR").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target
-        .join("fencepost-bench")
-        .join("lock-server-throughput.json")
-}
-
 /// Benchmarks one store: both operations, on one server.
 async fn bench_store(store: &str, url: &str, p: &Params) -> Result<Vec<Row>, String> {
     // A client per server, so no pooled connection outlives the server it was for.
-    let client = &reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(p.concurrency * 2)
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))?;
+    let client = &http_client(p.concurrency)?;
     let server = Server::start(url).await?;
     let mut rows = Vec::new();
     for op in [Op::Heartbeat, Op::AcquireRelease] {
@@ -461,12 +311,7 @@ async fn run(p: Params) -> Result<Vec<Row>, String> {
         return Ok(rows);
     }
 
-    let dir = std::env::temp_dir().join(format!(
-        "fencepost-bench-{}-{:x}",
-        std::process::id(),
-        unique_nanos()
-    ));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = temp_dir("bench")?;
     let sqlite = format!("sqlite:{}", dir.join("lock.sqlite").display());
     let result = bench_store("sqlite", &sqlite, &p).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -514,7 +359,6 @@ fn main() {
     if !p.full {
         return;
     }
-    let out = output_path();
     let doc = json!({
         "bench": "lock-server-throughput",
         "seconds_per_measurement": p.duration.as_secs_f64(),
@@ -523,17 +367,5 @@ fn main() {
         "note": "server and clients in one process on one multi-thread tokio runtime, loopback HTTP/1.1, closed loop",
         "rows": rows.iter().map(Row::to_json).collect::<Vec<_>>(),
     });
-    let written = out
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|_| {
-            std::fs::write(
-                &out,
-                serde_json::to_string_pretty(&doc).expect("json") + "\n",
-            )
-        });
-    match written {
-        Ok(()) => eprintln!("wrote {}", out.display()),
-        Err(e) => eprintln!("could not write {}: {e}", out.display()),
-    }
+    write_json(&output_path("lock-server-throughput.json"), &doc);
 }

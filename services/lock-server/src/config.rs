@@ -16,8 +16,13 @@ use crate::core::Limits;
 /// Durations take a unit: 250ms, 15s, 2m. Every option can also be set by the
 /// environment variable shown.
 ///
+/// The default store is one stable SQLite file, so tokens keep rising across
+/// restarts (C1 §1): $XDG_STATE_HOME/fencepost/lock.sqlite, else
+/// $HOME/.local/state/fencepost/lock.sqlite, else ./fencepost-lock.sqlite.
+/// memory: is for tests only: its tokens start again at 1 after a restart.
+///
 /// Examples:
-///   lock-server                                  # sqlite in a temp file, 127.0.0.1:7070
+///   lock-server                                  # the default SQLite file, 127.0.0.1:7070
 ///   lock-server --store sqlite:/var/lib/fp/lock.sqlite --listen 0.0.0.0:7070
 ///   lock-server --store postgres://fencepost@127.0.0.1:5432/fencepost
 ///   lock-server --listen 127.0.0.1:0 --store memory: --default-ttl 1s --session-ttl 1s
@@ -30,9 +35,9 @@ pub struct Args {
     #[arg(long, env = "LOCK_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
 
-    /// lock.store: memory: (not durable), sqlite:PATH (sqlite: alone = a new
-    /// temp file), or postgres://USER[:PASS]@HOST:PORT/DB.
-    #[arg(long, env = "LOCK_STORE", default_value = "sqlite:")]
+    /// lock.store: sqlite:PATH (sqlite: alone = the default file), postgres://USER[:PASS]@HOST:PORT/DB,
+    /// or memory: (NOT durable: tokens start again at 1 after a restart; tests only).
+    #[arg(long, env = "LOCK_STORE", default_value_t = crate::store::default_store_url())]
     pub store: String,
 
     /// lock.session.ttl: the session TTL when L1 asks for none.
@@ -175,6 +180,14 @@ mod tests {
     #[test]
     fn defaults_are_the_c4_values() {
         assert_eq!(args(&[]).limits().unwrap(), Limits::default());
+    }
+
+    #[test]
+    fn the_default_store_is_the_stable_sqlite_file() {
+        let a = args(&[]);
+        assert_eq!(a.store, crate::store::default_store_url());
+        assert!(a.store.starts_with("sqlite:"), "{}", a.store);
+        assert!(a.store.ends_with("lock.sqlite"), "{}", a.store);
     }
 
     #[test]

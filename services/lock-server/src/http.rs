@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -224,59 +224,61 @@ async fn delete_session(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A lock route's `{key}` (validated first: a bad key is refused before the
+/// body is read) and its JSON body.
+struct KeyCall<T> {
+    key: String,
+    body: T,
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for KeyCall<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
+        let (mut parts, body) = req.into_parts();
+        let key = key_of(Path::<String>::from_request_parts(&mut parts, state).await)?;
+        let body = read_json(&parts.headers, body, false).await?;
+        Ok(KeyCall { key, body })
+    }
+}
+
 async fn acquire(
     State(s): State<Arc<LockService>>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    KeyCall { key, body }: KeyCall<AcquireRequest>,
 ) -> ApiResult<Response> {
-    let key = key_of(path)?;
-    let req: AcquireRequest = read_json(&headers, body, false).await?;
-    let granted = s.acquire(&key, &req.session_id, req.ttl_ms).await?;
+    let granted = s.acquire(&key, &body.session_id, body.ttl_ms).await?;
     Ok(Json(granted).into_response())
 }
 
 async fn renew(
     State(s): State<Arc<LockService>>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    KeyCall { key, body }: KeyCall<RenewRequest>,
 ) -> ApiResult<Response> {
-    let key = key_of(path)?;
-    let req: RenewRequest = read_json(&headers, body, false).await?;
     let granted = s
-        .renew(&key, &req.session_id, req.token, req.ttl_ms)
+        .renew(&key, &body.session_id, body.token, body.ttl_ms)
         .await?;
     Ok(Json(granted).into_response())
 }
 
 async fn release(
     State(s): State<Arc<LockService>>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    KeyCall { key, body }: KeyCall<ReleaseRequest>,
 ) -> ApiResult<StatusCode> {
-    let key = key_of(path)?;
-    let req: ReleaseRequest = read_json(&headers, body, false).await?;
-    s.release(&key, &req.session_id, req.token).await?;
+    s.release(&key, &body.session_id, body.token).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn revoke(
     State(s): State<Arc<LockService>>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    KeyCall { key, body }: KeyCall<RevokeRequest>,
 ) -> ApiResult<Response> {
-    let key = key_of(path)?;
-    let req: RevokeRequest = read_json(&headers, body, false).await?;
-    let n = req.reason.chars().count();
+    let n = body.reason.chars().count();
     if n == 0 || n > MAX_REASON_CHARS {
         return Err(ApiError::bad(format!(
             "reason is {n} characters; it must be 1-{MAX_REASON_CHARS}"
         )));
     }
-    Ok(Json(s.revoke(&key, &req.reason).await?).into_response())
+    Ok(Json(s.revoke(&key, &body.reason).await?).into_response())
 }
 
 async fn info(
@@ -284,7 +286,7 @@ async fn info(
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Response> {
     let key = key_of(path)?;
-    Ok(Json(s.info(&key)?).into_response())
+    Ok(Json(s.info(&key).await?).into_response())
 }
 
 async fn config(State(s): State<Arc<LockService>>) -> Response {

@@ -52,7 +52,14 @@ async fn main() {
     let addr = listener
         .local_addr()
         .expect("bound listener has an address");
-    tracing::info!(store = %service.config_view().store, %addr, "lock-server ready");
+    let view = service.config_view();
+    tracing::info!(
+        store = %view.store,
+        store_path = view.store_path.as_deref().unwrap_or(""),
+        durable = view.durable,
+        %addr,
+        "lock-server ready"
+    );
     println!("listening on http://{addr}");
     let _ = std::io::stdout().flush();
     if let Err(e) = lock_server::run(listener, service, shutdown_signal()).await {

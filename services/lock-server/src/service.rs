@@ -4,7 +4,17 @@
 //! follows the same order: decide under the table mutex, release it, persist
 //! through the store, then apply under the mutex. The mutex is never held
 //! across an await, and a store failure leaves the table untouched.
+//!
+//! **Cancel safety (C1 §8).** The persist-then-apply half of every mutation
+//! (L1, L3, L4, L5 when the lease grows, L6, L8, the sweeper's clears) runs on
+//! its own task ([`detached`]); the request only awaits it. When a client gives
+//! up and the HTTP server drops its handler, the task still runs to its end:
+//! the store's write is always followed by the matching change in memory (or,
+//! on a store failure, by the undo of the decision), so memory and store agree
+//! and no key is left pending. Operations that write nothing (L2, a renew that
+//! does not lengthen the lease) decide and apply under one mutex hold.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -15,7 +25,7 @@ use fencepost_api::lock::{
     LeaseGranted, LockErrorCode, LockInfo, LockOutcome, LockState, ServerConfigView, SessionGranted,
 };
 
-use crate::core::{CoreError, Limits, LockTable, ceil_ms};
+use crate::core::{Caps, CoreError, Limits, LockTable, Swept, ceil_ms};
 use crate::store::{LockStore, SessionRecord, StoreError};
 
 /// Why an operation failed: a refusal (a C1 code) or the store.
@@ -32,8 +42,10 @@ pub enum ServiceError {
 /// The C5 counters the server keeps (gauges are computed at scrape time).
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// `lock.grants`
+    /// `lock.grants`: new grants (L4 with a fresh token).
     pub grants: AtomicU64,
+    /// Re-acquires by the holding session (L4 answered with its current grant).
+    pub reacquires: AtomicU64,
     /// `lock.renewals`
     pub renewals: AtomicU64,
     /// `lock.releases` (L6, L3 and L8)
@@ -44,6 +56,10 @@ pub struct Counters {
     pub expired_leases: AtomicU64,
     /// Heartbeats answered (not in C5; useful next to the bench's count).
     pub heartbeats: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, n: usize) {
+    counter.fetch_add(n as u64, Ordering::Relaxed);
 }
 
 /// A serving lock-server's state. Cheap to share behind an `Arc`.
@@ -58,27 +74,73 @@ pub struct LockService {
     pub counters: Counters,
 }
 
+/// Runs a mutation's persist-and-apply half on its own task and waits for it.
+/// If the caller is dropped (the client went away), the task still runs to its
+/// end, so a store write is always followed by the matching change in memory.
+async fn detached<T: Send + 'static>(
+    op: impl Future<Output = Result<T, ServiceError>> + Send + 'static,
+) -> Result<T, ServiceError> {
+    match tokio::spawn(op).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(StoreError::Task(e).into()),
+    }
+}
+
+/// The reply to an L4 or L5 that granted `lease` with `token`.
+fn lease_granted(key: &str, token: u64, lease: Duration) -> LeaseGranted {
+    LeaseGranted {
+        key: key.to_string(),
+        token,
+        lease_ms: lease.as_millis() as u64,
+        expires_at: wall_clock_rfc3339_after(lease),
+    }
+}
+
 impl LockService {
-    /// Builds the service and restores what the store holds: every session's
-    /// TTL and every held grant's lease restart from now (C1 §6: a new server
-    /// only ever extends what a client was promised).
+    /// Builds the service with the default [`Caps`]; see [`start_with_caps`](Self::start_with_caps).
     pub async fn start(
         limits: Limits,
         store: Arc<dyn LockStore>,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>, StoreError> {
-        let snapshot = store.load().await?;
+        Self::start_with_caps(limits, Caps::default(), store, clock).await
+    }
+
+    /// Builds the service and restores what the store holds: every session's
+    /// TTL and every held grant's lease restart from now (C1 §6: a new server
+    /// only ever extends what a client was promised). Only held keys are read;
+    /// FREE keys stay in the store until used. A holder row whose session is
+    /// gone is cleared, so memory and store agree from the start.
+    pub async fn start_with_caps(
+        limits: Limits,
+        caps: Caps,
+        store: Arc<dyn LockStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>, StoreError> {
+        if !store.durable() {
+            tracing::warn!(
+                store = store.kind(),
+                "lock.store=memory: is not durable: tokens start again at 1 after a restart, so a \
+                 paused holder's old token can outrank new holders at the fences; use sqlite: or postgres:// \
+                 for anything but tests"
+            );
+        }
+        let snapshot = store.load_live().await?;
         let now = clock.now();
-        let mut table = LockTable::new(limits);
+        let mut table = LockTable::with_caps(limits, caps);
         for s in snapshot.sessions {
             table.restore_session(s.id, s.owner_id, Duration::from_millis(s.ttl_ms), now);
         }
+        let mut orphans = Vec::new();
         for k in snapshot.keys {
-            let grant = k
-                .holder
-                .map(|h| (h.token, h.session_id, Duration::from_millis(h.lease_ms)));
-            table.restore_key(k.key, k.last_token, grant, now);
+            let Some(h) = k.holder else { continue };
+            let lease = Duration::from_millis(h.lease_ms);
+            if !table.restore_grant(k.key.clone(), h.token, h.session_id, lease, now) {
+                orphans.push((k.key, h.token));
+            }
         }
+        store.clear_grants(&orphans).await?;
         Ok(Arc::new(LockService {
             clock,
             table: Mutex::new(table),
@@ -98,27 +160,33 @@ impl LockService {
 
     /// L1: opens a session; it is persisted before the reply.
     pub async fn create_session(
-        &self,
+        self: &Arc<Self>,
         owner_id: &str,
         ttl_ms: Option<u64>,
     ) -> Result<SessionGranted, ServiceError> {
         let now = self.clock.now();
-        let ttl = self.table().session_ttl_for(ttl_ms);
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        self.store
-            .create_session(&SessionRecord {
-                id: id.clone(),
-                owner_id: owner_id.to_string(),
-                ttl_ms: ttl.as_millis() as u64,
-            })
-            .await?;
-        self.table()
-            .insert_session(id.clone(), owner_id.to_string(), ttl, now);
-        Ok(SessionGranted {
-            session_id: id,
+        let ttl = {
+            let t = self.table();
+            t.check_create_session()?;
+            t.session_ttl_for(ttl_ms)
+        };
+        let record = SessionRecord {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            owner_id: owner_id.to_string(),
             ttl_ms: ttl.as_millis() as u64,
-            expires_at: wall_clock_rfc3339_after(ttl),
+        };
+        let this = Arc::clone(self);
+        detached(async move {
+            this.store.create_session(&record).await?;
+            let SessionRecord { id, owner_id, .. } = record;
+            this.table().insert_session(id.clone(), owner_id, ttl, now);
+            Ok(SessionGranted {
+                session_id: id,
+                ttl_ms: ttl.as_millis() as u64,
+                expires_at: wall_clock_rfc3339_after(ttl),
+            })
         })
+        .await
     }
 
     /// L2: restarts the session's TTL from this request's receipt. Memory only.
@@ -130,133 +198,234 @@ impl LockService {
     }
 
     /// L3: deletes the session and releases its keys at once.
-    pub async fn delete_session(&self, session_id: &str) -> Result<(), ServiceError> {
+    pub async fn delete_session(self: &Arc<Self>, session_id: &str) -> Result<(), ServiceError> {
         let now = self.clock.now();
-        self.table().check_delete_session(session_id, now)?;
-        self.store.delete_session(session_id).await?;
-        let released = self.table().apply_delete_session(session_id);
-        self.counters
-            .releases
-            .fetch_add(released.len() as u64, Ordering::Relaxed);
-        for (key, token) in released {
+        let held_before = self.table().check_delete_session(session_id, now)?;
+        let (this, id) = (Arc::clone(self), session_id.to_string());
+        detached(async move {
+            this.store.delete_session(&id).await?;
+            let released = this.table().apply_delete_session(&id);
+            bump(&this.counters.releases, released.len());
+            // A grant that finished while the delete was being written may
+            // have reached the store after it: clear those rows too.
+            let late: Vec<(String, u64)> = released
+                .into_iter()
+                .filter(|(k, _)| !held_before.contains(k))
+                .collect();
+            this.clear_late(&late).await;
             tracing::debug!(
                 event = "release",
-                key,
-                token,
-                session_id,
+                keys = held_before.len(),
                 via = "session_delete"
             );
-        }
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
-    /// L4: grants `key` to the session with a fresh token, persisted first.
+    /// Clears holder rows that memory already let go of (best effort: a row
+    /// left behind is cleared at the next start, as an orphan).
+    async fn clear_late(&self, grants: &[(String, u64)]) {
+        if grants.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.clear_grants(grants).await {
+            tracing::warn!(grants = grants.len(), error = %e, "could not clear released grants from the store");
+        }
+    }
+
+    /// L4: grants `key` to the session with a fresh token, persisted first. If
+    /// the session already holds the key, the answer is its current grant
+    /// (same token), the lease restarted from this request's receipt and never
+    /// shortened (C1 §7).
     pub async fn acquire(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         session_id: &str,
         ttl_ms: Option<u64>,
     ) -> Result<LeaseGranted, ServiceError> {
         let now = self.clock.now();
-        let plan = self.table().begin_acquire(key, session_id, ttl_ms, now)?;
-        let lease_ms = plan.lease.as_millis() as u64;
-        let token = match self.store.grant(key, session_id, lease_ms).await {
-            Ok(t) => t,
-            Err(e) => {
-                self.table().abort_acquire(key);
-                return Err(e.into());
-            }
+        let (plan, persist) = {
+            let mut t = self.table();
+            let plan = t.begin_acquire(key, session_id, ttl_ms, now)?;
+            let persist = plan
+                .reacquire
+                .and_then(|token| renew_in_memory(&mut t, key, token, plan.lease, now));
+            (plan, persist)
         };
-        let finished = self
-            .table()
-            .finish_acquire(key, session_id, token, &plan, now);
-        if let Err(refused) = finished {
-            // The session was deleted while the grant was being persisted.
-            let _ = self.store.clear_grant(key, token).await;
-            return Err(refused.into());
+        if let Some(token) = plan.reacquire {
+            let granted = self
+                .persist_lease(key, token, plan.lease, persist, now)
+                .await
+                .map_err(|e| match e {
+                    // Released while the longer lease was being written: the
+                    // key may be free now, so this is an acquire to retry.
+                    ServiceError::Refused(c) if c.code == LockErrorCode::LockLost => {
+                        ServiceError::Refused(CoreError {
+                            code: LockErrorCode::LockHeld,
+                            message: format!(
+                                "lock {key} changed while being re-acquired; retry after 1 ms"
+                            ),
+                            retry_after_ms: Some(1),
+                        })
+                    }
+                    other => other,
+                })?;
+            bump(&self.counters.reacquires, 1);
+            tracing::debug!(event = "reacquire", key, token, lease_ms = granted.lease_ms);
+            return Ok(granted);
         }
-        self.counters.grants.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(event = "grant", key, token, session_id, lease_ms);
-        Ok(LeaseGranted {
-            key: key.to_string(),
-            token,
-            lease_ms,
-            expires_at: wall_clock_rfc3339_after(plan.lease),
+        let (this, key, sid) = (Arc::clone(self), key.to_string(), session_id.to_string());
+        detached(async move {
+            let lease_ms = plan.lease.as_millis() as u64;
+            let token = match this.store.grant(&key, &sid, lease_ms).await {
+                Ok(t) => t,
+                Err(e) => {
+                    this.table().abort_acquire(&key);
+                    return Err(e.into());
+                }
+            };
+            let finished = this.table().finish_acquire(&key, &sid, token, &plan, now);
+            if let Err(refused) = finished {
+                // The session went away while the grant was being persisted.
+                this.clear_late(&[(key.clone(), token)]).await;
+                return Err(refused.into());
+            }
+            bump(&this.counters.grants, 1);
+            tracing::debug!(event = "grant", key, token, lease_ms);
+            Ok(lease_granted(&key, token, plan.lease))
         })
+        .await
     }
 
-    /// L5: restarts the grant's lease from this request's receipt; same token.
+    /// L5: the grant's lease ends at `max(its end, receipt + lease)`; same token.
     pub async fn renew(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         session_id: &str,
         token: u64,
         ttl_ms: Option<u64>,
     ) -> Result<LeaseGranted, ServiceError> {
         let now = self.clock.now();
-        let (lease, stored) = {
-            let t = self.table();
+        let (lease, persist) = {
+            let mut t = self.table();
             let lease = t.check_renew(key, session_id, token, ttl_ms, now)?;
-            (lease, t.current_lease(key, token))
+            (lease, renew_in_memory(&mut t, key, token, lease, now))
         };
-        let lease_ms = lease.as_millis() as u64;
-        if stored != Some(lease) {
-            // Only a changed lease is written; a plain renew touches no disk.
-            self.store.set_lease(key, token, lease_ms).await?;
-        }
-        if !self.table().apply_renew(key, token, lease, now) {
-            return Err(CoreError {
-                code: LockErrorCode::LockLost,
-                message: format!("cannot renew {key} with token {token}: released meanwhile"),
-                retry_after_ms: None,
+        let granted = self.persist_lease(key, token, lease, persist, now).await?;
+        bump(&self.counters.renewals, 1);
+        tracing::debug!(event = "renew", key, token, lease_ms = granted.lease_ms);
+        Ok(granted)
+    }
+
+    /// The second half of a renew or re-acquire: when the lease grew past every
+    /// earlier one (`persist`), the store records it first, then memory applies
+    /// it; otherwise memory already has it.
+    async fn persist_lease(
+        self: &Arc<Self>,
+        key: &str,
+        token: u64,
+        lease: Duration,
+        persist: Option<Duration>,
+        now: MonoTime,
+    ) -> Result<LeaseGranted, ServiceError> {
+        let Some(longest) = persist else {
+            return Ok(lease_granted(key, token, lease));
+        };
+        let (this, key) = (Arc::clone(self), key.to_string());
+        detached(async move {
+            this.store
+                .set_lease(&key, token, longest.as_millis() as u64)
+                .await?;
+            if !this.table().apply_renew(&key, token, lease, now) {
+                return Err(CoreError {
+                    code: LockErrorCode::LockLost,
+                    message: format!(
+                        "cannot renew {key} with token {token}: released meanwhile; the grant is gone for good"
+                    ),
+                    retry_after_ms: None,
+                }
+                .into());
             }
-            .into());
-        }
-        self.counters.renewals.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(event = "renew", key, token, session_id, lease_ms);
-        Ok(LeaseGranted {
-            key: key.to_string(),
-            token,
-            lease_ms,
-            expires_at: wall_clock_rfc3339_after(lease),
+            Ok(lease_granted(&key, token, lease))
         })
+        .await
     }
 
     /// L6: releases the grant; the key is reassignable at once.
     pub async fn release(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         session_id: &str,
         token: u64,
     ) -> Result<(), ServiceError> {
         let now = self.clock.now();
         self.table().check_release(key, session_id, token, now)?;
-        self.store.clear_grant(key, token).await?;
-        if self.table().apply_release(key, token) {
-            self.counters.releases.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(event = "release", key, token, session_id);
-        }
-        Ok(())
+        let (this, key) = (Arc::clone(self), key.to_string());
+        detached(async move {
+            this.store.clear_grant(&key, token).await?;
+            if this.table().apply_release(&key, token) {
+                bump(&this.counters.releases, 1);
+                tracing::debug!(event = "release", key, token);
+            }
+            Ok(())
+        })
+        .await
     }
 
-    /// L7: the key's state now.
-    pub fn info(&self, key: &str) -> Result<LockInfo, ServiceError> {
+    /// L7: the key's state now. A key memory holds nothing for is FREE with the
+    /// store's last token, or LOCK_UNKNOWN if the store never granted it.
+    pub async fn info(&self, key: &str) -> Result<LockInfo, ServiceError> {
         let now = self.clock.now();
-        Ok(self.table().info(key, now)?)
+        let refused = match self.table().info(key, now) {
+            Ok(info) => return Ok(info),
+            Err(e) => e,
+        };
+        if refused.code != LockErrorCode::LockUnknown {
+            return Err(refused.into());
+        }
+        match self.store.last_token(key).await? {
+            Some(token) => Ok(LockInfo {
+                key: key.to_string(),
+                state: LockState::Free,
+                token,
+                owner_id: None,
+                remaining_ms: None,
+            }),
+            None => Err(refused.into()),
+        }
     }
 
     /// L8: ends the current grant (HELD or GRACE) at once; the key is FREE.
-    pub async fn revoke(&self, key: &str, reason: &str) -> Result<LockOutcome, ServiceError> {
+    pub async fn revoke(
+        self: &Arc<Self>,
+        key: &str,
+        reason: &str,
+    ) -> Result<LockOutcome, ServiceError> {
         let now = self.clock.now();
-        let victim = self.table().check_revoke(key, now)?;
-        if let Some(token) = victim {
-            self.store.clear_grant(key, token).await?;
-            if self.table().apply_release(key, token) {
-                self.counters.releases.fetch_add(1, Ordering::Relaxed);
+        let checked = self.table().check_revoke(key, now);
+        let victim = match checked {
+            Ok(v) => v,
+            Err(e) if e.code == LockErrorCode::LockUnknown => {
+                // Not in memory: FREE if the store knows it, else never granted.
+                self.store.last_token(key).await?.ok_or(e)?;
+                None
             }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(token) = victim {
+            let (this, k) = (Arc::clone(self), key.to_string());
+            detached(async move {
+                this.store.clear_grant(&k, token).await?;
+                if this.table().apply_release(&k, token) {
+                    bump(&this.counters.releases, 1);
+                }
+                Ok(())
+            })
+            .await?;
             tracing::debug!(event = "revoke", key, token, reason);
         }
-        let state = self.table().info(key, self.clock.now())?.state;
+        let state = self.info(key).await?.state;
         Ok(LockOutcome {
             key: key.to_string(),
             revoked_token: victim,
@@ -264,27 +433,43 @@ impl LockService {
         })
     }
 
-    /// Removes expired sessions and lapsed grants from memory, then clears them
-    /// from the store (best effort: a leftover holder row only matters after a
-    /// restart, where it is restored and lapses again).
-    pub async fn sweep(&self) {
-        let swept = self.table().sweep(self.clock.now());
-        self.counters
-            .expired_sessions
-            .fetch_add(swept.expired_sessions.len() as u64, Ordering::Relaxed);
-        self.counters
-            .expired_leases
-            .fetch_add(swept.expired_grants.len() as u64, Ordering::Relaxed);
-        for (key, token) in &swept.expired_grants {
-            if let Err(e) = self.store.clear_grant(key, *token).await {
-                tracing::warn!(key, token, error = %e, "could not clear an expired grant from the store");
-            }
+    /// Retires what has run out: lists it (at most one batch), clears it from
+    /// the store, then removes it from memory. What the store could not clear
+    /// stays in memory (it is FREE there by its times anyway) for the next sweep.
+    pub async fn sweep(self: &Arc<Self>) {
+        let now = self.clock.now();
+        let swept = self.table().due(now);
+        if swept.is_empty() {
+            // Still ages the tombstones out.
+            self.table().apply_swept(&swept, now);
+            return;
         }
-        for id in &swept.expired_sessions {
-            if let Err(e) = self.store.delete_session(id).await {
-                tracing::warn!(session_id = id, error = %e, "could not delete an expired session from the store");
+        let this = Arc::clone(self);
+        let _ = detached(async move {
+            let mut applied = Swept::default();
+            match this.store.clear_grants(&swept.expired_grants).await {
+                Ok(()) => applied.expired_grants = swept.expired_grants,
+                Err(e) => tracing::warn!(grants = swept.expired_grants.len(), error = %e,
+                    "could not clear expired grants from the store; retrying at the next sweep"),
             }
-        }
+            match this.store.delete_sessions(&swept.expired_sessions).await {
+                Ok(()) => applied.expired_sessions = swept.expired_sessions,
+                Err(e) => tracing::warn!(sessions = swept.expired_sessions.len(), error = %e,
+                    "could not delete expired sessions from the store; retrying at the next sweep"),
+            }
+            let late = this.table().apply_swept(&applied, now);
+            bump(
+                &this.counters.expired_sessions,
+                applied.expired_sessions.len(),
+            );
+            bump(
+                &this.counters.expired_leases,
+                applied.expired_grants.len() + late.len(),
+            );
+            this.clear_late(&late).await;
+            Ok(())
+        })
+        .await;
     }
 
     /// Checks the store answers (`/readyz`).
@@ -319,6 +504,8 @@ impl LockService {
             grace_for_default_ttl_ms: ms(limits.grace.grace_for(limits.default_ttl)),
             grace_for_session_ttl_ms: ms(limits.grace.grace_for(limits.session_ttl)),
             store: self.store.kind().to_string(),
+            store_path: self.store.path().map(|p| p.display().to_string()),
+            durable: self.store.durable(),
         }
     }
 
@@ -336,8 +523,13 @@ impl LockService {
         };
         counter(
             "lock_grants_total",
-            "Grants issued (L4).",
+            "Grants issued (L4 with a new token).",
             &[(String::new(), get(&c.grants))],
+        );
+        counter(
+            "lock_reacquires_total",
+            "L4 by the holding session, answered with its current grant.",
+            &[(String::new(), get(&c.reacquires))],
         );
         counter(
             "lock_renewals_total",
@@ -389,10 +581,70 @@ impl LockService {
         format!("{table}\nstore={stored:?}")
     }
 
-    /// The state a key is in now (tests and tools).
-    pub fn state_of(&self, key: &str) -> Option<LockState> {
-        self.info(key).ok().map(|i| i.state)
+    /// Where memory and store disagree (empty when they agree), plus the
+    /// table's own inconsistencies: sessions in one and not the other, and
+    /// holders (`key`, token, session) in one and not the other. Meaningful
+    /// when no request is in flight (tests and tools).
+    pub async fn audit(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let (sessions, holders) = {
+            let t = self.table();
+            if let Err(e) = t.audit() {
+                problems.push(format!("table: {e}"));
+            }
+            t.records()
+        };
+        let snap = match self.store.load().await {
+            Ok(s) => s,
+            Err(e) => return vec![format!("store: {e}")],
+        };
+        let stored_sessions: std::collections::BTreeSet<String> =
+            snap.sessions.into_iter().map(|s| s.id).collect();
+        let stored_holders: std::collections::BTreeSet<(String, u64, String)> = snap
+            .keys
+            .into_iter()
+            .filter_map(|k| k.holder.map(|h| (k.key, h.token, h.session_id)))
+            .collect();
+        for s in sessions.symmetric_difference(&stored_sessions) {
+            let side = if sessions.contains(s) {
+                "memory"
+            } else {
+                "the store"
+            };
+            problems.push(format!("a session only in {side}"));
+        }
+        for h in holders.symmetric_difference(&stored_holders) {
+            let side = if holders.contains(h) {
+                "memory"
+            } else {
+                "the store"
+            };
+            problems.push(format!("{}: token {} held only in {side}", h.0, h.1));
+        }
+        problems
     }
+
+    /// The table's sizes (tests and the scale benchmark).
+    pub fn table_sizes(&self) -> crate::core::TableSizes {
+        self.table().sizes()
+    }
+}
+
+/// Extends `(key, token)` in memory with `lease` from `now` if the store needs
+/// no write first; else returns the lease the store must record first.
+fn renew_in_memory(
+    t: &mut LockTable,
+    key: &str,
+    token: u64,
+    lease: Duration,
+    now: MonoTime,
+) -> Option<Duration> {
+    let persist = t.lease_to_persist(key, token, lease);
+    if persist.is_none() {
+        let applied = t.apply_renew(key, token, lease, now);
+        debug_assert!(applied, "a checked grant renews");
+    }
+    persist
 }
 
 /// How often the sweeper runs.

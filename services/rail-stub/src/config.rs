@@ -22,9 +22,16 @@ Samples come from a ChaCha8 generator seeded by --seed, so a run replays.";
 /// Long help for `--ledger`.
 const LEDGER_HELP: &str = "\
 Where the payout ledger lives.
-  memory            in memory only (default); gone when the process stops
   sqlite:PATH       an SQLite file (WAL), written before every reply and
-                    reloaded on start, so a long experiment survives a restart";
+                    reloaded on start, so PAID payouts and both fences survive
+                    a restart. The default is one stable file:
+                    $XDG_STATE_HOME/fencepost/rail-ledger.sqlite, else
+                    $HOME/.local/state/fencepost/rail-ledger.sqlite, else
+                    ./fencepost-rail-ledger.sqlite (sqlite: alone means it too).
+                    One rail-stub at a time per file: a second one fails to start.
+  memory            in memory only: forgets every payout, PAID state and fence
+                    on restart (a WARN at start; /healthz says durable: false).
+                    What a bench cell that wants a fresh ledger passes.";
 
 /// Command line of `rail-stub`.
 #[derive(Debug, Clone, Parser)]
@@ -59,12 +66,12 @@ pub struct Cli {
     #[arg(long, env = "RAIL_SEED", value_name = "N")]
     pub seed: Option<u64>,
 
-    /// Where the ledger lives: memory (default) or sqlite:PATH.
+    /// Where the ledger lives: sqlite:PATH (default: a stable file) or memory (forgets on restart).
     #[arg(
         long,
         env = "RAIL_LEDGER",
-        value_name = "memory|sqlite:PATH",
-        default_value = "memory",
+        value_name = "sqlite:PATH|memory",
+        default_value_t = LedgerSpec::durable_default(),
         long_help = LEDGER_HELP
     )]
     pub ledger: LedgerSpec,
@@ -97,7 +104,8 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// C4 defaults, in memory, seed 0 (tests pick their own).
+    /// C4 defaults, seed 0, and a memory ledger (tests pick their own; the
+    /// command line's default is the durable file).
     fn default() -> Self {
         Config {
             latency: LatencySpec::default(),
@@ -129,7 +137,8 @@ mod tests {
         let cli = Cli::try_parse_from(["rail-stub"]).unwrap();
         assert_eq!(cli.listen, "127.0.0.1:7080".parse().unwrap());
         assert_eq!(cli.latency, LatencySpec::default());
-        assert_eq!(cli.ledger, LedgerSpec::Memory);
+        assert_eq!(cli.ledger, LedgerSpec::durable_default());
+        assert!(cli.ledger.to_string().ends_with("rail-ledger.sqlite"));
         let cli = Cli::try_parse_from([
             "rail-stub",
             "--listen",

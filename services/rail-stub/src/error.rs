@@ -121,6 +121,18 @@ impl RailError {
     }
 }
 
+impl RailError {
+    /// A task of this request that did not finish: a panic is re-raised on the
+    /// caller (it is a bug, not an answer); a cancellation (the runtime is
+    /// shutting down) decided nothing and is [`RailError::ShuttingDown`].
+    pub fn from_join(e: tokio::task::JoinError) -> RailError {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+        RailError::ShuttingDown
+    }
+}
+
 impl IntoResponse for RailError {
     fn into_response(self) -> Response {
         if let RailError::Store(e) = &self {

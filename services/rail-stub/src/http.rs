@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -95,7 +95,8 @@ fn payout_id(path: Result<Path<String>, PathRejection>) -> Result<String, RailEr
 /// Example body of R2/R3/R4.
 const TOKEN_EXAMPLE: &str = r#"{"token": 7}"#;
 
-/// `GET /healthz`: the process is up; shows the seed and latency for reports.
+/// `GET /healthz`: the process is up; shows the seed, the latency and where
+/// the ledger lives (`durable: false` for `memory`, which forgets on restart).
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     let config = state.config();
     Json(serde_json::json!({
@@ -103,6 +104,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         "seed": config.seed,
         "latency": config.latency.to_string(),
         "ledger": config.ledger.to_string(),
+        "durable": config.ledger.is_durable(),
     }))
     .into_response()
 }
@@ -149,7 +151,7 @@ async fn bulk_create(
     // Creating up to a million rows (and writing them to SQLite) is blocking work.
     let created = tokio::task::spawn_blocking(move || state.bulk_create(req.count, req.prefix))
         .await
-        .map_err(|_| RailError::ShuttingDown)??;
+        .map_err(RailError::from_join)??;
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
@@ -163,40 +165,49 @@ async fn get_payout(
     Ok(Json(view).into_response())
 }
 
+/// A fenced route's payout id (checked first: a bad id is refused before the
+/// body is read) and the token its body carries (R2, R3, R4).
+struct TokenCall {
+    id: String,
+    token: u64,
+}
+
+impl<S: Send + Sync> FromRequest<S> for TokenCall {
+    type Rejection = RailError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, RailError> {
+        let (mut parts, body) = req.into_parts();
+        let id = payout_id(Path::<String>::from_request_parts(&mut parts, state).await)?;
+        let req: TokenRequest = read_json(&parts.headers, body, TOKEN_EXAMPLE).await?;
+        Ok(TokenCall {
+            id,
+            token: req.token,
+        })
+    }
+}
+
 /// R2 `POST /v1/payouts/{id}/claim` (fence 1).
 async fn claim(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    TokenCall { id, token }: TokenCall,
 ) -> Result<Response, RailError> {
-    let id = payout_id(path)?;
-    let req: TokenRequest = read_json(&headers, body, TOKEN_EXAMPLE).await?;
-    Ok(Json(state.claim(&id, req.token)?).into_response())
+    Ok(Json(state.claim(&id, token)?).into_response())
 }
 
 /// R3 `POST /v1/payouts/{id}/submit` (fence 2, after the simulated latency).
 async fn submit(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    TokenCall { id, token }: TokenCall,
 ) -> Result<Response, RailError> {
-    let id = payout_id(path)?;
-    let req: TokenRequest = read_json(&headers, body, TOKEN_EXAMPLE).await?;
-    Ok(Json(state.submit(&id, req.token).await?).into_response())
+    Ok(Json(state.submit(&id, token).await?).into_response())
 }
 
 /// R4 `POST /v1/payouts/{id}/release` (fence 1).
 async fn release(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    TokenCall { id, token }: TokenCall,
 ) -> Result<Response, RailError> {
-    let id = payout_id(path)?;
-    let req: TokenRequest = read_json(&headers, body, TOKEN_EXAMPLE).await?;
-    Ok(Json(state.release(&id, req.token)?).into_response())
+    Ok(Json(state.release(&id, token)?).into_response())
 }
 
 /// R6 `GET /v1/ledger`: every payout plus the counters.

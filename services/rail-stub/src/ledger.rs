@@ -16,13 +16,18 @@
 //! - R4 release: then PAID is `ALREADY_PAID`; otherwise back to PENDING.
 //! - R3 submit: then PAID is `DUPLICATE_SUBMISSION`; then anything but CLAIMED
 //!   by exactly this token is `NOT_CLAIMED`; only then is the payout paid.
-//!   Every submission, refused or not, is appended to `submissions`.
+//!   Every submission, refused or not, is recorded: appended to `submissions`
+//!   while it holds fewer than [`MAX_LISTED_SUBMISSIONS`] (and always when it
+//!   pays), else counted in `submissions_omitted` — so a payout's record is
+//!   bounded and `check_ledger` can still judge it.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use fencepost_api::clock::MonoTime;
-use fencepost_api::rail::{LedgerCounters, PayoutState, PayoutView, Submission, SubmissionOutcome};
+use fencepost_api::rail::{
+    LedgerCounters, MAX_LISTED_SUBMISSIONS, PayoutState, PayoutView, Submission, SubmissionOutcome,
+};
 
 /// Which fence refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +84,10 @@ pub struct Decision {
     pub next: Option<PayoutView>,
     /// The state reached, or why the request was refused.
     pub result: Result<PayoutState, Refusal>,
+    /// The submission this request appended to `next.submissions` (R3 only,
+    /// and only while the list has room or it pays), so the store appends one
+    /// row instead of rewriting the list.
+    pub appended: Option<Submission>,
 }
 
 impl Decision {
@@ -108,6 +117,7 @@ fn refuse(refusal: Refusal) -> Decision {
     Decision {
         next: None,
         result: Err(refusal),
+        appended: None,
     }
 }
 
@@ -118,6 +128,7 @@ fn accept(before: &PayoutView, next: PayoutView) -> Decision {
     Decision {
         next: (next != *before).then_some(next),
         result: Ok(state),
+        appended: None,
     }
 }
 
@@ -126,18 +137,28 @@ fn paid_token(p: &PayoutView) -> u64 {
     p.paid_token.unwrap_or_default()
 }
 
-/// R2: claim `p` for `token` (fence 1).
-pub fn claim(p: &PayoutView, token: u64) -> Decision {
+/// Fence 1 (the ledger's, for R2 and R4): a token below the highest the payout
+/// has seen is FENCED_OUT, whatever the state; then a PAID payout is
+/// ALREADY_PAID. `Ok` means the request may change the payout.
+pub fn fence1(p: &PayoutView, token: u64) -> Result<(), Refusal> {
     if token < p.highest_token {
-        return refuse(Refusal::FencedOut {
+        return Err(Refusal::FencedOut {
             fence: Fence::Ledger,
             highest_token: p.highest_token,
         });
     }
     if p.state == PayoutState::Paid {
-        return refuse(Refusal::AlreadyPaid {
+        return Err(Refusal::AlreadyPaid {
             paid_token: paid_token(p),
         });
+    }
+    Ok(())
+}
+
+/// R2: claim `p` for `token` (fence 1).
+pub fn claim(p: &PayoutView, token: u64) -> Decision {
+    if let Err(refusal) = fence1(p, token) {
+        return refuse(refusal);
     }
     // token >= highest here, so this raises the fence (or keeps it), and a
     // lower holder's claim is taken over.
@@ -151,16 +172,8 @@ pub fn claim(p: &PayoutView, token: u64) -> Decision {
 /// R4: release `p` back to PENDING (fence 1). Always allowed to a token that
 /// is not stale, also one that never claimed: abandonment is cheap.
 pub fn release(p: &PayoutView, token: u64) -> Decision {
-    if token < p.highest_token {
-        return refuse(Refusal::FencedOut {
-            fence: Fence::Ledger,
-            highest_token: p.highest_token,
-        });
-    }
-    if p.state == PayoutState::Paid {
-        return refuse(Refusal::AlreadyPaid {
-            paid_token: paid_token(p),
-        });
+    if let Err(refusal) = fence1(p, token) {
+        return refuse(refusal);
     }
     // The releasing token stays the floor: nothing below it gets back in.
     let mut next = p.clone();
@@ -170,26 +183,35 @@ pub fn release(p: &PayoutView, token: u64) -> Decision {
     accept(p, next)
 }
 
+/// Fence 2 (the rail's, for R3) and the rules after it: a token below the
+/// highest the payout has seen is FENCED_OUT; then a PAID payout is a
+/// DUPLICATE; then a token that does not hold the claim is NOT_CLAIMED.
+/// `Ok` means the submission pays.
+pub fn fence2(p: &PayoutView, token: u64) -> Result<(), Refusal> {
+    if token < p.highest_token {
+        return Err(Refusal::FencedOut {
+            fence: Fence::Rail,
+            highest_token: p.highest_token,
+        });
+    }
+    if p.state == PayoutState::Paid {
+        return Err(Refusal::Duplicate {
+            paid_token: paid_token(p),
+        });
+    }
+    if p.state != PayoutState::Claimed || p.claim_token != Some(token) {
+        return Err(Refusal::NotClaimed {
+            state: p.state,
+            claim_token: p.claim_token,
+        });
+    }
+    Ok(())
+}
+
 /// R3: submit `p` to the rail with `token` (fence 2). The submission is
 /// recorded whatever the outcome, so `next` is always `Some`.
 pub fn submit(p: &PayoutView, token: u64) -> Decision {
-    let refusal = if token < p.highest_token {
-        Some(Refusal::FencedOut {
-            fence: Fence::Rail,
-            highest_token: p.highest_token,
-        })
-    } else if p.state == PayoutState::Paid {
-        Some(Refusal::Duplicate {
-            paid_token: paid_token(p),
-        })
-    } else if p.state != PayoutState::Claimed || p.claim_token != Some(token) {
-        Some(Refusal::NotClaimed {
-            state: p.state,
-            claim_token: p.claim_token,
-        })
-    } else {
-        None
-    };
+    let refusal = fence2(p, token).err();
     // Refused or not, the attempt is appended: the submissions list is what
     // lets `check_ledger` judge the payout from R6 alone.
     let mut next = p.clone();
@@ -204,10 +226,19 @@ pub fn submit(p: &PayoutView, token: u64) -> Decision {
             SubmissionOutcome::Paid
         }
     };
-    next.submissions.push(Submission { token, outcome });
+    let submission = Submission { token, outcome };
+    let listed =
+        next.submissions.len() < MAX_LISTED_SUBMISSIONS || outcome == SubmissionOutcome::Paid;
+    if listed {
+        next.submissions.push(submission);
+    } else {
+        let counted = next.submissions_omitted.count(submission);
+        debug_assert!(counted.is_ok(), "a paying submission is always listed");
+    }
     Decision {
         next: Some(next),
         result: refusal.map_or(Ok(PayoutState::Paid), Err),
+        appended: listed.then_some(submission),
     }
 }
 
@@ -222,6 +253,7 @@ pub fn new_payout(payout_id: String, amount_minor: i64, currency: String) -> Pay
         paid_token: None,
         highest_token: 0,
         submissions: Vec::new(),
+        submissions_omitted: Default::default(),
     }
 }
 
@@ -335,6 +367,26 @@ mod tests {
     }
 
     #[test]
+    fn fence1_refuses_a_stale_token_before_looking_at_the_state() {
+        let mut p = step(&pending(), &claim(&pending(), 5));
+        assert_eq!(fence1(&p, 5), Ok(()));
+        assert_eq!(fence1(&p, 6), Ok(()));
+        let stale = Err(Refusal::FencedOut {
+            fence: Fence::Ledger,
+            highest_token: 5,
+        });
+        assert_eq!(fence1(&p, 4), stale);
+        p = step(&p, &submit(&p, 5));
+        assert_eq!(fence1(&p, 4), stale);
+        assert_eq!(fence1(&p, 5), Err(Refusal::AlreadyPaid { paid_token: 5 }));
+        // Claim and release are refused exactly when fence 1 refuses.
+        for t in 0..8 {
+            assert_eq!(claim(&p, t).result.err(), fence1(&p, t).err());
+            assert_eq!(release(&p, t).result.err(), fence1(&p, t).err());
+        }
+    }
+
+    #[test]
     fn repeated_claim_with_the_same_token_changes_nothing() {
         let p = step(&pending(), &claim(&pending(), 5));
         let again = claim(&p, 5);
@@ -435,6 +487,35 @@ mod tests {
         ));
         let p = step(&p, &claim(&p, 6));
         assert_eq!(p.claim_token, Some(6));
+    }
+
+    #[test]
+    fn submissions_past_the_first_64_are_counted_but_a_payment_is_always_listed() {
+        let mut p = pending();
+        for t in 0..100 {
+            let d = submit(&p, t % 3);
+            assert_eq!(d.appended.is_some(), t < 64, "attempt {t}");
+            p = step(&p, &d);
+        }
+        assert_eq!(p.submissions.len(), 64);
+        assert_eq!(p.submissions_omitted.total(), 36);
+        p = step(&p, &claim(&p, 5));
+        let paid = submit(&p, 5);
+        assert_eq!(paid.result, Ok(PayoutState::Paid));
+        assert_eq!(
+            paid.appended,
+            Some(Submission {
+                token: 5,
+                outcome: SubmissionOutcome::Paid
+            })
+        );
+        p = step(&p, &paid);
+        assert_eq!(p.submissions.len(), 65);
+        let stale = submit(&p, 4);
+        assert_eq!(stale.appended, None);
+        p = step(&p, &stale);
+        assert_eq!(p.submissions_omitted.max_fenced_token, Some(4));
+        assert_eq!(p.submissions_omitted.total(), 37);
     }
 
     #[test]

@@ -50,6 +50,12 @@ pub async fn run(
     let state = AppState::open(config, Arc::new(MonotonicClock::new()))?;
     let addr = listener.local_addr()?;
     let c = state.config();
+    if !c.ledger.is_durable() {
+        tracing::warn!(
+            ledger = %c.ledger,
+            "rail_ledger_not_durable: --ledger memory forgets every payout, PAID state and fence on restart"
+        );
+    }
     tracing::info!(
         seed = c.seed,
         latency = %c.latency,

@@ -26,7 +26,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::Config;
 use crate::error::RailError;
 use crate::ledger::{self, Decision, Ledger, Refusal};
-use crate::store::{LedgerStore, StoreError};
+use crate::store::{Change, LedgerStore, StoreError};
 
 /// Draws R3 delays from a [`LatencySpec`] with a ChaCha8 generator seeded once,
 /// so the sequence of delays replays for a given seed (in request order).
@@ -225,7 +225,13 @@ impl AppState {
             });
         }
         let payout = ledger::new_payout(req.payout_id, req.amount_minor, req.currency);
-        inner.store.save(&[&payout], &self.counters.snapshot())?;
+        inner.store.save(
+            &[Change {
+                view: &payout,
+                appended: None,
+            }],
+            &self.counters.snapshot(),
+        )?;
         inner.ledger.put(payout.clone(), self.clock.now());
         Ok((true, payout))
     }
@@ -265,8 +271,14 @@ impl AppState {
                 created.push(ledger::new_payout(id, amount, "EUR".to_string()));
             }
         }
-        let refs: Vec<&PayoutView> = created.iter().collect();
-        inner.store.save(&refs, &self.counters.snapshot())?;
+        let changes: Vec<Change<'_>> = created
+            .iter()
+            .map(|view| Change {
+                view,
+                appended: None,
+            })
+            .collect();
+        inner.store.save(&changes, &self.counters.snapshot())?;
         let now = self.clock.now();
         let first = created[0].payout_id.clone();
         let last = created[created.len() - 1].payout_id.clone();
@@ -315,12 +327,8 @@ impl AppState {
             state.in_flight.fetch_sub(1, Ordering::SeqCst);
             result
         });
-        match task.await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Cancelled: the runtime is shutting down and nothing was committed.
-            Err(_) => Err(RailError::ShuttingDown),
-        }
+        // Cancelled only when the runtime shuts down: nothing was committed.
+        task.await.map_err(RailError::from_join)?
     }
 
     /// Decides one fenced request under the mutex, persists, applies, logs.
@@ -345,7 +353,14 @@ impl AppState {
         // were and the client gets 503 (a 5xx never changes state). A pure
         // repeat (same claim again) changes nothing and writes nothing.
         if decision.next.is_some() || delta != LedgerCounters::default() {
-            let changed: Vec<&PayoutView> = decision.next.iter().collect();
+            let changed: Vec<Change<'_>> = decision
+                .next
+                .iter()
+                .map(|view| Change {
+                    view,
+                    appended: decision.appended.as_ref(),
+                })
+                .collect();
             inner
                 .store
                 .save(&changed, &plus(self.counters.snapshot(), delta))?;

@@ -1,8 +1,10 @@
 //! `memory:` — the store kept in this process only. Tokens are strictly
 //! increasing for the life of the process but start again after a restart, so
-//! it is for tests and throwaway runs, never for anything that must survive a crash.
+//! it is for tests and throwaway runs, never for anything that must survive a
+//! crash ([`LockStore::durable`] is false, and the server says so at start and
+//! in `/v1/config`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -20,6 +22,43 @@ pub struct MemoryStore {
 struct Tables {
     sessions: HashMap<String, SessionRecord>,
     keys: HashMap<String, KeyRecord>,
+    /// Session id to the keys it holds, so a session delete touches only those
+    /// (the SQL stores have an index for the same).
+    held_by: HashMap<String, HashSet<String>>,
+}
+
+impl Tables {
+    /// Clears `key`'s holder, and its place in the holder index.
+    fn clear(&mut self, key: &str) {
+        if let Some(h) = self.keys.get_mut(key).and_then(|k| k.holder.take())
+            && let Some(keys) = self.held_by.get_mut(&h.session_id)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.held_by.remove(&h.session_id);
+            }
+        }
+    }
+
+    fn delete_session(&mut self, session_id: &str) {
+        self.sessions.remove(session_id);
+        for key in self.held_by.remove(session_id).unwrap_or_default() {
+            if let Some(k) = self.keys.get_mut(&key) {
+                k.holder = None;
+            }
+        }
+    }
+
+    fn clear_grant(&mut self, key: &str, token: u64) {
+        if self
+            .keys
+            .get(key)
+            .and_then(|k| k.holder.as_ref())
+            .is_some_and(|h| h.token == token)
+        {
+            self.clear(key);
+        }
+    }
 }
 
 impl MemoryStore {
@@ -34,11 +73,31 @@ impl LockStore for MemoryStore {
         "memory"
     }
 
+    fn durable(&self) -> bool {
+        false
+    }
+
     async fn load(&self) -> Result<Snapshot, StoreError> {
         Ok(self.with(|t| Snapshot {
             sessions: t.sessions.values().cloned().collect(),
             keys: t.keys.values().cloned().collect(),
         }))
+    }
+
+    async fn load_live(&self) -> Result<Snapshot, StoreError> {
+        Ok(self.with(|t| Snapshot {
+            sessions: t.sessions.values().cloned().collect(),
+            keys: t
+                .keys
+                .values()
+                .filter(|k| k.holder.is_some())
+                .cloned()
+                .collect(),
+        }))
+    }
+
+    async fn last_token(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.with(|t| t.keys.get(key).map(|k| k.last_token)))
     }
 
     async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
@@ -47,22 +106,18 @@ impl LockStore for MemoryStore {
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
-        self.with(|t| {
-            t.sessions.remove(session_id);
-            for k in t.keys.values_mut() {
-                if k.holder
-                    .as_ref()
-                    .is_some_and(|h| h.session_id == session_id)
-                {
-                    k.holder = None;
-                }
-            }
-        });
+        self.with(|t| t.delete_session(session_id));
+        Ok(())
+    }
+
+    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
+        self.with(|t| session_ids.iter().for_each(|id| t.delete_session(id)));
         Ok(())
     }
 
     async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
         Ok(self.with(|t| {
+            t.clear(key);
             let k = t.keys.entry(key.to_string()).or_insert_with(|| KeyRecord {
                 key: key.to_string(),
                 last_token: 0,
@@ -74,7 +129,12 @@ impl LockStore for MemoryStore {
                 session_id: session_id.to_string(),
                 lease_ms,
             });
-            k.last_token
+            let token = k.last_token;
+            t.held_by
+                .entry(session_id.to_string())
+                .or_default()
+                .insert(key.to_string());
+            token
         }))
     }
 
@@ -93,13 +153,12 @@ impl LockStore for MemoryStore {
     }
 
     async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
-        self.with(|t| {
-            if let Some(k) = t.keys.get_mut(key)
-                && k.holder.as_ref().is_some_and(|h| h.token == token)
-            {
-                k.holder = None;
-            }
-        });
+        self.with(|t| t.clear_grant(key, token));
+        Ok(())
+    }
+
+    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
+        self.with(|t| grants.iter().for_each(|(k, tok)| t.clear_grant(k, *tok)));
         Ok(())
     }
 

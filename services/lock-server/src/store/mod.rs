@@ -5,39 +5,62 @@
 //! persisted: they live in memory on the serving process (a heartbeat never
 //! writes), and a restarted server restarts them from its own start instant.
 //!
+//! The store also keeps what memory lets go of: a key whose grant ended leaves
+//! the server's memory, and its last token is read back from here when the
+//! key is acquired again (the store issues `last + 1`) or asked about (L7).
+//!
 //! Implementations: [`memory::MemoryStore`] (`memory:`, not durable, for tests
 //! and quick runs), [`sqlite::SqliteStore`] (`sqlite:PATH`, the embedded
-//! default) and [`postgres::PostgresStore`] (`postgres://…`).
+//! default, at [`default_sqlite_path`] when no path is given) and
+//! [`postgres::PostgresStore`] (`postgres://…`).
 
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 /// A failure of the store itself (never of the client's request). The server
-/// answers it with `503 UNAVAILABLE` and changes nothing.
+/// answers it with `503 UNAVAILABLE` and changes nothing; each variant carries
+/// its source, and its doc says what the operator can do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// SQLite refused or failed; check the file's path, permissions and disk.
+    /// SQLite refused or failed: check the file's path, permissions and free
+    /// disk space; a busy database clears once the other writer finishes.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    /// PostgreSQL refused or failed; check the server is up and the URL's credentials.
+    /// PostgreSQL refused or failed a statement: check the server is up, the
+    /// URL's credentials and the schema; retry once it answers.
     #[error("postgres: {0}")]
     Postgres(#[from] tokio_postgres::Error),
-    /// No connection could be had from the pool; the database is down or overloaded.
+    /// No PostgreSQL connection could be had from the pool (the database is
+    /// down, unreachable or out of connections); retry later.
     #[error("postgres pool: {0}")]
-    Pool(String),
-    /// The store URL is not one of `memory:`, `sqlite:PATH`, `postgres://…`.
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The PostgreSQL pool could not be built from the URL; fix `lock.store`.
+    #[error("postgres pool configuration: {0}")]
+    PoolBuild(#[from] deadpool_postgres::BuildError),
+    /// The store URL is not one of `memory:`, `sqlite:PATH`, `postgres://…`; fix `lock.store`.
     #[error(
-        "lock.store={0:?} is not a store URL; use memory:, sqlite:PATH (or sqlite: for a temp file) or postgres://USER@HOST:PORT/DB"
+        "lock.store={0:?} is not a store URL; use memory:, sqlite:PATH (sqlite: alone = the default file) or postgres://USER@HOST:PORT/DB"
     )]
     BadUrl(String),
-    /// A blocking store task panicked or was cancelled.
+    /// The directory for the SQLite file could not be created: check the
+    /// path and its permissions, or give another with `lock.store`.
+    #[error("cannot create the directory {dir}: {source}")]
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A store task on the blocking pool panicked or was cancelled (the
+    /// runtime is shutting down); nothing was persisted, retry on a running server.
     #[error("store task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// A persisted session: enough to restore it at a takeover.
@@ -73,24 +96,46 @@ pub struct KeyRecord {
     pub holder: Option<GrantRecord>,
 }
 
-/// Everything a store holds, read at start-up.
+/// What a store holds: everything ([`LockStore::load`]) or what a restarted
+/// server needs ([`LockStore::load_live`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// Sessions not deleted or expired.
     pub sessions: Vec<SessionRecord>,
-    /// Every key ever granted.
+    /// Keys: every key ever granted, or only those with a holder.
     pub keys: Vec<KeyRecord>,
 }
 
 /// The durable state of a lock-server. Every method is atomic: it either
-/// persists all of its effect or fails having persisted nothing.
+/// persists all of its effect or fails having persisted nothing. Writes that
+/// name a grant by `(key, token)` are compare-and-set: they do nothing once
+/// the key's holder has another token.
 #[async_trait]
 pub trait LockStore: Send + Sync {
     /// `memory`, `sqlite` or `postgres`, for `/v1/config` and logs.
     fn kind(&self) -> &'static str;
 
-    /// Reads everything persisted (start-up recovery).
+    /// The file the store lives in, for `/v1/config` (`None` but for SQLite:
+    /// a PostgreSQL URL may carry credentials and is never shown).
+    fn path(&self) -> Option<PathBuf> {
+        None
+    }
+
+    /// True when what is persisted survives a restart of the server (false
+    /// only for `memory:`).
+    fn durable(&self) -> bool {
+        true
+    }
+
+    /// Reads everything persisted, every key ever granted included (tests and tools).
     async fn load(&self) -> Result<Snapshot, StoreError>;
+
+    /// Reads what a starting server restores: every session, and only the keys
+    /// that have a holder (a FREE key stays in the store until it is used).
+    async fn load_live(&self) -> Result<Snapshot, StoreError>;
+
+    /// The last token issued for `key`, or `None` if it was never granted.
+    async fn last_token(&self, key: &str) -> Result<Option<u64>, StoreError>;
 
     /// Persists a new session.
     async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
@@ -98,36 +143,73 @@ pub trait LockStore: Send + Sync {
     /// Forgets a session and clears every grant it holds.
     async fn delete_session(&self, session_id: &str) -> Result<(), StoreError>;
 
+    /// [`delete_session`](Self::delete_session) for each id, atomically (one
+    /// transaction where the store has them), for the sweeper.
+    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
+        for id in session_ids {
+            self.delete_session(id).await?;
+        }
+        Ok(())
+    }
+
     /// Issues the key's next token — strictly greater than every token ever
     /// issued for it, including by earlier processes — and records `session_id`
     /// as its holder with `lease_ms`, durably, before returning the token.
     async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError>;
 
-    /// Records a renew's new lease for the grant `(key, token)`; a no-op if
-    /// that grant is no longer the holder.
+    /// Records a grant's longest lease so far (what a restart restores) for
+    /// `(key, token)`; a no-op if that grant is no longer the holder.
     async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError>;
 
     /// Clears the holder of `key` if it is still the grant with `token`
     /// (release, revoke, expiry); the key's last token is kept.
     async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError>;
 
+    /// [`clear_grant`](Self::clear_grant) for each pair, atomically where the
+    /// store has transactions, for the sweeper.
+    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
+        for (key, token) in grants {
+            self.clear_grant(key, *token).await?;
+        }
+        Ok(())
+    }
+
     /// Checks the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
+/// The SQLite file `lock.store` means by default (and by `sqlite:` alone):
+/// `$XDG_STATE_HOME/fencepost/lock.sqlite`, else
+/// `$HOME/.local/state/fencepost/lock.sqlite`, else `./fencepost-lock.sqlite`
+/// — one stable path, so tokens keep rising across restarts (C1 §1).
+pub fn default_sqlite_path() -> PathBuf {
+    fencepost_api::default_state_file("lock.sqlite")
+}
+
+/// The `lock.store` default: `sqlite:` and [`default_sqlite_path`].
+pub fn default_store_url() -> String {
+    format!("sqlite:{}", default_sqlite_path().display())
+}
+
 /// Opens the store named by a `lock.store` URL: `memory:`, `sqlite:PATH`
-/// (`sqlite:` alone: a fresh file in the temp dir), or `postgres://…`
-/// (migrations are applied at start).
+/// (`sqlite:` alone: [`default_sqlite_path`]; the directory is created), or
+/// `postgres://…` (migrations are applied at start).
 pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
     if url == "memory:" {
         return Ok(Arc::new(memory::MemoryStore::default()));
     }
     if let Some(path) = url.strip_prefix("sqlite:") {
         let path = if path.is_empty() {
-            std::env::temp_dir().join(format!("fencepost-lock-{}.sqlite", std::process::id()))
+            default_sqlite_path()
         } else {
-            std::path::PathBuf::from(path)
+            PathBuf::from(path)
         };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        }
         return Ok(Arc::new(sqlite::SqliteStore::open(&path).await?));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -136,7 +218,12 @@ pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
     Err(StoreError::BadUrl(url.to_string()))
 }
 
-/// The schema both SQL stores share (SQLite and PostgreSQL both take it).
+/// The schema both SQL stores share (SQLite and PostgreSQL both take it;
+/// SQLite creates `fp_locks` `WITHOUT ROWID`, see [`sqlite`]). The holder
+/// index is partial: it holds the held keys only, so a grant or release of one
+/// of a million FREE keys touches one small, hot index page rather than a
+/// random leaf of a million NULL entries (the full index of earlier versions
+/// is dropped).
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS fp_sessions (
     id       TEXT PRIMARY KEY,
@@ -150,7 +237,8 @@ CREATE TABLE IF NOT EXISTS fp_locks (
     holder_token   BIGINT,
     lease_ms       BIGINT
 );
-CREATE INDEX IF NOT EXISTS fp_locks_holder ON fp_locks (holder_session);
+CREATE INDEX IF NOT EXISTS fp_locks_holder_live ON fp_locks (holder_session) WHERE holder_session IS NOT NULL;
+DROP INDEX IF EXISTS fp_locks_holder;
 ";
 
 /// Issues the next token and sets the holder in one statement.
@@ -174,6 +262,8 @@ pub(crate) const SET_LEASE_SQL: &str =
 pub(crate) const SELECT_SESSIONS_SQL: &str = "SELECT id, owner_id, ttl_ms FROM fp_sessions";
 pub(crate) const SELECT_LOCKS_SQL: &str =
     "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks";
+pub(crate) const SELECT_HELD_LOCKS_SQL: &str = "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks WHERE holder_session IS NOT NULL";
+pub(crate) const SELECT_LAST_TOKEN_SQL: &str = "SELECT last_token FROM fp_locks WHERE key = $1";
 
 /// Builds a [`KeyRecord`] from one `fp_locks` row's columns.
 pub(crate) fn key_record(

@@ -2,6 +2,10 @@
 //! `synchronous=FULL`, so a grant's token is on disk before the grant is
 //! returned and survives a kill -9 (and a power loss). Calls run on tokio's
 //! blocking pool; the connection mutex is never held across an await.
+//!
+//! The file is opened in exclusive locking mode and locked at start: a second
+//! lock-server on the same file (easy with one default path) fails to start
+//! instead of granting the same keys from its own memory.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -11,8 +15,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
-    LockStore, SCHEMA, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord,
-    Snapshot, StoreError, key_record,
+    LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
+    SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord, Snapshot, StoreError, key_record,
 };
 
 /// A store in one SQLite file.
@@ -31,14 +35,20 @@ impl SqliteStore {
         let p = path.clone();
         let conn = tokio::task::spawn_blocking(move || -> Result<Connection, StoreError> {
             let conn = Connection::open(&p)?;
+            // Set first: a file held by another process fails within this.
+            conn.busy_timeout(std::time::Duration::from_secs(1))?;
+            // Exclusive before WAL: the lock the first write takes is kept
+            // until the connection closes (and no shared-memory index is used).
+            conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "FULL")?;
-            conn.busy_timeout(std::time::Duration::from_secs(5))?;
-            conn.execute_batch(SCHEMA)?;
+            // A 32 MiB page cache: random keys of a large table stay in it.
+            conn.pragma_update(None, "cache_size", -32_768)?;
+            conn.execute_batch(&sqlite_schema())?;
+            conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")?;
             Ok(conn)
         })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))??;
+        .await??;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
@@ -61,9 +71,21 @@ impl SqliteStore {
             let mut guard = conn.lock().unwrap_or_else(|e| e.into_inner());
             f(&mut guard).map_err(StoreError::from)
         })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        .await?
     }
+}
+
+/// The shared schema with `fp_locks` as a `WITHOUT ROWID` table in new files:
+/// the key's b-tree is the table, so a grant or release dirties one leaf
+/// instead of a table leaf and an index leaf (fewer distinct pages per commit
+/// and per checkpoint when the keys are many). Files created earlier keep
+/// their rowid table; both work.
+fn sqlite_schema() -> String {
+    SCHEMA.replacen(
+        "    lease_ms       BIGINT\n);",
+        "    lease_ms       BIGINT\n) WITHOUT ROWID;",
+        1,
+    )
 }
 
 /// SQLite's placeholders are `?1`; the shared SQL uses PostgreSQL's `$1`.
@@ -77,31 +99,25 @@ impl LockStore for SqliteStore {
         "sqlite"
     }
 
+    fn path(&self) -> Option<PathBuf> {
+        Some(self.path.clone())
+    }
+
     async fn load(&self) -> Result<Snapshot, StoreError> {
-        self.run(|c| {
-            let sessions = c
-                .prepare(SELECT_SESSIONS_SQL)?
-                .query_map([], |r| {
-                    Ok(SessionRecord {
-                        id: r.get(0)?,
-                        owner_id: r.get(1)?,
-                        ttl_ms: r.get::<_, i64>(2)? as u64,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            let keys = c
-                .prepare(SELECT_LOCKS_SQL)?
-                .query_map([], |r| {
-                    Ok(key_record(
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                    ))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Snapshot { sessions, keys })
+        self.run(|c| read_snapshot(c, SELECT_LOCKS_SQL)).await
+    }
+
+    async fn load_live(&self) -> Result<Snapshot, StoreError> {
+        self.run(|c| read_snapshot(c, SELECT_HELD_LOCKS_SQL)).await
+    }
+
+    async fn last_token(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let key = key.to_string();
+        self.run(move |c| {
+            c.prepare_cached(&q(SELECT_LAST_TOKEN_SQL))?
+                .query_row(params![key], |r| r.get::<_, i64>(0))
+                .optional()
+                .map(|t| t.map(|t| t as u64))
         })
         .await
     }
@@ -109,21 +125,30 @@ impl LockStore for SqliteStore {
     async fn create_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
         let s = s.clone();
         self.run(move |c| {
-            c.execute(
-                &q(INSERT_SESSION_SQL),
-                params![s.id, s.owner_id, s.ttl_ms as i64],
-            )?;
+            c.prepare_cached(&q(INSERT_SESSION_SQL))?.execute(params![
+                s.id,
+                s.owner_id,
+                s.ttl_ms as i64
+            ])?;
             Ok(())
         })
         .await
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
-        let id = session_id.to_string();
+        self.delete_sessions(&[session_id.to_string()]).await
+    }
+
+    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
+        let ids = session_ids.to_vec();
         self.run(move |c| {
             let tx = c.transaction()?;
-            tx.execute(&q(CLEAR_SESSION_GRANTS_SQL), params![id])?;
-            tx.execute(&q(DELETE_SESSION_SQL), params![id])?;
+            for id in &ids {
+                tx.prepare_cached(&q(CLEAR_SESSION_GRANTS_SQL))?
+                    .execute(params![id])?;
+                tx.prepare_cached(&q(DELETE_SESSION_SQL))?
+                    .execute(params![id])?;
+            }
             tx.commit()
         })
         .await
@@ -132,10 +157,9 @@ impl LockStore for SqliteStore {
     async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
         let (key, id) = (key.to_string(), session_id.to_string());
         self.run(move |c| {
-            let token: i64 =
-                c.query_row(&q(GRANT_SQL), params![key, id, lease_ms as i64], |r| {
-                    r.get(0)
-                })?;
+            let token: i64 = c
+                .prepare_cached(&q(GRANT_SQL))?
+                .query_row(params![key, id, lease_ms as i64], |r| r.get(0))?;
             Ok(token as u64)
         })
         .await
@@ -144,10 +168,11 @@ impl LockStore for SqliteStore {
     async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
         let key = key.to_string();
         self.run(move |c| {
-            c.execute(
-                &q(SET_LEASE_SQL),
-                params![key, token as i64, lease_ms as i64],
-            )?;
+            c.prepare_cached(&q(SET_LEASE_SQL))?.execute(params![
+                key,
+                token as i64,
+                lease_ms as i64
+            ])?;
             Ok(())
         })
         .await
@@ -156,8 +181,22 @@ impl LockStore for SqliteStore {
     async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
         let key = key.to_string();
         self.run(move |c| {
-            c.execute(&q(CLEAR_GRANT_SQL), params![key, token as i64])?;
+            c.prepare_cached(&q(CLEAR_GRANT_SQL))?
+                .execute(params![key, token as i64])?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
+        let grants = grants.to_vec();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            for (key, token) in &grants {
+                tx.prepare_cached(&q(CLEAR_GRANT_SQL))?
+                    .execute(params![key, *token as i64])?;
+            }
+            tx.commit()
         })
         .await
     }
@@ -169,5 +208,51 @@ impl LockStore for SqliteStore {
                 .map(|_| ())
         })
         .await
+    }
+}
+
+/// Every session, and the `fp_locks` rows `locks_sql` selects.
+fn read_snapshot(c: &mut Connection, locks_sql: &str) -> Result<Snapshot, rusqlite::Error> {
+    let sessions = c
+        .prepare(SELECT_SESSIONS_SQL)?
+        .query_map([], |r| {
+            Ok(SessionRecord {
+                id: r.get(0)?,
+                owner_id: r.get(1)?,
+                ttl_ms: r.get::<_, i64>(2)? as u64,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys = c
+        .prepare(locks_sql)?
+        .query_map([], |r| {
+            Ok(key_record(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Snapshot { sessions, keys })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn new_files_get_fp_locks_without_rowid() {
+        let schema = super::sqlite_schema();
+        assert_eq!(schema.matches("WITHOUT ROWID").count(), 1, "{schema}");
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(&schema).unwrap();
+        let sql: String = conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'fp_locks'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(sql.ends_with("WITHOUT ROWID"), "{sql}");
     }
 }

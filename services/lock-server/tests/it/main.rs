@@ -1,8 +1,11 @@
 //! lock-server integration tests: one binary, one module per concern.
 
 mod boundaries;
+mod cancel;
+mod hardening;
 mod processes;
 mod proptest_router;
+mod proptest_table;
 mod semantics;
 mod store_suite;
 mod support;

@@ -45,6 +45,17 @@ async fn open_session(c: &reqwest::Client, base: &str, ttl_ms: u64) -> String {
     body["session_id"].as_str().unwrap().to_string()
 }
 
+/// `GET url` as JSON.
+async fn get_json(c: &reqwest::Client, url: String) -> Value {
+    c.get(url)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON body")
+}
+
 /// The highest token any grant reply carried, per key.
 type Highest = Arc<Mutex<HashMap<String, u64>>>;
 
@@ -263,4 +274,292 @@ async fn thirty_two_sessions_hammering_one_key_never_overlap_and_tokens_increase
             a.token
         );
     }
+}
+
+/// Takes an ACCESS EXCLUSIVE lock on `fp_locks` from a second connection and
+/// holds it for `hold`: every grant, release and session delete blocks behind it.
+async fn lock_fp_locks_for(url: &str, hold: Duration) -> tokio::task::JoinHandle<()> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("second PostgreSQL connection");
+    tokio::spawn(conn);
+    client
+        .batch_execute("BEGIN; LOCK TABLE fp_locks IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("table lock");
+    tokio::spawn(async move {
+        tokio::time::sleep(hold).await;
+        client.batch_execute("COMMIT").await.expect("unlock");
+    })
+}
+
+/// Acquires `key` for `session` until it is granted, or panics after `within`.
+async fn acquire_within(
+    c: &reqwest::Client,
+    base: &str,
+    key: &str,
+    session: &str,
+    within: Duration,
+) -> u64 {
+    let deadline = Instant::now() + within;
+    loop {
+        let (st, body) = post(
+            c,
+            format!("{base}/v1/locks/{key}/acquire"),
+            json!({"session_id": session, "ttl_ms": 30_000}),
+        )
+        .await
+        .expect("L4");
+        if st == 200 {
+            return body["token"].as_u64().expect("token");
+        }
+        assert_eq!(body["code"], "LOCK_HELD", "{key}: {body}");
+        assert!(
+            Instant::now() < deadline,
+            "{key} still answers {body} {within:?} after the store recovered: the key is wedged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_table_lock_outlasting_the_clients_wedges_no_key_and_memory_agrees_with_the_store()
+ {
+    let Some(url) = StoreKind::Postgres.fresh_url().await else {
+        return;
+    };
+    let server = start(&url, &[]);
+    let base = server.url();
+    let c = reqwest::Client::new();
+    let a = open_session(&c, &base, 60_000).await;
+    let doomed = open_session(&c, &base, 60_000).await;
+    let b = open_session(&c, &base, 60_000).await;
+    let grant = |key: &'static str, session: String, ttl_ms: u64| {
+        let (c, base) = (c.clone(), base.clone());
+        async move {
+            let (st, body) = post(
+                &c,
+                format!("{base}/v1/locks/{key}/acquire"),
+                json!({"session_id": session, "ttl_ms": ttl_ms}),
+            )
+            .await
+            .expect("L4");
+            assert_eq!(st, 200, "{body}");
+            body["token"].as_u64().unwrap()
+        }
+    };
+    let released = grant("k-release", a.clone(), 30_000).await;
+    grant("k-delete", doomed.clone(), 30_000).await;
+
+    // Three clients give up after 0.5 s, as the SDK does, while their writes wait 3 s.
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let unlock = lock_fp_locks_for(&url, Duration::from_secs(3)).await;
+    let gave_up = [
+        impatient
+            .post(format!("{base}/v1/locks/k-acquire/acquire"))
+            .json(&json!({"session_id": a, "ttl_ms": 1_000}))
+            .send()
+            .await,
+        impatient
+            .post(format!("{base}/v1/locks/k-release/release"))
+            .json(&json!({"session_id": a, "token": released}))
+            .send()
+            .await,
+        impatient
+            .delete(format!("{base}/v1/sessions/{doomed}"))
+            .send()
+            .await,
+    ];
+    for r in gave_up {
+        assert!(
+            r.as_ref().is_err_and(|e| e.is_timeout()),
+            "the request should have timed out behind the table lock: {r:?}"
+        );
+    }
+    unlock.await.unwrap();
+
+    // The release and the delete were carried through: both keys are free at
+    // once (their 30 s leases are far off). The abandoned grant lapses after
+    // its 1 s lease and grace, then the key is grantable too.
+    let patience = Duration::from_secs(10);
+    acquire_within(&c, &base, "k-release", &b, patience).await;
+    acquire_within(&c, &base, "k-delete", &b, patience).await;
+    acquire_within(&c, &base, "k-acquire", &b, patience).await;
+
+    // Memory (L7) and the store (fp_locks) agree on every key.
+    let (pg, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    for row in pg
+        .query("SELECT key, last_token, holder_session FROM fp_locks", &[])
+        .await
+        .unwrap()
+    {
+        let (key, last, holder): (String, i64, Option<String>) =
+            (row.get(0), row.get(1), row.get(2));
+        let info = get_json(&c, format!("{base}/v1/locks/{key}")).await;
+        assert_eq!(info["token"].as_u64(), Some(last as u64), "{key}: {info}");
+        assert_eq!(info["state"], "HELD", "{key}: {info}");
+        assert_eq!(
+            holder.as_deref(),
+            Some(b.as_str()),
+            "{key}: the store's holder"
+        );
+    }
+    let (_, hb) = post(
+        &c,
+        format!("{base}/v1/sessions/{doomed}/heartbeat"),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(hb["code"], "SESSION_UNKNOWN", "the deleted session: {hb}");
+}
+
+/// A `lock-server` started with a chosen environment (the harness passes
+/// only arguments); killed when dropped.
+struct EnvServer {
+    child: std::process::Child,
+    base: String,
+    stderr: std::path::PathBuf,
+}
+
+impl EnvServer {
+    /// Starts the binary with `args`, `XDG_STATE_HOME=state` (and no `LOCK_STORE`,
+    /// `HOME` kept), and waits for its `listening on` line.
+    fn start(state: &std::path::Path, args: &[&str]) -> EnvServer {
+        use std::io::BufRead;
+        let bin =
+            fencepost_harness::binary("lock-server", "lock-server").expect("lock-server binary");
+        let stderr = temp_dir("ls-env-log").join("stderr.log");
+        let mut child = std::process::Command::new(bin)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("XDG_STATE_HOME", state)
+            .env_remove("LOCK_STORE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("lock-server starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = fencepost_harness::parse_listening_line(&line) {
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        let addr = rx.recv_timeout(PATIENCE).unwrap_or_else(|_| {
+            panic!(
+                "no `listening on` line; stderr: {:?}",
+                std::fs::read_to_string(&stderr)
+            )
+        });
+        EnvServer {
+            child,
+            base: format!("http://{addr}"),
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for EnvServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Grants and releases `key` once; returns the token.
+async fn grant_and_release(c: &reqwest::Client, base: &str, key: &str) -> u64 {
+    let sid = open_session(c, base, 10_000).await;
+    let (st, body) = post(
+        c,
+        format!("{base}/v1/locks/{key}/acquire"),
+        json!({"session_id": sid, "ttl_ms": 1_000}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(st, 200, "{body}");
+    let token = body["token"].as_u64().unwrap();
+    let (st, body) = post(
+        c,
+        format!("{base}/v1/locks/{key}/release"),
+        json!({"session_id": sid, "token": token}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(st, 204, "{body}");
+    token
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_with_its_default_store_the_server_keeps_tokens_rising() {
+    let state = temp_dir("xdg-state");
+    let c = reqwest::Client::new();
+    let mut tokens = Vec::new();
+    for run in 0..2 {
+        let server = EnvServer::start(&state, &[]);
+        let cfg = get_json(&c, format!("{}/v1/config", server.base)).await;
+        let file = state.join("fencepost").join("lock.sqlite");
+        assert_eq!(
+            (
+                cfg["store"].as_str(),
+                cfg["durable"].as_bool(),
+                cfg["store_path"].as_str()
+            ),
+            (
+                Some("sqlite"),
+                Some(true),
+                Some(file.display().to_string().as_str())
+            ),
+            "run {run}: {cfg}"
+        );
+        for _ in 0..3 {
+            tokens.push(grant_and_release(&c, &server.base, "k1").await);
+        }
+        assert!(file.exists(), "{} was not created", file.display());
+        drop(server); // SIGKILL: tokens are on disk before each grant's reply.
+    }
+    assert_eq!(
+        tokens,
+        [1, 2, 3, 4, 5, 6],
+        "tokens across a restart on the default store"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_store_says_at_start_and_in_config_that_tokens_restart() {
+    let state = temp_dir("xdg-state-mem");
+    let c = reqwest::Client::new();
+    let server = EnvServer::start(&state, &["--store", "memory:"]);
+    let cfg = get_json(&c, format!("{}/v1/config", server.base)).await;
+    assert_eq!(
+        (cfg["store"].as_str(), cfg["durable"].as_bool()),
+        (Some("memory"), Some(false))
+    );
+    let warn = server
+        .stderr()
+        .lines()
+        .find(|l| l.contains("\"WARN\"") && l.contains("not durable"))
+        .map(str::to_string);
+    assert!(
+        warn.is_some(),
+        "no WARN line at start:\n{}",
+        server.stderr()
+    );
+    assert!(
+        !state.join("fencepost").exists(),
+        "memory: wrote a state file"
+    );
 }

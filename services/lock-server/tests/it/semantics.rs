@@ -8,18 +8,29 @@ use serde_json::json;
 
 use crate::support::TestServer;
 
-async fn renew(
+/// L5 or L6 (`verb`) with a session and a token, no TTL.
+async fn with_token(
     s: &TestServer,
+    verb: &str,
     key: &str,
     session: &str,
     token: u64,
 ) -> (StatusCode, serde_json::Value) {
     s.call(
         Method::POST,
-        &format!("/v1/locks/{key}/renew"),
+        &format!("/v1/locks/{key}/{verb}"),
         Some(json!({"session_id": session, "token": token})),
     )
     .await
+}
+
+async fn renew(
+    s: &TestServer,
+    key: &str,
+    session: &str,
+    token: u64,
+) -> (StatusCode, serde_json::Value) {
+    with_token(s, "renew", key, session, token).await
 }
 
 async fn release(
@@ -28,12 +39,7 @@ async fn release(
     session: &str,
     token: u64,
 ) -> (StatusCode, serde_json::Value) {
-    s.call(
-        Method::POST,
-        &format!("/v1/locks/{key}/release"),
-        Some(json!({"session_id": session, "token": token})),
-    )
-    .await
+    with_token(s, "release", key, session, token).await
 }
 
 #[tokio::test]

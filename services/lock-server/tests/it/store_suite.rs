@@ -115,13 +115,14 @@ async fn a_restarted_service_restores_grants_with_leases_from_its_own_start(kind
     let store: Arc<dyn LockStore> = if matches!(kind, StoreKind::Memory) {
         store
     } else {
+        drop(store); // the old process's connection holds the file's lock
         store::open(&url).await.unwrap()
     };
     let clock2 = FakeClock::new(MonoTime::from_nanos(1));
     let second = LockService::start(Limits::default(), store, Arc::new(clock2.clone()))
         .await
         .unwrap();
-    let info = second.info("k").unwrap();
+    let info = second.info("k").await.unwrap();
     assert_eq!(info.token, granted.token);
     assert_eq!(info.state, fencepost_api::lock::LockState::Held);
     // The restored session lives a full TTL from the takeover, and a heartbeat keeps it.
@@ -142,6 +143,26 @@ async fn a_restarted_service_restores_grants_with_leases_from_its_own_start(kind
         .session_id;
     let next = second.acquire("k", &rival, None).await.unwrap();
     assert!(next.token > granted.token);
+}
+
+async fn a_second_server_on_the_same_sqlite_file_is_refused() {
+    let url = StoreKind::Sqlite.fresh_url().await.unwrap();
+    let first = store::open(&url).await.unwrap();
+    let second = store::open(&url).await;
+    assert!(
+        matches!(&second, Err(store::StoreError::Sqlite(e)) if e.to_string().contains("locked")),
+        "{:?}",
+        second.err()
+    );
+    drop(first);
+    store::open(&url)
+        .await
+        .expect("free once the first is closed");
+}
+
+#[tokio::test]
+async fn sqlite_refuses_a_second_server_on_the_same_file() {
+    a_second_server_on_the_same_sqlite_file_is_refused().await;
 }
 
 macro_rules! store_suite {

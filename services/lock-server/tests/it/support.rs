@@ -40,6 +40,16 @@ impl TestServer {
         }
     }
 
+    /// A router over an already started `service` whose clock is `clock`.
+    pub fn with_service(service: Arc<LockService>, clock: FakeClock) -> Self {
+        let app = lock_server::http::app(service.clone());
+        TestServer {
+            service,
+            clock,
+            app,
+        }
+    }
+
     /// A server with default limits on the memory store.
     pub async fn memory() -> Self {
         Self::new(
@@ -183,5 +193,186 @@ impl StoreKind {
             )),
             StoreKind::Postgres => fresh_pg_store_url().await,
         }
+    }
+}
+
+/// A proptest seed: `FP_PROPTEST_SEED` if set (and a number), else `default`.
+pub fn proptest_seed(default: u64) -> u64 {
+    std::env::var("FP_PROPTEST_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// A proptest runner of `cases` cases whose ChaCha generator starts from
+/// `seed`, with no failure persistence, so a run replays from its printed seed.
+pub fn seeded_runner(
+    cases: u32,
+    max_shrink_iters: u32,
+    seed: u64,
+) -> proptest::test_runner::TestRunner {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    // 32 ChaCha seed bytes from the u64 (splitmix64).
+    let mut x = seed;
+    let mut bytes = [0u8; 32];
+    for chunk in bytes.chunks_mut(8) {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    let config = Config {
+        cases,
+        max_shrink_iters,
+        failure_persistence: None,
+        rng_algorithm: RngAlgorithm::ChaCha,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+}
+
+/// What a [`FaultyStore`] does on a call of one method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Commit in the inner store, then wait for [`FaultyStore::open`] before
+    /// replying: a write whose reply is slow, as PostgreSQL's is behind a lock.
+    HoldReply,
+    /// Fail without touching the inner store: the database is down.
+    Fail,
+}
+
+/// A store wrapper that injects [`Fault`]s into chosen methods.
+pub struct FaultyStore {
+    inner: Arc<dyn LockStore>,
+    /// Method name (`grant`, `delete_session`, `clear_grant`, ...) to its fault.
+    faults: std::sync::Mutex<std::collections::HashMap<&'static str, Fault>>,
+    /// True once the held replies may go.
+    gate: tokio::sync::watch::Sender<bool>,
+    /// Calls now waiting at the gate.
+    held: tokio::sync::watch::Sender<usize>,
+}
+
+impl FaultyStore {
+    /// A wrapper of `inner` with no faults.
+    pub fn new(inner: Arc<dyn LockStore>) -> Arc<Self> {
+        Arc::new(FaultyStore {
+            inner,
+            faults: Default::default(),
+            gate: tokio::sync::watch::channel(false).0,
+            held: tokio::sync::watch::channel(0).0,
+        })
+    }
+
+    /// From now on, calls of `method` suffer `fault` (`None`: pass through).
+    pub fn set(&self, method: &'static str, fault: Option<Fault>) {
+        let mut f = self.faults.lock().unwrap();
+        match fault {
+            Some(fault) => f.insert(method, fault),
+            None => f.remove(method),
+        };
+        if fault == Some(Fault::HoldReply) {
+            self.gate.send_replace(false);
+        }
+    }
+
+    /// Resolves once a call is waiting at the gate (its write is committed).
+    pub async fn held_call(&self) {
+        let mut rx = self.held.subscribe();
+        let _ = rx.wait_for(|n| *n > 0).await;
+    }
+
+    /// Lets every held reply go, and stops holding.
+    pub fn open(&self) {
+        self.faults
+            .lock()
+            .unwrap()
+            .retain(|_, f| *f != Fault::HoldReply);
+        self.gate.send_replace(true);
+    }
+
+    /// Applies the fault of `method` around `call`.
+    async fn around<T>(
+        &self,
+        method: &'static str,
+        call: impl std::future::Future<Output = Result<T, store::StoreError>>,
+    ) -> Result<T, store::StoreError> {
+        let fault = self.faults.lock().unwrap().get(method).copied();
+        match fault {
+            None => call.await,
+            Some(Fault::Fail) => Err(store::StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+                Some(format!("injected failure of {method}")),
+            ))),
+            Some(Fault::HoldReply) => {
+                let out = call.await;
+                self.held.send_modify(|n| *n += 1);
+                let mut gate = self.gate.subscribe();
+                let _ = gate.wait_for(|open| *open).await;
+                self.held.send_modify(|n| *n -= 1);
+                out
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl LockStore for FaultyStore {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        self.inner.path()
+    }
+
+    fn durable(&self) -> bool {
+        self.inner.durable()
+    }
+
+    async fn load(&self) -> Result<store::Snapshot, store::StoreError> {
+        self.inner.load().await
+    }
+
+    async fn load_live(&self) -> Result<store::Snapshot, store::StoreError> {
+        self.inner.load_live().await
+    }
+
+    async fn last_token(&self, key: &str) -> Result<Option<u64>, store::StoreError> {
+        self.inner.last_token(key).await
+    }
+
+    async fn create_session(&self, s: &store::SessionRecord) -> Result<(), store::StoreError> {
+        self.around("create_session", self.inner.create_session(s))
+            .await
+    }
+
+    async fn delete_session(&self, id: &str) -> Result<(), store::StoreError> {
+        self.around("delete_session", self.inner.delete_session(id))
+            .await
+    }
+
+    async fn grant(&self, key: &str, id: &str, lease_ms: u64) -> Result<u64, store::StoreError> {
+        self.around("grant", self.inner.grant(key, id, lease_ms))
+            .await
+    }
+
+    async fn set_lease(
+        &self,
+        key: &str,
+        token: u64,
+        lease_ms: u64,
+    ) -> Result<(), store::StoreError> {
+        self.around("set_lease", self.inner.set_lease(key, token, lease_ms))
+            .await
+    }
+
+    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), store::StoreError> {
+        self.around("clear_grant", self.inner.clear_grant(key, token))
+            .await
+    }
+
+    async fn ping(&self) -> Result<(), store::StoreError> {
+        self.inner.ping().await
     }
 }

@@ -1,5 +1,7 @@
 //! The built `rail-stub` binary: the `listening on` line, SIGTERM, exit code 2
-//! on bad values, `--help`, and the SQLite ledger surviving a killed process.
+//! on bad values, `--help`, the SQLite ledger surviving a killed process, the
+//! default ledger being durable (one rail-stub per file), and `memory` saying
+//! that it forgets.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -25,12 +27,22 @@ impl Drop for Running {
 }
 
 /// Starts the binary with `args` and waits (20 s at most) for its one line.
+/// Its default ledger goes to a fresh state directory, never the user's.
 fn start(args: &[&str]) -> Running {
+    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    start_in(&temp_path(&format!("xdg-state-{n}")), args, Stdio::null())
+}
+
+/// [`start`] with `XDG_STATE_HOME=state` (and no `RAIL_LEDGER`) and stderr to `stderr`.
+fn start_in(state: &std::path::Path, args: &[&str], stderr: impl Into<Stdio>) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rail-stub"))
         .args(args)
         .env("RUST_LOG", "warn")
+        .env("XDG_STATE_HOME", state)
+        .env_remove("RAIL_LEDGER")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -155,41 +167,16 @@ async fn the_sqlite_ledger_survives_a_killed_and_restarted_binary() {
         let post = |path: String, body: Value| {
             http.post(format!("{}{path}", rail.base)).json(&body).send()
         };
-        assert_eq!(
-            post("/v1/payouts/bulk".into(), json!({"count": 2}))
-                .await
-                .unwrap()
-                .status(),
-            201
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000001/claim".into(), json!({"token": 4}))
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000001/submit".into(), json!({"token": 4}))
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000002/claim".into(), json!({"token": 9}))
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        assert_eq!(
-            post("/v1/payouts/p-000002/claim".into(), json!({"token": 8}))
-                .await
-                .unwrap()
-                .status(),
-            409
-        );
+        for (path, body, status) in [
+            ("/v1/payouts/bulk", json!({"count": 2}), 201),
+            ("/v1/payouts/p-000001/claim", json!({"token": 4}), 200),
+            ("/v1/payouts/p-000001/submit", json!({"token": 4}), 200),
+            ("/v1/payouts/p-000002/claim", json!({"token": 9}), 200),
+            ("/v1/payouts/p-000002/claim", json!({"token": 8}), 409),
+        ] {
+            let got = post(path.into(), body).await.unwrap().status();
+            assert_eq!(got, status, "POST {path}");
+        }
         let before = http
             .get(format!("{}/v1/ledger", rail.base))
             .send()
@@ -289,4 +276,109 @@ fn help_teaches_the_latency_forms_and_the_environment_variables() {
             "--help should mention {needle}:\n{help}"
         );
     }
+}
+
+/// `GET path` as JSON.
+async fn get_json(base: &str, path: &str) -> Value {
+    reqwest::get(format!("{base}{path}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_default_ledger_is_a_stable_file_that_survives_a_restart_and_takes_one_process() {
+    let state = temp_path("xdg-default");
+    let file = state.join("fencepost").join("rail-ledger.sqlite");
+    let http = reqwest::Client::new();
+    {
+        let rail = start_in(&state, &["--listen", "127.0.0.1:0"], Stdio::null());
+        let health = get_json(&rail.base, "/healthz").await;
+        assert_eq!(
+            (health["ledger"].as_str(), health["durable"].as_bool()),
+            (
+                Some(format!("sqlite:{}", file.display()).as_str()),
+                Some(true)
+            ),
+            "{health}"
+        );
+        for (path, body, status) in [
+            ("/v1/payouts/bulk", json!({"count": 1}), 201),
+            ("/v1/payouts/p-000001/claim", json!({"token": 7}), 200),
+            ("/v1/payouts/p-000001/submit", json!({"token": 7}), 200),
+        ] {
+            let got = http
+                .post(format!("{}{path}", rail.base))
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status();
+            assert_eq!(got, status, "POST {path}");
+        }
+        // A second rail-stub on the same default file refuses to start.
+        let second = Command::new(env!("CARGO_BIN_EXE_rail-stub"))
+            .args(["--listen", "127.0.0.1:0"])
+            .env("XDG_STATE_HOME", &state)
+            .env_remove("RAIL_LEDGER")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&second.stderr);
+        assert!(
+            !second.status.success(),
+            "a second rail-stub started on one file"
+        );
+        assert!(stderr.contains("locked"), "{stderr}");
+        drop(rail);
+    }
+    assert!(file.exists());
+    // Restarted on the same default file: PAID and the fence are remembered.
+    let rail = start_in(&state, &["--listen", "127.0.0.1:0"], Stdio::null());
+    let p = get_json(&rail.base, "/v1/payouts/p-000001").await;
+    assert_eq!(
+        (p["state"].as_str(), p["highest_token"].as_u64()),
+        (Some("PAID"), Some(7)),
+        "{p}"
+    );
+    let stale = http
+        .post(format!("{}/v1/payouts/p-000001/claim", rail.base))
+        .json(&json!({"token": 6}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.json::<Value>().await.unwrap()["code"], "FENCED_OUT");
+    drop(rail);
+    let _ = std::fs::remove_dir_all(state);
+}
+
+#[tokio::test]
+async fn a_memory_ledger_warns_at_start_and_healthz_says_it_is_not_durable() {
+    let state = temp_path("xdg-memory");
+    let log = temp_path("memory-log");
+    std::fs::create_dir_all(&log).unwrap();
+    let log = log.join("stderr.log");
+    let rail = start_in(
+        &state,
+        &["--listen", "127.0.0.1:0", "--ledger", "memory"],
+        std::fs::File::create(&log).unwrap(),
+    );
+    let health = get_json(&rail.base, "/healthz").await;
+    assert_eq!(
+        (health["ledger"].as_str(), health["durable"].as_bool()),
+        (Some("memory"), Some(false))
+    );
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("rail_ledger_not_durable")),
+        "{stderr}"
+    );
+    assert!(
+        !state.join("fencepost").exists(),
+        "memory wrote a state file"
+    );
+    drop(rail);
 }
