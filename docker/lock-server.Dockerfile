@@ -13,8 +13,12 @@ LABEL org.opencontainers.image.title="fencepost lock-server" \
       fencepost.component="lock-server"
 COPY lock-server /lock-server
 COPY healthcheck /healthcheck
-# `--store sqlite:` (the default) makes its file under /tmp.
+# The default lock store (`lock.sqlite`) lives in $XDG_STATE_HOME/fencepost: a
+# directory of its own, a volume, so it survives a restart of the container.
 COPY --chown=65534:65534 tmp/ /tmp/
+COPY --chown=65534:65534 tmp/ /var/lib/fencepost/
+ENV XDG_STATE_HOME=/var/lib
+VOLUME ["/var/lib/fencepost"]
 USER 65534:65534
 # Listen on every address of the container's own network namespace.
 ENV LOCK_LISTEN=0.0.0.0:7070

@@ -13,8 +13,12 @@ LABEL org.opencontainers.image.title="fencepost rail-stub" \
       fencepost.component="rail-stub"
 COPY rail-stub /rail-stub
 COPY healthcheck /healthcheck
-# `--ledger sqlite:PATH` needs a writable directory; /tmp is one.
+# The default ledger (`rail-ledger.sqlite`) lives in $XDG_STATE_HOME/fencepost: a
+# directory of its own, a volume, so it survives a restart of the container.
 COPY --chown=65534:65534 tmp/ /tmp/
+COPY --chown=65534:65534 tmp/ /var/lib/fencepost/
+ENV XDG_STATE_HOME=/var/lib
+VOLUME ["/var/lib/fencepost"]
 USER 65534:65534
 ENV RAIL_LISTEN=0.0.0.0:7080
 EXPOSE 7080

@@ -140,6 +140,10 @@ impl Stack {
             spec.rail_latency.to_string(),
             "--seed".into(),
             spec.seed.to_string(),
+            // A fresh ledger per cell: the rail-stub's default is a durable
+            // file, which a second cell (or run) would share.
+            "--ledger".into(),
+            "memory".into(),
         ];
         let (services, lock_url, rail_url) = match &spec.runtime {
             Runtime::Process { store } => {
