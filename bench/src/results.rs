@@ -333,6 +333,8 @@ cell_row! {
     hb_tick_lag_max_us: u64,
     /// Rail submits (R3) the workers timed.
     rail_measured_count: u64,
+    /// Rail calls the workers saw fail in transport (a read timeout: the outcome is unknown to them).
+    rail_transport_errors: u64,
     /// Submits made after a passed client check (the beliefs trigger 4 joins on).
     believed_held_submits: u64,
     /// Fence-1 refusals of the window the rail-stub's log did not show (not traceable).
@@ -532,6 +534,7 @@ impl CellRow {
             hb_corrected_over_budget: over_budget,
             hb_tick_lag_max_us: tick_lag.max,
             rail_measured_count: rail.count,
+            rail_transport_errors: tally.rail_transport_errors,
             believed_held_submits: m.fences.believed_submits,
             fenced_out_fence1_untraced: m.fences.fence1_untraced(),
             cpu_workers_s: m.workers.cpu_workers_s,

@@ -1,7 +1,10 @@
 //! A payout worker on the SDK, exactly as the ADR's payout executor works:
 //! open session → acquire `payout:<id>` → claim (fence 1) →
 //! `ensure_time_for(worst-case rail hop)` → submit (fence 2) → release, and
-//! abandon (R4) whenever the lease is insufficient or lost. Abandoned payouts
+//! abandon (R4) whenever the lease is insufficient or lost. A submit whose
+//! outcome is unknown (the read timed out) keeps the lock until the
+//! worst-case hop has passed since it was sent (D4's budget for the step),
+//! then goes back on the queue like an abandoned payout. Abandoned payouts
 //! go back on the queue, to be retried by a later holder under a higher token
 //! (ADR-006 D6). A [`crate::cell::Pool`] runs N of these as tasks; the
 //! experiments also run them as OS processes (`experiments worker`), which
@@ -523,8 +526,14 @@ impl Worker {
                 false
             }
             RailOutcome::Transport(_) => {
-                // Unknown outcome: a later holder's claim finds it PAID or takes it over.
+                // Unknown outcome: the rail may still be deciding it. D4 budgets
+                // the step at the worst-case hop (read timeout + 2 s), so the
+                // step is not over before that: keep the lock until then, or a
+                // successor's claim lands before the late decision and fence 2
+                // refuses a submit this client believed it held the lease for.
+                // Afterwards a later holder's claim finds it PAID or takes it over.
                 Tally::bump(&tally.rail_transport_errors);
+                tokio::time::sleep_until(sent + self.env.worst_case_hop).await;
                 false
             }
         };

@@ -230,6 +230,47 @@ async fn only_fence_1_refusing_a_claim_after_a_lapse_does_not_fire_trigger_4() {
     assert_eq!(t4.verdict, Verdict::Ok, "{t4:?}");
 }
 
+/// A rail slower than the workers' read timeout but within D4's worst-case
+/// hop (decisions after 200 ms; read timeout 166 ms, hop 233 ms at a 1 s
+/// lease): every submit times out at the client while the rail still decides
+/// it. A worker that released the lock at once let a successor claim the
+/// payout before the late decision, which fence 2 then refused — a fence-out
+/// of a client that believed it held the lease (trigger 4; the pause run of
+/// issue 12 found one). After an unknown outcome the worker holds the lock
+/// until the hop has passed since the send: the late decision pays, the
+/// successor finds it PAID, nothing is fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_that_times_out_keeps_the_lock_for_the_worst_case_hop() {
+    let dir = temp_dir("slow-rail");
+    let mut cfg = config(None);
+    cfg.rail_latency = "fixed:6s".parse().unwrap(); // × 1 s / 30 s = 200 ms
+    cfg.workers = 2;
+    cfg.duration = Duration::from_secs(2);
+    cfg.warmup = Some(Duration::ZERO);
+    let p = cfg
+        .plan(Cell {
+            lease: Duration::from_secs(1),
+            margin: 0.1,
+        })
+        .in_run("issue12");
+    assert!(
+        p.rail_read_timeout < Duration::from_millis(200)
+            && p.worst_case_hop > Duration::from_millis(200)
+    );
+    let (_, row) = run_with(&p, &dir, |_| None).await;
+    assert!(
+        row.rail_transport_errors >= 2,
+        "the submits timed out: {row:?}"
+    );
+    assert!(row.payouts_paid >= 2, "the rail paid them anyway: {row:?}");
+    assert_eq!(
+        (row.fenced_out, row.fenced_out_believed_held),
+        (0, 0),
+        "{row:?}"
+    );
+    assert!(row.ledger_ok && row.paid_twice == 0, "{row:?}");
+}
+
 /// The warm-up runs the workload but enters no figure: the window's ledger
 /// difference pays less than the whole ledger holds, and the window is the
 /// duration, not duration + warm-up.

@@ -122,6 +122,7 @@ fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         hb_corrected_over_budget: 0,
         hb_tick_lag_max_us: 900,
         rail_measured_count: 196,
+        rail_transport_errors: 0,
         believed_held_submits: 196,
         fenced_out_fence1_untraced: 0,
         cpu_workers_s: 0.0,
