@@ -8,10 +8,11 @@
 //!    interrupted) for the bench and the throttle experiment, the pause
 //!    experiment's rounds for that one;
 //! 2. the window opens after [`CellPlan::warmup`] ([`CellRun::open_window`];
-//!    at once when the warm-up is zero): the rail's ledger is read and
-//!    checked (`before`), every worker's figures restart from zero
-//!    ([`Pool::reset_measurements`]), the CPU seconds of the bench and the
-//!    services are read, the stack's fault schedules start;
+//!    at once when the warm-up is zero): every worker's figures restart from
+//!    zero ([`Pool::reset_measurements`]), the rail's ledger is read and
+//!    checked (`before`), the CPU seconds of the bench and the services are
+//!    read, the stack's fault schedules start; the load's duration counts
+//!    from the opening ([`CellRun::run_window`]);
 //! 3. the faults stop (every service running again), the [`Pool`] stops and
 //!    joins within [`CellPlan::join_grace`];
 //! 4. the window closes: the ledger is read and checked again (`after`), the
@@ -299,7 +300,7 @@ impl Schedule for Steady {
             return Ok(Ended::Interrupted);
         }
         run.open_window().await?;
-        Ok(run.run_for(run.plan.duration).await)
+        Ok(run.run_window(run.plan.duration).await)
     }
 }
 
@@ -368,13 +369,16 @@ impl CellRun<'_> {
             return Ok(());
         }
         let rail_log_len = self.stack.rail_log().and_then(|p| window::file_len(&p));
-        let view = self.stack.rail().ledger().await?;
-        let cpu = CpuMark::now(self.stack.pids());
-        // The client-side figures restart right after the ledger snapshot
-        // (the skew is one R6 read).
+        // The client-side figures restart, then the rail snapshots its ledger
+        // when R6 arrives, a moment later: the skew is one request's trip,
+        // not the transfer of the whole ledger, which the workers overlap.
         self.pool.reset_measurements().await;
+        let opened = Instant::now();
+        let view = self.stack.rail().ledger().await?;
+        // After the R6 read, so the driver's own parsing of it is not counted.
+        let cpu = CpuMark::now(self.stack.pids());
         self.window = Some(OpenWindow {
-            opened: Instant::now(),
+            opened,
             ledger: check_ledger(&view),
             submissions: window::submission_counts(&view),
             rail_log_len,
@@ -384,11 +388,23 @@ impl CellRun<'_> {
         Ok(())
     }
 
+    /// Lets the workers run until `duration` after the window opened (from
+    /// now if it is not open yet), reporting live counts; ends early when
+    /// interrupted.
+    pub async fn run_window(&mut self, duration: Duration) -> Ended {
+        let from = self.window.as_ref().map_or_else(Instant::now, |w| w.opened);
+        self.run_until(from + duration).await
+    }
+
     /// Lets the workers run for `duration` from now, reporting live counts
     /// (elapsed since the first worker started); ends early when interrupted.
     pub async fn run_for(&mut self, duration: Duration) -> Ended {
+        self.run_until(Instant::now() + duration).await
+    }
+
+    /// Lets the workers run until `deadline` (see [`CellRun::run_for`]).
+    async fn run_until(&mut self, deadline: Instant) -> Ended {
         let started = self.started();
-        let deadline = Instant::now() + duration;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut interrupt = self.hooks.interrupt.clone();
         loop {
