@@ -129,11 +129,13 @@ struct CellCurves {
 }
 
 /// Draws each cell's raw curve solid and its corrected one dashed, one
-/// colour per cell, and returns the legend entries.
+/// colour per cell, a note on `plot` when there is none, and the legend.
 fn draw_cell_curves<DB, X, Y>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    plot: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
     cells: &[CellCurves],
-) -> anyhow::Result<Vec<LegendEntry>>
+) -> anyhow::Result<()>
 where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
@@ -165,7 +167,14 @@ where
             });
         }
     }
-    Ok(entries)
+    if cells.is_empty() {
+        plot.draw(&Text::new(
+            "no histograms found under hgrm/",
+            (120, 200),
+            desc_font(),
+        ))?;
+    }
+    draw_legend(legend, "cell: series", &entries)
 }
 
 /// One plot that can draw itself on any plotters backend (the experiments'
@@ -424,15 +433,7 @@ impl Plot for RttCdf<'_> {
             .x_label_formatter(&|v| ms_label(*v))
             .y_label_formatter(&|v| format!("{v:.2}"))
             .draw()?;
-        let entries = draw_cell_curves(&mut chart, self.cells)?;
-        if self.cells.is_empty() {
-            plot.draw(&Text::new(
-                "no histograms found under hgrm/",
-                (120, 200),
-                desc_font(),
-            ))?;
-        }
-        draw_legend(&legend, "cell: series", &entries)
+        draw_cell_curves(&mut chart, &plot, &legend, self.cells)
     }
 }
 
@@ -469,15 +470,7 @@ impl Plot for RttSpectrum<'_> {
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(&|v| ms_label(*v))
             .draw()?;
-        let entries = draw_cell_curves(&mut chart, self.cells)?;
-        if self.cells.is_empty() {
-            plot.draw(&Text::new(
-                "no histograms found under hgrm/",
-                (120, 200),
-                desc_font(),
-            ))?;
-        }
-        draw_legend(&legend, "cell: series", &entries)
+        draw_cell_curves(&mut chart, &plot, &legend, self.cells)
     }
 }
 

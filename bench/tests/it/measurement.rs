@@ -184,14 +184,7 @@ fn sabotage(stack: &Stack, at: Step, pay: bool, done: Arc<AtomicBool>) -> StepHo
 /// belief it recorded, and trigger 4 fires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fence_2_refusing_a_client_that_passed_its_check_fires_trigger_4() {
-    let dir = temp_dir("t4-fence2");
-    let p = plan(Duration::from_secs(1), 0.3, 2, Duration::from_secs(3));
-    let done = Arc::new(AtomicBool::new(false));
-    let (_, row) = run_with(&p, &dir, |s| {
-        Some(sabotage(s, Step::Checked, true, done.clone()))
-    })
-    .await;
-    assert!(done.load(Ordering::SeqCst));
+    let row = sabotaged("t4-fence2", Step::Checked).await;
     assert!(row.fenced_out_fence2 >= 1, "{row:?}");
     assert!(row.fenced_out_believed_held >= 1, "{row:?}");
     assert!(row.believed_held_submits > row.fenced_out_believed_held);
@@ -204,6 +197,17 @@ async fn fence_2_refusing_a_client_that_passed_its_check_fires_trigger_4() {
     assert!(t4.fired);
 }
 
+/// A 2-worker cell at a 1 s lease whose first payout to reach `at` is
+/// sabotaged (see [`sabotage`]); the row.
+async fn sabotaged(tag: &str, at: Step) -> CellRow {
+    let dir = temp_dir(tag);
+    let p = plan(Duration::from_secs(1), 0.3, 2, Duration::from_secs(3));
+    let done = Arc::new(AtomicBool::new(false));
+    let (_, row) = run_with(&p, &dir, |s| Some(sabotage(s, at, true, done.clone()))).await;
+    assert!(done.load(Ordering::SeqCst), "the sabotage ran");
+    row
+}
+
 /// The worker's session lapsed after its acquire and before its claim; a
 /// rival claimed (and paid) the payout, and the worker's claim under the stale
 /// token is refused by fence 1. The worker never passed its check for that
@@ -211,14 +215,7 @@ async fn fence_2_refusing_a_client_that_passed_its_check_fires_trigger_4() {
 /// fence-1 refusal is traced in the rail-stub's log (nothing untraced).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_fence_1_refusing_a_claim_after_a_lapse_does_not_fire_trigger_4() {
-    let dir = temp_dir("t4-fence1");
-    let p = plan(Duration::from_secs(1), 0.3, 2, Duration::from_secs(3));
-    let done = Arc::new(AtomicBool::new(false));
-    let (_, row) = run_with(&p, &dir, |s| {
-        Some(sabotage(s, Step::Acquired, true, done.clone()))
-    })
-    .await;
-    assert!(done.load(Ordering::SeqCst));
+    let row = sabotaged("t4-fence1", Step::Acquired).await;
     assert!(row.fenced_out_fence1 >= 1, "{row:?}");
     assert_eq!(
         row.fenced_out_fence1_untraced, 0,
