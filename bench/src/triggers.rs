@@ -578,8 +578,10 @@ fn autopilot_throttling(row: &CellRow, table: &[CellRow]) -> TriggerResult {
             (
                 Verdict::Fired,
                 format!(
-                    "without throttling the margin needed drops and stays below the margin in \
-                     force: reducible to about {u_hi:.2} (the interval's upper end)"
+                    "without throttling the margin needed drops below the margin in force: \
+                     reducible, by trigger 1's budget alone, to at most {u_hi:.3} (the upper \
+                     end of the unthrottled interval; triggers 3 and the clock grace still \
+                     bound it)"
                 ),
             )
         } else {
