@@ -1,7 +1,7 @@
 //! The measured window of a cell: what is read when it opens (after the
 //! warm-up) and how its fence-outs are traced when it closes.
 //!
-//! Opening ([`OpenWindow`]) snapshots what the closing compares with: the
+//! Opening (`OpenWindow`) snapshots what the closing compares with: the
 //! rail's ledger check and, per payout, how many submissions it already had;
 //! the length of the rail-stub's log; the CPU seconds of the bench and the
 //! services.
