@@ -107,6 +107,12 @@ pub struct RunArgs {
     )]
     pub rail_latency: String,
 
+    /// Run this long before each cell's measured window opens, excluded from
+    /// every figure (connection set-up, first heartbeats); default three
+    /// heartbeat periods of the cell (350 ms at --ttl 1s, margin 0.3).
+    #[arg(long)]
+    pub warmup: Option<String>,
+
     /// rail.read.timeout in production time (scaled); D4 requires timeout + 2 s of lease.
     #[arg(long, env = "RAIL_READ_TIMEOUT", default_value = "5s")]
     pub rail_read_timeout: String,

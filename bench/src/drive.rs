@@ -16,7 +16,7 @@ use crate::cli::RunArgs;
 use crate::grid::{self, Cell, FlagError};
 use crate::manifest::Manifest;
 use crate::runner::{self, Live, RunConfig, Runtime};
-use crate::{hist, report, results};
+use crate::{report, results};
 
 /// A checked `run`/`sweep`.
 #[derive(Debug)]
@@ -91,6 +91,11 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
     let rail_latency = latency("--rail-latency", &args.rail_latency)?;
     let rail_read_timeout =
         grid::parse_positive_duration("--rail-read-timeout", &args.rail_read_timeout)?;
+    let warmup = args
+        .warmup
+        .as_deref()
+        .map(|w| fencepost_api::parse_duration(w).map_err(|e| flag("--warmup", w, e.to_string())))
+        .transpose()?;
     let net_delay = args
         .net_delay
         .as_deref()
@@ -202,6 +207,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             server_pause,
             seed,
             client_check: !args.disable_client_check,
+            warmup,
         },
         cells: grid::cells(&ttls, &margins),
         out,
@@ -307,7 +313,10 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
                 l.elapsed_s, l.paid, l.abandoned, l.lock_lost
             ))
         };
-        let result = runner::run_cell(&config, &plan, &out, stop_rx.clone(), &live).await?;
+        // With a delay proxy, its own overhead is measured once per run.
+        let baseline = config.net_delay.is_some() && manifest.proxy_overhead.is_none();
+        let result =
+            runner::run_cell(&config, &plan, &out, stop_rx.clone(), &live, baseline).await?;
         let Some(result) = result else {
             bar.abandon_with_message("interrupted");
             manifest.write(&out)?;
@@ -318,19 +327,33 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             );
             return Ok(130);
         };
+        if let Some(o) = &result.proxy_overhead {
+            let line = format!("delay proxy baseline (zero delay): {o}");
+            bar.println(&line);
+            if !tty {
+                eprintln!("{line}");
+            }
+            manifest.proxy_overhead = Some(o.clone());
+        }
         let r = &result.row;
         let line = format!(
-            "cell {}/{} {id}: paid {} ({:.1}/s), abandoned {}, lock_lost {}, fenced_out {}, duplicates {}, hb p50 {:.2} ms p99 {:.2} ms, ledger {}",
+            "cell {}/{} {id}: paid {} ({:.1}/s), abandoned {}, lock_lost {}, sessions lost {}, fenced_out {} (fence 1 {}, fence 2 {}, believed held {}), duplicates {}, hb {} attempts {} timeouts, raw p99 {:.2} ms, corrected p99 {:.2} ms, ledger {}",
             i + 1,
             cells.len(),
             r.payouts_paid,
             r.throughput_per_s,
             r.abandoned_insufficient_lease,
             r.lock_lost,
+            r.session_lost,
             r.fenced_out,
+            r.fenced_out_fence1,
+            r.fenced_out_fence2,
+            r.fenced_out_believed_held,
             r.duplicate_attempted,
-            r.hb_rtt_p50_us as f64 / 1e3,
+            r.hb_attempts,
+            r.hb_timeouts,
             r.hb_rtt_p99_us as f64 / 1e3,
+            r.hb_rtt_corrected_p99_us as f64 / 1e3,
             if r.ledger_ok { "ok" } else { "VIOLATED" },
         );
         bar.println(&line);
@@ -338,7 +361,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             eprintln!("{line}");
         }
         let ledger_ok = r.ledger_ok;
-        hist::save_histogram(&out, &id, &result.histogram)?;
+        result.histograms.save(&out, &id)?;
         rows.push(result.row);
         results::write_results(&out, &rows)?;
         manifest.cells_done.push(id.clone());
@@ -367,22 +390,34 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "\n{:<24} {:>9} {:>9} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10}",
-        "cell", "paid", "per_s", "abandon", "lost", "fenced", "dups", "hb_p50_ms", "hb_p99_ms"
+        "\n{:<24} {:>9} {:>9} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10} {:>11}",
+        "cell",
+        "paid",
+        "per_s",
+        "abandon",
+        "lost",
+        "s_lost",
+        "fenced",
+        "dups",
+        "hb_tmout",
+        "hb_p99_ms",
+        "corr_p99_ms"
     );
     for r in rows {
         let _ = writeln!(
             t,
-            "{:<24} {:>9} {:>9.1} {:>9} {:>6} {:>7} {:>5} {:>10.2} {:>10.2}",
+            "{:<24} {:>9} {:>9.1} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10.2} {:>11.2}",
             r.cell,
             r.payouts_paid,
             r.throughput_per_s,
             r.abandoned_insufficient_lease,
             r.lock_lost,
+            r.session_lost,
             r.fenced_out,
             r.duplicate_attempted,
-            r.hb_rtt_p50_us as f64 / 1e3,
+            r.hb_timeouts,
             r.hb_rtt_p99_us as f64 / 1e3,
+            r.hb_rtt_corrected_p99_us as f64 / 1e3,
         );
     }
     t.push('\n');

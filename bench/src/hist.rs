@@ -1,11 +1,15 @@
-//! Per-cell heartbeat RTT histograms: how they are sized, summarised and stored.
+//! Per-cell latency histograms: how they are sized, summarised and stored.
 //!
-//! Each cell's histogram is saved twice under `hgrm/`:
-//! - `<cell>.hgrm`: the classic HdrHistogram percentile-distribution text
+//! A cell has four histograms ([`Series`]), all in µs: the raw heartbeat RTT
+//! (stem `<cell>`), the RTT corrected for coordinated omission
+//! (`<cell>.corrected`), the heartbeat tick lag (`<cell>.tick_lag`) and the
+//! rail submit latency measured by the workers (`<cell>.rail`). Each is saved
+//! twice under `hgrm/`:
+//! - `<stem>.hgrm`: the classic HdrHistogram percentile-distribution text
 //!   (`Value Percentile TotalCount 1/(1-Percentile)` plus the Mean/StdDeviation/Max
 //!   footer), values in µs, for people and for the HdrHistogram plotter;
-//! - `<cell>.hdr`: the lossless V2 (deflate) encoding, base64 on one line, which
-//!   [`load_histogram`] reads back and from which any percentile can be recomputed.
+//! - `<stem>.hdr`: the lossless V2 (deflate) encoding, base64 on one line, which
+//!   [`load_series`] reads back and from which any percentile can be recomputed.
 //!   It is the same encoding HdrHistogram interval logs use, so Python's `hdrh`
 //!   (`HdrHistogram.decode`) and Java's `decodeFromCompressedByteBuffer` read it too.
 
@@ -66,18 +70,132 @@ pub fn summarize(h: &Histogram<u64>) -> RttSummary {
     }
 }
 
-/// Path of the text percentile distribution of `cell`.
+/// The four histograms a cell saves, and the file stem of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Series {
+    /// Raw heartbeat RTT, send → reply; timeouts as censored "≥" samples (`<cell>`).
+    Rtt,
+    /// Heartbeat RTT from the *scheduled* send, one sample per tick (`<cell>.corrected`).
+    Corrected,
+    /// Heartbeat tick lag, scheduled → actual send (`<cell>.tick_lag`).
+    TickLag,
+    /// Rail submit (R3) latency seen by the workers; timeouts censored (`<cell>.rail`).
+    Rail,
+}
+
+impl Series {
+    /// Every series, in the order they are saved.
+    pub const ALL: [Series; 4] = [
+        Series::Rtt,
+        Series::Corrected,
+        Series::TickLag,
+        Series::Rail,
+    ];
+
+    /// The file stem of this series of `cell`.
+    pub fn stem(self, cell: &str) -> String {
+        match self {
+            Series::Rtt => cell.to_owned(),
+            Series::Corrected => format!("{cell}.corrected"),
+            Series::TickLag => format!("{cell}.tick_lag"),
+            Series::Rail => format!("{cell}.rail"),
+        }
+    }
+
+    /// What the values are, for the `.hgrm` header.
+    pub fn title(self) -> &'static str {
+        match self {
+            Series::Rtt => "heartbeat RTT (raw; timeouts censored at their give-up time)",
+            Series::Corrected => {
+                "heartbeat RTT corrected for coordinated omission (from the scheduled send)"
+            }
+            Series::TickLag => "heartbeat tick lag (scheduled -> actual send)",
+            Series::Rail => "rail submit (R3) latency seen by the workers (timeouts censored)",
+        }
+    }
+}
+
+/// The four histograms of a worker or a cell, one per [`Series`] (µs).
+#[derive(Clone, Debug)]
+pub struct Histograms {
+    /// [`Series::Rtt`].
+    pub rtt: Histogram<u64>,
+    /// [`Series::Corrected`].
+    pub corrected: Histogram<u64>,
+    /// [`Series::TickLag`].
+    pub tick_lag: Histogram<u64>,
+    /// [`Series::Rail`].
+    pub rail: Histogram<u64>,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            rtt: new_histogram(),
+            corrected: new_histogram(),
+            tick_lag: new_histogram(),
+            rail: new_histogram(),
+        }
+    }
+}
+
+impl Histograms {
+    /// One series.
+    pub fn get(&self, series: Series) -> &Histogram<u64> {
+        match series {
+            Series::Rtt => &self.rtt,
+            Series::Corrected => &self.corrected,
+            Series::TickLag => &self.tick_lag,
+            Series::Rail => &self.rail,
+        }
+    }
+
+    /// Merges `other` into `self`, series by series.
+    pub fn add(&mut self, other: &Histograms) -> anyhow::Result<()> {
+        self.rtt.add(&other.rtt)?;
+        self.corrected.add(&other.corrected)?;
+        self.tick_lag.add(&other.tick_lag)?;
+        self.rail.add(&other.rail)?;
+        Ok(())
+    }
+
+    /// Writes every series of `cell` under `dir` ([`save_series`]).
+    pub fn save(&self, dir: &Path, cell: &str) -> anyhow::Result<()> {
+        for series in Series::ALL {
+            save_series(dir, cell, series, self.get(series))?;
+        }
+        Ok(())
+    }
+}
+
+/// Path of the text percentile distribution of `cell`'s raw RTT.
 pub fn hgrm_path(dir: &Path, cell: &str) -> PathBuf {
     dir.join(HGRM_DIR).join(format!("{cell}.hgrm"))
 }
 
-/// Path of the lossless encoding of `cell`.
+/// Path of the lossless encoding of `cell`'s raw RTT.
 pub fn hdr_path(dir: &Path, cell: &str) -> PathBuf {
-    dir.join(HGRM_DIR).join(format!("{cell}.hdr"))
+    series_hdr_path(dir, cell, Series::Rtt)
 }
 
-/// Writes `hgrm/<cell>.hgrm` and `hgrm/<cell>.hdr` under `dir`.
+/// Path of the lossless encoding of one series of `cell`.
+pub fn series_hdr_path(dir: &Path, cell: &str, series: Series) -> PathBuf {
+    dir.join(HGRM_DIR)
+        .join(format!("{}.hdr", series.stem(cell)))
+}
+
+/// Writes `hgrm/<cell>.hgrm` and `hgrm/<cell>.hdr` (the raw RTT) under `dir`.
 pub fn save_histogram(dir: &Path, cell: &str, h: &Histogram<u64>) -> anyhow::Result<()> {
+    save_series(dir, cell, Series::Rtt, h)
+}
+
+/// Writes `hgrm/<stem>.hgrm` and `hgrm/<stem>.hdr` of one series of `cell` under `dir`.
+pub fn save_series(
+    dir: &Path,
+    cell: &str,
+    series: Series,
+    h: &Histogram<u64>,
+) -> anyhow::Result<()> {
     anyhow::ensure!(
         !cell.is_empty() && !cell.contains(['/', '\\']) && cell != "." && cell != "..",
         "cell id {cell:?} cannot be used as a file name"
@@ -85,13 +203,14 @@ pub fn save_histogram(dir: &Path, cell: &str, h: &Histogram<u64>) -> anyhow::Res
     let hgrm_dir = dir.join(HGRM_DIR);
     std::fs::create_dir_all(&hgrm_dir)
         .with_context(|| format!("creating {}", hgrm_dir.display()))?;
+    let stem = series.stem(cell);
 
-    let text = percentile_distribution(cell, h);
-    let path = hgrm_path(dir, cell);
+    let text = percentile_distribution(&format!("{} of cell {cell}", series.title()), h);
+    let path = hgrm_dir.join(format!("{stem}.hgrm"));
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
 
-    let path = hdr_path(dir, cell);
-    let text = encode(h).with_context(|| format!("encoding histogram of {cell}"))?;
+    let path = series_hdr_path(dir, cell, series);
+    let text = encode(h).with_context(|| format!("encoding histogram {stem}"))?;
     std::fs::write(&path, format!("{text}\n"))
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
@@ -115,9 +234,14 @@ pub fn decode(text: &str) -> anyhow::Result<Histogram<u64>> {
         .map_err(|e| anyhow::anyhow!("not a V2 histogram: {e}"))
 }
 
-/// Reads `hgrm/<cell>.hdr` under `dir` back into a histogram (µs).
+/// Reads `hgrm/<cell>.hdr` (the raw RTT) under `dir` back into a histogram (µs).
 pub fn load_histogram(dir: &Path, cell: &str) -> anyhow::Result<Histogram<u64>> {
-    let path = hdr_path(dir, cell);
+    load_series(dir, cell, Series::Rtt)
+}
+
+/// Reads one series of `cell` back into a histogram (µs).
+pub fn load_series(dir: &Path, cell: &str, series: Series) -> anyhow::Result<Histogram<u64>> {
+    let path = series_hdr_path(dir, cell, series);
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     decode(&text).with_context(|| format!("decoding {}", path.display()))
@@ -139,16 +263,46 @@ pub fn cdf_points_ms(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     points
 }
 
+/// The percentile spectrum of `h` (µs) as `(1 / (1 − q), value ms)` points,
+/// q < 1 (5 ticks per half distance, as the `.hgrm` text): on a log x axis
+/// p90, p99, p99.9 and p99.99 sit at 10, 100, 1,000 and 10,000, so the tail
+/// is as visible as the median. Empty for an empty histogram.
+pub fn spectrum_points_ms(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    h.iter_quantiles(5)
+        .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
+        .filter(|(q, _)| *q < 1.0)
+        .map(|(q, v)| (1.0 / (1.0 - q), h.highest_equivalent(v) as f64 / 1000.0))
+        .collect()
+}
+
+/// A distribution-free 95 % interval of the `q` quantile of `h` (µs): the
+/// values at ranks `n·q ± 1.96·√(n·q·(1 − q))` (the binomial order-statistic
+/// interval). It assumes independent samples; heartbeats within one stall are
+/// not, so the interval is too narrow when stalls dominate the tail. `None`
+/// without samples.
+pub fn quantile_ci95(h: &Histogram<u64>, q: f64) -> Option<(u64, u64)> {
+    if h.is_empty() {
+        return None;
+    }
+    let n = h.len() as f64;
+    let half = 1.96 * (n * q * (1.0 - q)).sqrt();
+    let rank = |r: f64| (r.clamp(1.0, n) / n).clamp(0.0, 1.0);
+    Some((
+        h.value_at_quantile(rank((n * q - half).floor())),
+        h.value_at_quantile(rank((n * q + half).ceil() + 1.0)),
+    ))
+}
+
 /// The classic HdrHistogram `outputPercentileDistribution` text (5 ticks per
-/// half distance, value unit ratio 1), preceded by `#` comment lines naming the
-/// cell and the unit.
-pub fn percentile_distribution(cell: &str, h: &Histogram<u64>) -> String {
+/// half distance, value unit ratio 1), preceded by `#` comment lines naming
+/// what is measured (`what`) and the unit.
+pub fn percentile_distribution(what: &str, h: &Histogram<u64>) -> String {
     let mut out = String::new();
     // `write!` into a String cannot fail.
-    let _ = writeln!(
-        out,
-        "# heartbeat RTT of cell {cell}; values in microseconds (us)"
-    );
+    let _ = writeln!(out, "# {what}; values in microseconds (us)");
     let _ = writeln!(
         out,
         "# HdrHistogram bounds [{}, {}], {} significant digits",

@@ -9,12 +9,14 @@
 //! driver every cell of the bench and the experiments runs through: stack,
 //! pool, measured window), [`timebase`] (production numbers scaled to a
 //! cell's lease), [`worker`] (the payout worker), [`proxy`] (the delay
-//! proxy), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
+//! proxy and its zero-delay baseline), [`cpu`] (CPU seconds from `/proc`),
+//! [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
 //! [`report`], [`plots`].
 
 pub mod cell;
 pub mod cli;
+pub mod cpu;
 pub mod docker;
 pub mod drive;
 pub mod grid;

@@ -28,6 +28,9 @@ pub struct Manifest {
     pub finished_at: Option<String>,
     /// Cell ids finished so far, in order.
     pub cells_done: Vec<String>,
+    /// The delay proxy's own overhead, measured once per run with `--net-delay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_overhead: Option<crate::proxy::ProxyOverhead>,
 }
 
 /// Versions of what produced the data.
@@ -121,6 +124,7 @@ impl Manifest {
             started_at: now_rfc3339(),
             finished_at: None,
             cells_done: Vec::new(),
+            proxy_overhead: None,
         }
     }
 

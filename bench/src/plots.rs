@@ -1,10 +1,14 @@
 //! The report's plots, each written as SVG and PNG with plotters:
-//! - `rtt_cdf`: heartbeat RTT CDF per cell, from the lossless `.hdr` histograms, log x in ms;
+//! - `rtt_cdf`: heartbeat RTT CDF per cell, raw (solid) and corrected for
+//!   coordinated omission (dashed), from the lossless `.hdr` histograms, log x in ms;
+//! - `rtt_spectrum`: the same histograms as a percentile spectrum, x = 1/(1 − q)
+//!   on a log scale (p90, p99, p99.9, p99.99 at 10, 100, 1,000, 10,000), log y
+//!   in ms, so the tail is as readable as the median;
 //! - `throughput_vs_margin`: payouts/s against margin, one line per TTL;
 //! - `abandonment_vs_margin`: insufficient-lease abandonments and all lost work
 //!   (% of attempts) against margin, one colour per TTL;
-//! - `p99_vs_budget`: heartbeat RTT p99 against ADR-006's `lease × margin / 3`
-//!   budget (trigger 1), log y in ms, one colour per TTL.
+//! - `p99_vs_budget`: corrected heartbeat RTT p99 against trigger 1's
+//!   `min(lease, session TTL) × margin / 3` budget, log y in ms, one colour per TTL.
 //!
 //! PNG text is rasterised from the DejaVu Sans font embedded by the `dejavu`
 //! crate, registered once as `sans-serif`, so no system font is needed.
@@ -20,17 +24,18 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::hist::{cdf_points_ms, load_histogram};
+use crate::hist::{Series, cdf_points_ms, load_series, spectrum_points_ms};
 use crate::results::CellRow;
-use crate::triggers::lost_work;
+use crate::triggers::{lost_work, rtt_budget_ms};
 
 /// Pixel size of every plot.
 pub const PLOT_SIZE: (u32, u32) = (1280, 720);
 /// Width of the legend panel right of each chart, in pixels.
 const LEGEND_WIDTH: u32 = 340;
 /// File stems of the plots, in report order.
-pub const PLOT_STEMS: [&str; 4] = [
+pub const PLOT_STEMS: [&str; 5] = [
     "rtt_cdf",
+    "rtt_spectrum",
     "throughput_vs_margin",
     "abandonment_vs_margin",
     "p99_vs_budget",
@@ -64,9 +69,28 @@ pub fn draw_plots(dir: &Path, rows: &[CellRow]) -> anyhow::Result<PlotOutput> {
     let mut out = PlotOutput::default();
 
     let mut cdfs = Vec::new();
+    let mut spectra = Vec::new();
     for row in rows {
-        match load_histogram(dir, &row.cell) {
-            Ok(h) if !h.is_empty() => cdfs.push((row.cell.clone(), cdf_points_ms(&h))),
+        match load_series(dir, &row.cell, Series::Rtt) {
+            Ok(h) if !h.is_empty() => {
+                // The corrected histogram is absent in directories written before issue 12.
+                let corrected = load_series(dir, &row.cell, Series::Corrected)
+                    .ok()
+                    .filter(|c| !c.is_empty());
+                cdfs.push(CellCurves {
+                    label: row.cell.clone(),
+                    raw: cdf_points_ms(&h),
+                    corrected: corrected.as_ref().map(cdf_points_ms).unwrap_or_default(),
+                });
+                spectra.push(CellCurves {
+                    label: row.cell.clone(),
+                    raw: spectrum_points_ms(&h),
+                    corrected: corrected
+                        .as_ref()
+                        .map(spectrum_points_ms)
+                        .unwrap_or_default(),
+                });
+            }
             Ok(_) => out
                 .skipped_cells
                 .push((row.cell.clone(), "empty histogram".to_owned())),
@@ -76,17 +100,81 @@ pub fn draw_plots(dir: &Path, rows: &[CellRow]) -> anyhow::Result<PlotOutput> {
     let groups = group_series(rows);
 
     out.files
-        .extend(render(dir, PLOT_STEMS[0], &RttCdf { cdfs: &cdfs })?);
-    out.files
-        .extend(render(dir, PLOT_STEMS[1], &Throughput { groups: &groups })?);
+        .extend(render(dir, PLOT_STEMS[0], &RttCdf { cells: &cdfs })?);
     out.files.extend(render(
         dir,
-        PLOT_STEMS[2],
+        PLOT_STEMS[1],
+        &RttSpectrum { cells: &spectra },
+    )?);
+    out.files
+        .extend(render(dir, PLOT_STEMS[2], &Throughput { groups: &groups })?);
+    out.files.extend(render(
+        dir,
+        PLOT_STEMS[3],
         &Abandonment { groups: &groups },
     )?);
     out.files
-        .extend(render(dir, PLOT_STEMS[3], &P99Budget { groups: &groups })?);
+        .extend(render(dir, PLOT_STEMS[4], &P99Budget { groups: &groups })?);
     Ok(out)
+}
+
+/// A cell's two curves (raw and corrected RTT) of one plot, in (x, y) points.
+struct CellCurves {
+    /// The cell id.
+    label: String,
+    /// The raw RTT curve.
+    raw: Vec<(f64, f64)>,
+    /// The corrected RTT curve (empty when the directory has none).
+    corrected: Vec<(f64, f64)>,
+}
+
+/// Draws each cell's raw curve solid and its corrected one dashed, one
+/// colour per cell, a note on `plot` when there is none, and the legend.
+fn draw_cell_curves<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    plot: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
+    cells: &[CellCurves],
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let mut entries = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        chart.draw_series(LineSeries::new(
+            c.raw.iter().copied(),
+            color(i).stroke_width(2),
+        ))?;
+        entries.push(LegendEntry {
+            label: format!("{}: raw", c.label),
+            color: color(i),
+            dashed: false,
+        });
+        if !c.corrected.is_empty() {
+            chart.draw_series(DashedLineSeries::new(
+                c.corrected.iter().copied(),
+                8,
+                5,
+                color(i).stroke_width(2),
+            ))?;
+            entries.push(LegendEntry {
+                label: format!("{}: corrected", c.label),
+                color: color(i),
+                dashed: true,
+            });
+        }
+    }
+    if cells.is_empty() {
+        plot.draw(&Text::new(
+            "no histograms found under hgrm/",
+            (120, 200),
+            desc_font(),
+        ))?;
+    }
+    draw_legend(legend, "cell: series", &entries)
 }
 
 /// One plot that can draw itself on any plotters backend (the experiments'
@@ -122,7 +210,7 @@ pub fn render(dir: &Path, stem: &str, plot: &impl Plot) -> anyhow::Result<[PathB
 }
 
 /// Cells that share a TTL and every other setting except the margin: one line.
-struct Series<'a> {
+struct Lines<'a> {
     /// Legend label, e.g. `TTL 1s` (plus the settings that vary across the table).
     label: String,
     /// The cells, sorted by margin.
@@ -133,7 +221,7 @@ struct Series<'a> {
 type Setting = (&'static str, fn(&CellRow) -> String);
 
 /// Groups rows into lines: by TTL, and by any other setting that varies in the table.
-fn group_series(rows: &[CellRow]) -> Vec<Series<'_>> {
+fn group_series(rows: &[CellRow]) -> Vec<Lines<'_>> {
     let settings: [Setting; 7] = [
         ("session", |r| human_ms(r.session_ttl_ms)),
         ("workers", |r| r.workers.to_string()),
@@ -168,7 +256,7 @@ fn group_series(rows: &[CellRow]) -> Vec<Series<'_>> {
             for ((name, _), value) in varying.iter().zip(key) {
                 label.push_str(&format!(", {name} {value}"));
             }
-            Series { label, rows }
+            Lines { label, rows }
         })
         .collect()
 }
@@ -214,7 +302,7 @@ fn log_range(values: impl Iterator<Item = f64>, pad: f64) -> Range<f64> {
 }
 
 /// The margin axis range of all grouped rows.
-fn margin_range(groups: &[Series<'_>]) -> Range<f64> {
+fn margin_range(groups: &[Lines<'_>]) -> Range<f64> {
     let margins = groups.iter().flat_map(|s| s.rows.iter().map(|r| r.margin));
     let (lo, hi) = margins.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), m| {
         (lo.min(m), hi.max(m))
@@ -315,8 +403,8 @@ where
 
 /// The RTT CDF plot.
 struct RttCdf<'a> {
-    /// Per cell: label and (RTT ms, cumulative fraction) points.
-    cdfs: &'a [(String, Vec<(f64, f64)>)],
+    /// Per cell: (RTT ms, cumulative fraction) points, raw and corrected.
+    cells: &'a [CellCurves],
 }
 
 impl Plot for RttCdf<'_> {
@@ -326,9 +414,9 @@ impl Plot for RttCdf<'_> {
     {
         let (plot, legend) = layout(root, "Heartbeat RTT CDF per cell")?;
         let x = log_range(
-            self.cdfs
+            self.cells
                 .iter()
-                .flat_map(|(_, p)| p.iter().map(|(x, _)| *x)),
+                .flat_map(|c| c.raw.iter().chain(&c.corrected).map(|(x, _)| *x)),
             1.25,
         );
         let mut chart = ChartBuilder::on(&plot)
@@ -345,32 +433,50 @@ impl Plot for RttCdf<'_> {
             .x_label_formatter(&|v| ms_label(*v))
             .y_label_formatter(&|v| format!("{v:.2}"))
             .draw()?;
-        let mut entries = Vec::new();
-        for (i, (cell, points)) in self.cdfs.iter().enumerate() {
-            chart.draw_series(LineSeries::new(
-                points.iter().copied(),
-                color(i).stroke_width(2),
-            ))?;
-            entries.push(LegendEntry {
-                label: cell.clone(),
-                color: color(i),
-                dashed: false,
-            });
-        }
-        if self.cdfs.is_empty() {
-            plot.draw(&Text::new(
-                "no histograms found under hgrm/",
-                (120, 200),
-                desc_font(),
-            ))?;
-        }
-        draw_legend(&legend, "cell", &entries)
+        draw_cell_curves(&mut chart, &plot, &legend, self.cells)
+    }
+}
+
+/// The RTT percentile spectrum plot.
+struct RttSpectrum<'a> {
+    /// Per cell: (1 / (1 − q), RTT ms) points, raw and corrected.
+    cells: &'a [CellCurves],
+}
+
+impl Plot for RttSpectrum<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (plot, legend) = layout(root, "Heartbeat RTT percentile spectrum per cell")?;
+        let points = || {
+            self.cells
+                .iter()
+                .flat_map(|c| c.raw.iter().chain(&c.corrected))
+        };
+        let x_hi = points().map(|(x, _)| *x).fold(10.0, f64::max) * 1.5;
+        let y = log_range(points().map(|(_, y)| *y), 1.5);
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(16)
+            .x_label_area_size(50)
+            .y_label_area_size(80)
+            .build_cartesian_2d((1.0..x_hi).log_scale(), y.log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("1 / (1 − percentile)  (10 = p90, 100 = p99, 1000 = p99.9; log scale)")
+            .y_desc("heartbeat RTT (ms, log scale)")
+            .axis_desc_style(desc_font())
+            .label_style(label_font())
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| ms_label(*v))
+            .draw()?;
+        draw_cell_curves(&mut chart, &plot, &legend, self.cells)
     }
 }
 
 /// Throughput against margin, one line per TTL.
 struct Throughput<'a> {
-    groups: &'a [Series<'a>],
+    groups: &'a [Lines<'a>],
 }
 
 impl Plot for Throughput<'_> {
@@ -413,7 +519,7 @@ impl Plot for Throughput<'_> {
 
 /// Abandonment against margin: solid = insufficient lease, dashed = all lost work.
 struct Abandonment<'a> {
-    groups: &'a [Series<'a>],
+    groups: &'a [Lines<'a>],
 }
 
 /// `part / attempts` in %, 0 without attempts.
@@ -477,14 +583,23 @@ impl Plot for Abandonment<'_> {
     }
 }
 
-/// Heartbeat p99 against the trigger-1 budget `lease × margin / 3`.
+/// Corrected heartbeat p99 against the trigger-1 budget `min(lease, session TTL) × margin / 3`.
 struct P99Budget<'a> {
-    groups: &'a [Series<'a>],
+    groups: &'a [Lines<'a>],
 }
 
 /// The trigger-1 budget of a row, in ms.
 fn budget_ms(row: &CellRow) -> f64 {
-    row.lease_ms as f64 * row.margin_effective / 3.0
+    rtt_budget_ms(row.lease_ms, row.session_ttl_ms, row.margin_effective)
+}
+
+/// The corrected p99 of a row, in ms (0 without samples).
+fn corrected_p99_ms(row: &CellRow) -> f64 {
+    if row.hb_corrected_count > 0 {
+        row.hb_rtt_corrected_p99_us as f64 / 1000.0
+    } else {
+        0.0
+    }
 }
 
 impl Plot for P99Budget<'_> {
@@ -494,18 +609,13 @@ impl Plot for P99Budget<'_> {
     {
         let (plot, legend) = layout(
             root,
-            "Heartbeat RTT p99 vs the lease × margin / 3 budget (ADR-006 §6.5)",
+            "Corrected heartbeat RTT p99 vs min(lease, session TTL) × margin / 3 (ADR-006 §6.5)",
         )?;
         let y = log_range(
             self.groups.iter().flat_map(|s| {
-                s.rows.iter().flat_map(|r| {
-                    let p99 = if r.hb_count > 0 {
-                        r.hb_rtt_p99_us as f64 / 1000.0
-                    } else {
-                        0.0
-                    };
-                    [p99, budget_ms(r)]
-                })
+                s.rows
+                    .iter()
+                    .flat_map(|r| [corrected_p99_ms(r), budget_ms(r)])
             }),
             2.0,
         );
@@ -529,8 +639,8 @@ impl Plot for P99Budget<'_> {
             let p99: Vec<(f64, f64)> = s
                 .rows
                 .iter()
-                .filter(|r| r.hb_count > 0)
-                .map(|r| (r.margin, (r.hb_rtt_p99_us as f64 / 1000.0).max(floor)))
+                .filter(|r| r.hb_corrected_count > 0)
+                .map(|r| (r.margin, corrected_p99_ms(r).max(floor)))
                 .collect();
             chart.draw_series(LineSeries::new(p99, color(i).stroke_width(2)).point_size(5))?;
             let budget: Vec<(f64, f64)> = s
@@ -545,12 +655,12 @@ impl Plot for P99Budget<'_> {
                 color(i).stroke_width(2),
             ))?;
             entries.push(LegendEntry {
-                label: format!("{}: RTT p99", s.label),
+                label: format!("{}: corrected RTT p99", s.label),
                 color: color(i),
                 dashed: false,
             });
             entries.push(LegendEntry {
-                label: format!("{}: lease × margin / 3", s.label),
+                label: format!("{}: min(lease, session) × margin / 3", s.label),
                 color: color(i),
                 dashed: true,
             });

@@ -1,35 +1,60 @@
 //! An in-process TCP delay proxy: it sits between the workers and the
-//! lock-server and delays every byte travelling client → server by a latency
-//! drawn from a seeded [`LatencySpec`], keeping order. So `--net-delay
-//! fixed:20ms` adds 20 ms to every round trip (the reply leg is not delayed:
-//! the spec is the added round-trip time). No root, no `tc`: it works on any
-//! laptop, and only ever connects to the loopback upstream it is given.
+//! lock-server and delays every *message* in both directions by a latency
+//! drawn from a seeded [`LatencySpec`], keeping order. No root, no `tc`: it
+//! works on any laptop, and only ever connects to the loopback upstream it is
+//! given.
+//!
+//! The split rule (MEASUREMENT.md, "Injected faults are measured too"):
+//! `--net-delay SPEC` stays the added *round-trip* time. One sample `d` is
+//! drawn per exchange, when its request starts; the request is delayed by
+//! `⌊d / 2⌋` and the reply that follows by `d − ⌊d / 2⌋`, so an exchange gains
+//! exactly `d` and `fixed:20ms` adds 20 ms to every round trip.
+//!
+//! A *message* is every byte sent one way until the other way sends: HTTP/1.1
+//! without pipelining (what reqwest and the lock-server speak) alternates
+//! request and reply on a connection, so a direction switch delimits messages
+//! without parsing HTTP. Every chunk of a message is delayed by that message's
+//! sample (it arrives `delay` after it was read), never by a sample of its own:
+//! a message split into several reads is not delayed several times.
+//!
+//! [`measure_overhead`] is the zero-delay baseline: heartbeats sent directly
+//! and through a zero-delay proxy, interleaved, so the proxy's own cost is
+//! known (the bench runs it once per run with `--net-delay`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::latency::LatencySpec;
+use fencepost_api::lock::{CreateSessionRequest, SessionGranted};
+use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use crate::hist;
 
 /// A running delay proxy; dropping it stops accepting (open connections end
 /// when either side closes).
 pub struct DelayProxy {
     /// The address workers connect to.
     addr: SocketAddr,
+    /// The address it forwards to.
+    upstream: SocketAddr,
     /// The accept loop.
     task: JoinHandle<()>,
 }
 
 impl DelayProxy {
-    /// Listens on 127.0.0.1:0 and forwards to `upstream`, delaying the
-    /// request leg by samples of `spec` from a ChaCha8 RNG seeded with `seed`.
+    /// Listens on 127.0.0.1:0 and forwards to `upstream`, delaying every
+    /// message by its share of a round-trip sample of `spec` (see the module
+    /// doc), drawn from a ChaCha8 RNG seeded with `seed`.
     pub async fn start(
         upstream: SocketAddr,
         spec: LatencySpec,
@@ -37,7 +62,7 @@ impl DelayProxy {
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
-        // One RNG for the proxy: samples are drawn in arrival order.
+        // One RNG for the proxy: samples are drawn in the order exchanges start.
         let rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed)));
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
@@ -46,17 +71,30 @@ impl DelayProxy {
                     if let Ok(server) = TcpStream::connect(upstream).await {
                         let _ = client.set_nodelay(true);
                         let _ = server.set_nodelay(true);
-                        pipe(client, server, spec, rng).await;
+                        let sample = move || {
+                            let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
+                            spec.sample(&mut *r)
+                        };
+                        pipe(client, server, Exchanges::new(sample)).await;
                     }
                 });
             }
         });
-        Ok(DelayProxy { addr, task })
+        Ok(DelayProxy {
+            addr,
+            upstream,
+            task,
+        })
     }
 
     /// The proxy's address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address it forwards to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
     }
 
     /// The proxy's base URL.
@@ -71,32 +109,115 @@ impl Drop for DelayProxy {
     }
 }
 
-/// Forwards one connection: client → server delayed, server → client as is.
-async fn pipe(
-    client: TcpStream,
-    server: TcpStream,
-    spec: LatencySpec,
-    rng: Arc<Mutex<ChaCha8Rng>>,
-) {
-    let (mut c_read, mut c_write) = client.into_split();
-    let (mut s_read, mut s_write) = server.into_split();
+/// The way bytes travel on a proxied connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leg {
+    /// Client → server (the request).
+    Request,
+    /// Server → client (the reply).
+    Reply,
+}
+
+impl Leg {
+    fn index(self) -> usize {
+        match self {
+            Leg::Request => 0,
+            Leg::Reply => 1,
+        }
+    }
+}
+
+/// The delay schedule of one connection: which message a chunk belongs to,
+/// that message's delay, and the due time of each chunk. Pure over the
+/// instants it is given (the tests drive it with made-up ones).
+pub struct Exchanges<S> {
+    /// Draws one round-trip sample.
+    sample: S,
+    /// The leg of the last chunk seen; a chunk on the other leg starts a message.
+    current: Option<Leg>,
+    /// The delay of the message in progress on each leg.
+    delay: [Duration; 2],
+    /// The reply's share of the last request's sample, waiting for the reply.
+    reply_share: Duration,
+    /// The due time of the last chunk on each leg (order is kept per leg).
+    last_due: [Option<Instant>; 2],
+}
+
+impl<S: FnMut() -> Duration> Exchanges<S> {
+    /// A connection whose exchanges draw their round-trip delay from `sample`.
+    pub fn new(sample: S) -> Self {
+        Exchanges {
+            sample,
+            current: None,
+            delay: [Duration::ZERO; 2],
+            reply_share: Duration::ZERO,
+            last_due: [None; 2],
+        }
+    }
+
+    /// A chunk read on `leg` at `now`: when to forward it. A chunk on the
+    /// other leg than the previous one starts a message: a request draws the
+    /// exchange's sample and keeps the reply's share; a reply takes it.
+    pub fn due(&mut self, leg: Leg, now: Instant) -> Instant {
+        let i = leg.index();
+        if self.current != Some(leg) {
+            self.current = Some(leg);
+            self.delay[i] = match leg {
+                Leg::Request => {
+                    let round_trip = (self.sample)();
+                    let request = round_trip / 2;
+                    self.reply_share = round_trip - request;
+                    request
+                }
+                Leg::Reply => std::mem::take(&mut self.reply_share),
+            };
+        }
+        // Order is kept: a chunk is never due before the one ahead of it.
+        let due =
+            self.last_due[i].map_or(now + self.delay[i], |last| (now + self.delay[i]).max(last));
+        self.last_due[i] = Some(due);
+        due
+    }
+}
+
+/// Forwards one connection both ways, each chunk at the due time its
+/// connection's [`Exchanges`] gives it.
+async fn pipe<S>(client: TcpStream, server: TcpStream, exchanges: Exchanges<S>)
+where
+    S: FnMut() -> Duration + Send + 'static,
+{
+    let (c_read, c_write) = client.into_split();
+    let (s_read, s_write) = server.into_split();
+    // Both readers consult one schedule: the direction switch delimits messages.
+    let schedule = Arc::new(Mutex::new(exchanges));
+    tokio::join!(
+        one_way(c_read, s_write, Leg::Request, schedule.clone()),
+        one_way(s_read, c_write, Leg::Reply, schedule),
+    );
+}
+
+/// Reads `from`, stamps each chunk with its due time, writes it to `to` when due.
+async fn one_way<S>(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    leg: Leg,
+    schedule: Arc<Mutex<Exchanges<S>>>,
+) where
+    S: FnMut() -> Duration,
+{
     // Chunks with their due time; the writer waits until each is due.
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let reader = async move {
         let mut buf = vec![0u8; 16 * 1024];
-        let mut last_due = Instant::now();
         loop {
-            let n = match c_read.read(&mut buf).await {
+            let n = match from.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            let delay: Duration = {
-                let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
-                spec.sample(&mut *r)
-            };
-            // Order is kept: a chunk is never due before the one ahead of it.
-            let due = (Instant::now() + delay).max(last_due);
-            last_due = due;
+            let due = schedule
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .due(leg, Instant::now());
             if tx.send((due, buf[..n].to_vec())).is_err() {
                 break;
             }
@@ -104,16 +225,202 @@ async fn pipe(
     };
     let writer = async move {
         while let Some((due, bytes)) = rx.recv().await {
-            tokio::time::sleep_until(due).await;
-            if s_write.write_all(&bytes).await.is_err() {
+            // A chunk already due goes at once: a timer, even for a past
+            // deadline, fires on the next tick of tokio's 1 ms wheel, which
+            // alone cost the zero-delay proxy ~1 ms per leg.
+            if due > Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
+            if to.write_all(&bytes).await.is_err() {
                 break;
             }
         }
-        let _ = s_write.shutdown().await;
+        let _ = to.shutdown().await;
     };
-    let back = async move {
-        let _ = tokio::io::copy(&mut s_read, &mut c_write).await;
-        let _ = c_write.shutdown().await;
+    tokio::join!(reader, writer);
+}
+
+/// Heartbeat pairs [`measure_overhead`] sends by default (one direct, one proxied each).
+pub const BASELINE_PAIRS: usize = 200;
+
+/// The zero-delay proxy's own cost: L2 heartbeat RTTs sent directly to the
+/// lock-server and through a zero-delay proxy, interleaved (A B A B …) on one
+/// session, in µs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProxyOverhead {
+    /// Heartbeats per path.
+    pub samples: u64,
+    /// Direct RTT median, µs.
+    pub direct_p50_us: u64,
+    /// Direct RTT 99th percentile, µs.
+    pub direct_p99_us: u64,
+    /// Proxied (zero delay) RTT median, µs.
+    pub proxied_p50_us: u64,
+    /// Proxied (zero delay) RTT 99th percentile, µs.
+    pub proxied_p99_us: u64,
+    /// `proxied_p50 − direct_p50`, µs (negative: within noise).
+    pub overhead_p50_us: i64,
+    /// `proxied_p99 − direct_p99`, µs.
+    pub overhead_p99_us: i64,
+}
+
+impl std::fmt::Display for ProxyOverhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} interleaved heartbeats per path: direct p50 {:.3} ms p99 {:.3} ms, \
+             zero-delay proxy p50 {:.3} ms p99 {:.3} ms; overhead p50 {:+.3} ms, p99 {:+.3} ms",
+            self.samples,
+            self.direct_p50_us as f64 / 1e3,
+            self.direct_p99_us as f64 / 1e3,
+            self.proxied_p50_us as f64 / 1e3,
+            self.proxied_p99_us as f64 / 1e3,
+            self.overhead_p50_us as f64 / 1e3,
+            self.overhead_p99_us as f64 / 1e3,
+        )
+    }
+}
+
+/// Why the baseline could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    /// The zero-delay proxy could not listen.
+    #[error("the zero-delay proxy could not start: {0}")]
+    Proxy(#[from] std::io::Error),
+    /// The lock-server did not answer L1/L2 as C1 says; check its log.
+    #[error("lock-server (baseline heartbeats): {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// Measures the proxy's own overhead against `upstream` (the lock-server):
+/// opens one session and sends `pairs` L2 heartbeats directly and `pairs`
+/// through a fresh zero-delay [`DelayProxy`], alternating, each over its own
+/// kept-alive connection.
+pub async fn measure_overhead(
+    upstream: SocketAddr,
+    pairs: usize,
+) -> Result<ProxyOverhead, BaselineError> {
+    let proxy = DelayProxy::start(upstream, LatencySpec::Fixed(Duration::ZERO), 0).await?;
+    let direct_url = format!("http://{upstream}");
+    let client = || {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .timeout(Duration::from_secs(10))
+            .build()
     };
-    tokio::join!(reader, writer, back);
+    let (direct, proxied) = (client()?, client()?);
+    let granted: SessionGranted = direct
+        .post(format!("{direct_url}/v1/sessions"))
+        .json(&CreateSessionRequest {
+            owner_id: "bench-proxy-baseline".into(),
+            ttl_ms: Some(60_000),
+        })
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let path = format!("/v1/sessions/{}/heartbeat", granted.session_id);
+    let mut h = [hist::new_histogram(), hist::new_histogram()];
+    for i in 0..pairs * 2 {
+        // A B A B …, and B A on odd pairs, so neither path always goes first.
+        let via_proxy = (i % 2 == 0) == ((i / 2) % 2 == 1);
+        let (http, base) = if via_proxy {
+            (&proxied, proxy.url())
+        } else {
+            (&direct, direct_url.clone())
+        };
+        let sent = Instant::now();
+        http.post(format!("{base}{path}"))
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await?;
+        let _ = h[usize::from(via_proxy)].record(sent.elapsed().as_micros() as u64);
+    }
+    let _ = direct
+        .delete(format!("{direct_url}/v1/sessions/{}", granted.session_id))
+        .send()
+        .await;
+    Ok(overhead_of(&h[0], &h[1]))
+}
+
+/// The [`ProxyOverhead`] of a direct and a proxied RTT histogram (µs).
+pub fn overhead_of(direct: &Histogram<u64>, proxied: &Histogram<u64>) -> ProxyOverhead {
+    let q = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q);
+    let diff = |a: u64, b: u64| a as i64 - b as i64;
+    ProxyOverhead {
+        samples: direct.len().min(proxied.len()),
+        direct_p50_us: q(direct, 0.5),
+        direct_p99_us: q(direct, 0.99),
+        proxied_p50_us: q(proxied, 0.5),
+        proxied_p99_us: q(proxied, 0.99),
+        overhead_p50_us: diff(q(proxied, 0.5), q(direct, 0.5)),
+        overhead_p99_us: diff(q(proxied, 0.99), q(direct, 0.99)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// The split rule, on made-up instants: one sample per exchange, half on
+    /// the request, the rest on the reply, every chunk of a message delayed by
+    /// that message's share, and a later chunk never overtakes an earlier one.
+    #[test]
+    fn one_sample_per_exchange_split_over_both_legs() {
+        let drawn = std::cell::Cell::new(0u32);
+        let samples = [ms(22), ms(40)];
+        let mut x = Exchanges::new(|| {
+            let s = samples[drawn.get() as usize];
+            drawn.set(drawn.get() + 1);
+            s
+        });
+        let t0 = Instant::now();
+        // A request in three chunks: one sample, each chunk 11 ms after its read.
+        assert_eq!(x.due(Leg::Request, t0), t0 + ms(11));
+        assert_eq!(x.due(Leg::Request, t0 + ms(2)), t0 + ms(13));
+        assert_eq!(x.due(Leg::Request, t0 + ms(3)), t0 + ms(14));
+        assert_eq!(drawn.get(), 1, "a message split into reads is one message");
+        // Its reply, in two chunks: the other 11 ms of the 22 ms sample.
+        assert_eq!(x.due(Leg::Reply, t0 + ms(20)), t0 + ms(31));
+        assert_eq!(x.due(Leg::Reply, t0 + ms(21)), t0 + ms(32));
+        assert_eq!(drawn.get(), 1, "the reply draws nothing");
+        // The next exchange draws its own sample: 20 ms each way.
+        assert_eq!(x.due(Leg::Request, t0 + ms(40)), t0 + ms(60));
+        assert_eq!(x.due(Leg::Reply, t0 + ms(61)), t0 + ms(81));
+        assert_eq!(drawn.get(), 2);
+    }
+
+    #[test]
+    fn a_chunk_is_never_due_before_the_one_ahead_of_it() {
+        let mut seq = [ms(100), ms(2)].into_iter();
+        let mut x = Exchanges::new(move || seq.next().unwrap_or_default());
+        let t0 = Instant::now();
+        let first = x.due(Leg::Request, t0);
+        assert_eq!(first, t0 + ms(50));
+        x.due(Leg::Reply, t0 + ms(60));
+        // A fast exchange right behind a slow one on the same leg waits for it.
+        let second = x.due(Leg::Request, t0 + ms(1));
+        assert!(second >= first, "{second:?} < {first:?}");
+    }
+
+    #[test]
+    fn overhead_is_proxied_minus_direct() {
+        let mut d = hist::new_histogram();
+        let mut p = hist::new_histogram();
+        for v in [100, 110, 120, 130] {
+            d.record(v).unwrap();
+            p.record(v + 50).unwrap();
+        }
+        let o = overhead_of(&d, &p);
+        assert_eq!(o.samples, 4);
+        assert_eq!(o.overhead_p50_us, 50);
+        assert!(o.to_string().contains("overhead p50 +0.050 ms"), "{o}");
+    }
 }

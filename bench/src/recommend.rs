@@ -4,8 +4,10 @@
 //! Rule (per TTL, i.e. per `lease_ms`): a cell qualifies when
 //! triggers 1 (`rtt_p99_vs_margin`), 3 (`d4_unsatisfiable`) and 4
 //! (`fenced_out_with_client_check`) do not fire on it, its ledger check passed
-//! (`ledger_ok`, no `paid_twice`, no `stale_paid`), it has heartbeat samples (so
-//! trigger 1 was actually checked) and it paid at least one payout. Among the
+//! (`ledger_ok`, no `paid_twice`, no `stale_paid`), it has corrected heartbeat
+//! samples and it paid at least one payout. A recommendation whose cell's
+//! trigger 1 is `insufficient_data` (fewer than 1,000 corrected samples) is
+//! marked *provisional*: its p99 is not known well enough. Among the
 //! qualifying cells the highest `throughput_per_s` wins; cells within
 //! [`THROUGHPUT_TIE_FRACTION`] of the best count as a tie, and the tie goes to the
 //! larger margin (ADR-006: "We would rather pay throughput than debug a duplicate
@@ -21,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::CellRow;
 use crate::triggers::{
-    D4_UNSATISFIABLE, FENCED_OUT_WITH_CLIENT_CHECK, MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN,
-    TriggerResult, evaluate_row, fmt_value,
+    D4_UNSATISFIABLE, FENCED_OUT_WITH_CLIENT_CHECK, MARGIN_DOMINANT_LIMITER, MIN_SAMPLES_P99,
+    RTT_P99_VS_MARGIN, TriggerResult, Verdict, evaluate_row, fmt_value,
 };
 
 /// Throughputs within this fraction of the best count as tied (run-to-run noise).
@@ -45,21 +47,24 @@ pub struct Recommendation {
     pub cells: usize,
     /// Why this margin, or why none: the numbers behind the choice.
     pub reason: String,
+    /// The chosen cell's trigger 1 had too few samples to say ok (see the module doc).
+    #[serde(default)]
+    pub provisional: bool,
 }
 
 /// Why a cell does not qualify for a recommendation, `None` if it does.
-fn disqualification(row: &CellRow, results: &[TriggerResult; 4]) -> Option<&'static str> {
+fn disqualification(row: &CellRow, results: &[TriggerResult; 5]) -> Option<&'static str> {
     let fired = |id: &str| results.iter().any(|r| r.trigger == id && r.fired);
     if !row.ledger_ok || row.paid_twice > 0 || row.stale_paid > 0 {
         Some("ledger check failed")
     } else if fired(FENCED_OUT_WITH_CLIENT_CHECK) {
-        Some("fenced out with the client check on (trigger 4)")
+        Some("fenced out although the client believed it held the lease (trigger 4)")
     } else if fired(D4_UNSATISFIABLE) {
-        Some("min(lease, session TTL) × (1 − margin) ≤ worst-case rail hop (trigger 3)")
-    } else if row.hb_count == 0 {
+        Some("the window just before a heartbeat ≤ worst-case rail hop (trigger 3)")
+    } else if row.hb_corrected_count == 0 {
         Some("no heartbeat samples, trigger 1 unchecked")
     } else if fired(RTT_P99_VS_MARGIN) {
-        Some("p99 heartbeat RTT > lease × margin / 3 (trigger 1)")
+        Some("corrected p99 heartbeat RTT > min(lease, session TTL) × margin / 3 (trigger 1)")
     } else if row.payouts_paid == 0 {
         Some("no payouts paid")
     } else {
@@ -91,16 +96,16 @@ pub fn recommendations(rows: &[CellRow]) -> Vec<Recommendation> {
     }
     by_ttl
         .into_iter()
-        .map(|(lease_ms, cells)| recommend(lease_ms, &cells))
+        .map(|(lease_ms, cells)| recommend(lease_ms, &cells, rows))
         .collect()
 }
 
-/// The recommendation for the cells of one TTL.
-fn recommend(lease_ms: u64, cells: &[&CellRow]) -> Recommendation {
+/// The recommendation for the cells of one TTL (`table`: every row, for trigger 5).
+fn recommend(lease_ms: u64, cells: &[&CellRow], table: &[CellRow]) -> Recommendation {
     let mut qualifying = Vec::new();
     let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
     for &row in cells {
-        let results = evaluate_row(row);
+        let results = evaluate_row(row, table);
         match disqualification(row, &results) {
             None => qualifying.push((row, results)),
             Some(why) => *reasons.entry(why).or_default() += 1,
@@ -124,6 +129,7 @@ fn recommend(lease_ms: u64, cells: &[&CellRow]) -> Recommendation {
                 why.join("; "),
                 advice(&reasons)
             ),
+            provisional: false,
         };
     };
     let tied = |r: &CellRow| r.throughput_per_s >= best * (1.0 - THROUGHPUT_TIE_FRACTION);
@@ -134,9 +140,10 @@ fn recommend(lease_ms: u64, cells: &[&CellRow]) -> Recommendation {
         .expect("the best cell is tied with itself");
     // Trigger 1 and 3 results hold the numbers the verdicts were made on.
     let (rtt, d4) = (&results[0], &results[2]);
+    let provisional = results[0].verdict == Verdict::InsufficientData;
     let mut reason = format!(
-        "highest throughput of {} qualifying cell(s) ({:.2}/s); p99 {} ms ≤ budget {} ms; \
-         usable lease {} ms > hop {} ms; no fence-outs; ledger ok",
+        "highest throughput of {} qualifying cell(s) ({:.2}/s); corrected p99 {} ms ≤ budget \
+         {} ms; window before a heartbeat {} ms > hop {} ms; no believed fence-outs; ledger ok",
         qualifying.len(),
         chosen.throughput_per_s,
         fmt_value(rtt.observed),
@@ -144,6 +151,14 @@ fn recommend(lease_ms: u64, cells: &[&CellRow]) -> Recommendation {
         fmt_value(d4.observed),
         fmt_value(d4.threshold),
     );
+    if provisional {
+        let _ = write!(
+            reason,
+            "; provisional: trigger 1 has {} corrected samples, fewer than the {MIN_SAMPLES_P99} \
+             a p99 needs (rerun with a longer --duration or more --workers)",
+            chosen.hb_corrected_count
+        );
+    }
     if chosen.throughput_per_s < best {
         let _ = write!(
             reason,
@@ -173,6 +188,7 @@ fn recommend(lease_ms: u64, cells: &[&CellRow]) -> Recommendation {
         qualifying: qualifying.len(),
         cells: cells.len(),
         reason,
+        provisional,
     }
 }
 
@@ -182,8 +198,13 @@ impl std::fmt::Display for Recommendation {
         match (&self.margin, &self.cell) {
             (Some(m), Some(cell)) => write!(
                 f,
-                "TTL {}: recommended margin {m:.2} (cell {cell}, {}/{} cells qualify): {}",
+                "TTL {}: recommended margin {m:.2}{} (cell {cell}, {}/{} cells qualify): {}",
                 human_ms(self.lease_ms),
+                if self.provisional {
+                    " (provisional)"
+                } else {
+                    ""
+                },
                 self.qualifying,
                 self.cells,
                 self.reason
@@ -224,8 +245,14 @@ pub fn markdown_recommendations(recs: &[Recommendation]) -> String {
             out,
             "| {} | {} | {} | {} | {}/{} | {} |",
             human_ms(r.lease_ms),
-            r.margin
-                .map_or_else(|| "**none**".to_owned(), |m| format!("**{m:.2}**")),
+            r.margin.map_or_else(
+                || "**none**".to_owned(),
+                |m| if r.provisional {
+                    format!("**{m:.2}** (provisional)")
+                } else {
+                    format!("**{m:.2}**")
+                }
+            ),
             r.cell
                 .as_deref()
                 .map_or_else(|| "—".to_owned(), |c| format!("`{c}`")),

@@ -19,7 +19,8 @@ pub use crate::recommend::{
 };
 use crate::results::{BadInput, CellRow, read_nonempty_results};
 use crate::triggers::{
-    TRIGGERS, TriggerResult, evaluate, fmt_value, lost_work, markdown_table, write_triggers,
+    MIN_SAMPLES_P99, TRIGGERS, TriggerResult, Verdict, evaluate, fmt_value, lost_work,
+    markdown_table, write_triggers,
 };
 
 /// File name of the report in a results directory.
@@ -79,6 +80,109 @@ pub fn read_manifest(dir: &Path) -> Result<Option<serde_json::Value>, ManifestEr
     }
     let text = std::fs::read_to_string(&path)?;
     Ok(Some(serde_json::from_str(&text)?))
+}
+
+/// A number of ms for the tables; `—` when not measured (NaN).
+fn ms_or_dash(v: f64) -> String {
+    if v.is_nan() {
+        "—".to_owned()
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A number of CPU seconds for the tables; `—` when not measured (NaN).
+fn cpu_or_dash(v: f64) -> String {
+    if v.is_nan() {
+        "—".to_owned()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The issue-12 tables: every heartbeat exchange's outcome and the two RTT
+/// views; the fences by kind and their trace; the rail's latency configured
+/// vs measured; the CPU seconds of every process.
+fn measurement_tables(rows: &[CellRow]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n### Heartbeats: every exchange and tick\n\n\
+         Outcomes of every L2/L5 exchange (attempts = replies + timeouts + errors), scheduled \
+         ticks and those that sent no L2 of their own, sessions lost by reason, and the RTT \
+         raw vs corrected for coordinated omission (≥: censored samples included).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| cell | attempts | replies | timeouts | errors | ticks | ticks missed | sessions lost (expired/unknown/deadline) | raw p99 ≥ (ms) | raw max ≥ (ms) | corrected n | corrected p50 / p99 / p99.9 ≥ (ms) | corrected p99 95 % (ms) | tick lag p99 / max (ms) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---|"
+    );
+    let ms = |us: u64| us as f64 / 1000.0;
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} ({}/{}/{}) | {:.3} | {:.3} | {} | {:.3} / {:.3} / {:.3} | [{:.3}, {:.3}] | {:.3} / {:.3} |",
+            r.cell,
+            r.hb_attempts,
+            r.hb_replies,
+            r.hb_timeouts,
+            r.hb_errors,
+            r.hb_ticks,
+            r.hb_ticks_missed,
+            r.session_lost,
+            r.session_lost_expired,
+            r.session_lost_unknown,
+            r.session_lost_deadline,
+            ms(r.hb_rtt_p99_us),
+            ms(r.hb_rtt_max_us),
+            r.hb_corrected_count,
+            ms(r.hb_rtt_corrected_p50_us),
+            ms(r.hb_rtt_corrected_p99_us),
+            ms(r.hb_rtt_corrected_p999_us),
+            ms(r.hb_rtt_corrected_p99_lo_us),
+            ms(r.hb_rtt_corrected_p99_hi_us),
+            ms(r.hb_tick_lag_p99_us),
+            ms(r.hb_tick_lag_max_us),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n### Fences, rail latency, CPU\n\n\
+         Fence-outs by fence and how many hit a `(payout, token)` a worker submitted under \
+         after its client check passed (trigger 4's trace); the rail's latency as configured \
+         and as the workers measured it (R3 send → reply, timeouts censored); CPU seconds \
+         (utime + stime from /proc) of every process over the window — bench, lock-server and \
+         rail-stub share the machine's cores, and the RTT includes the bench's own scheduling \
+         (— : not a local process).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| cell | fence 1 (untraced) | fence 2 | believed held | submits after a passed check | rail configured p50 / p99 (ms) | rail measured p50 / p99 ≥ (ms) | rail submits | cpu bench / lock-server / rail-stub / worker procs (s) | window (s) |\n\
+         |---|---:|---:|---:|---:|---|---|---:|---|---:|"
+    );
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| `{}` | {} ({}) | {} | {} | {} | {:.3} / {:.3} | {} / {} | {} | {} / {} / {} / {} | {:.2} |",
+            r.cell,
+            r.fenced_out_fence1,
+            r.fenced_out_fence1_untraced,
+            r.fenced_out_fence2,
+            r.fenced_out_believed_held,
+            r.believed_held_submits,
+            r.rail_p50_ms,
+            r.rail_p99_ms,
+            ms_or_dash(r.rail_measured_p50_ms),
+            ms_or_dash(r.rail_measured_p99_ms),
+            r.rail_measured_count,
+            cpu_or_dash(r.cpu_bench_s),
+            cpu_or_dash(r.cpu_lock_server_s),
+            cpu_or_dash(r.cpu_rail_stub_s),
+            cpu_or_dash(r.cpu_workers_s),
+            r.duration_s,
+        );
+    }
+    md
 }
 
 /// Distinct values of a row field, joined, for the report header.
@@ -193,6 +297,31 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         );
     }
 
+    if let Ok(Some(m)) = manifest
+        && let Some(o) = m
+            .get("proxy_overhead")
+            .and_then(|v| serde_json::from_value::<crate::proxy::ProxyOverhead>(v.clone()).ok())
+    {
+        let _ = writeln!(
+            md,
+            "\n**Delay proxy baseline** (zero delay, measured once for this run): {o}. \
+             The `--net-delay` figures include this overhead.\n"
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n**Time base.** Leases, session TTLs, rail latency and timeouts are scaled by \
+         `lease / 30 s` (ADR-006's arithmetic: D4's budget, the heartbeat period as a fraction \
+         of the lease); the network is not. At a 1 s lease the loopback RTT is 30× larger \
+         relative to the lease than in production, so a scaled cell's RTT triggers are \
+         pessimistic for production; project the unscaled RTT distribution (`hgrm/`) onto the \
+         production configuration separately.\n\n\
+         **Window.** Every figure excludes the cell's warm-up ({}); heartbeat percentiles are \
+         over attempts: a timed-out exchange is a sample at its give-up time, so percentiles \
+         marked ≥ are lower bounds. *Corrected* RTTs are measured from the scheduled send \
+         (coordinated omission, MEASUREMENT.md); triggers use them.",
+        distinct(rows, |r| format!("{:.3} s", r.warmup_s))
+    );
     let _ = writeln!(md, "\n## Results\n");
     let _ = writeln!(
         md,
@@ -202,20 +331,21 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
     );
     let _ = writeln!(
         md,
-        "| cell | margin | TTL | hb p50 (ms) | hb p99 (ms) | throughput (payouts/s) | paid | \
-         abandoned, insufficient lease | lost work / attempts | lock_lost | fenced_out | \
-         duplicates | ledger |\n\
-         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "| cell | margin | TTL | hb p50 (ms) | hb p99 ≥ (ms) | corrected p99 ≥ (ms) | \
+         throughput (payouts/s) | paid | abandoned, insufficient lease | lost work / attempts | \
+         lock_lost | fenced_out | duplicates | ledger |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
     for r in rows {
         let _ = writeln!(
             md,
-            "| `{}` | {:.2} | {} | {:.3} | {:.3} | {:.2} | {} | {} | {}/{} | {} | {} | {} | {} |",
+            "| `{}` | {:.2} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {} | {} | {}/{} | {} | {} | {} | {} |",
             r.cell,
             r.margin,
             human_ms(r.lease_ms),
             r.hb_rtt_p50_us as f64 / 1000.0,
             r.hb_rtt_p99_us as f64 / 1000.0,
+            r.hb_rtt_corrected_p99_us as f64 / 1000.0,
             r.throughput_per_s,
             r.payouts_paid,
             r.abandoned_insufficient_lease,
@@ -235,13 +365,21 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         );
     }
 
+    md.push_str(&measurement_tables(rows));
+
     let fired = triggers.iter().filter(|t| t.fired).count();
+    let count = |v: Verdict| triggers.iter().filter(|t| t.verdict == v).count();
     let _ = writeln!(md, "\n## ADR-006 §6.5 revisit triggers\n");
     let _ = writeln!(
         md,
-        "{fired} of {} checks fired (`bench triggers` exit code {}). The action column quotes \
-         ADR-006 §6.5 for each check that fired.\n",
+        "All five triggers on every cell: {fired} of {} checks fired, {} ok, {} \
+         insufficient_data, {} not_evaluated (`bench triggers` exit code {}). \
+         `insufficient_data` is never read as ok: a p99 needs {MIN_SAMPLES_P99} samples. The \
+         action column quotes ADR-006 §6.5 for each check that fired.\n",
         triggers.len(),
+        count(Verdict::Ok),
+        count(Verdict::InsufficientData),
+        count(Verdict::NotEvaluated),
         crate::triggers::exit_code(triggers)
     );
     md.push_str(&markdown_table(triggers));
@@ -274,10 +412,11 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
 
     let _ = writeln!(md, "\n## Plots\n");
     let captions = [
-        "Heartbeat RTT CDF per cell (log x, from hgrm/*.hdr)",
+        "Heartbeat RTT CDF per cell, raw (solid) and corrected (dashed) (log x, from hgrm/*.hdr)",
+        "Heartbeat RTT percentile spectrum per cell, raw (solid) and corrected (dashed): x = 1/(1 − q), log, so p99–p99.99 are visible",
         "Throughput vs margin, one line per TTL",
         "Abandonment vs margin: insufficient lease (solid) and all lost work (dashed), % of attempts",
-        "Heartbeat RTT p99 vs the lease × margin / 3 budget (trigger 1; log y)",
+        "Corrected heartbeat RTT p99 vs the min(lease, session TTL) × margin / 3 budget (trigger 1; log y)",
     ];
     for (stem, caption) in PLOT_STEMS.iter().zip(captions) {
         let _ = writeln!(
@@ -298,7 +437,9 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         md,
         "Rule: among a TTL's cells where triggers 1, 3 and 4 do not fire, the ledger check \
          passed, heartbeats were measured and payouts were made, take the highest throughput; \
-         throughputs within {:.0} % of the best are a tie, and a tie goes to the larger margin.\n",
+         throughputs within {:.0} % of the best are a tie, and a tie goes to the larger margin. \
+         A recommendation is *provisional* when its cell's trigger 1 has fewer than 1,000 \
+         corrected samples (`insufficient_data`).\n",
         THROUGHPUT_TIE_FRACTION * 100.0
     );
     md.push_str(&markdown_recommendations(recs));

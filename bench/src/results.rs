@@ -30,9 +30,11 @@ use polars::prelude::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::cell::{CellPlan, PoolReport};
+use crate::cell::{CellPlan, FenceTrace, PoolReport};
+use crate::cpu::CpuUse;
 use crate::grid::PolicySpec;
 use crate::hist::{self, RttSummary};
+use crate::triggers::rtt_budget_ms;
 
 /// File name of the parquet copy of the results table.
 pub const RESULTS_PARQUET: &str = "results.parquet";
@@ -146,8 +148,10 @@ impl ColumnType for bool {
 macro_rules! cell_row {
     ($( $(#[doc = $doc:literal])+ $name:ident : $ty:ty, )+) => {
         /// One grid cell's results: a row of `results.parquet` / `results.csv`.
-        /// The first 23 fields are the C4 columns in C4 order; the rest are
-        /// bench extras. Units are in the names; `data/README.md` has the details.
+        /// The first 23 fields are the C4 columns in C4 order, the next 17 the
+        /// columns C4 adds for honest measurement (issue 12), in C4 order; the
+        /// rest are bench extras. Units are in the names; `data/README.md` has
+        /// the details. "≥" marks values that include right-censored samples.
         #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
         pub struct CellRow {
             $( $(#[doc = $doc])+ pub $name: $ty, )+
@@ -209,17 +213,17 @@ cell_row! {
     rail_p50_ms: f64,
     /// 99th percentile of the configured rail latency distribution, in ms.
     rail_p99_ms: f64,
-    /// Number of heartbeat RTT samples in the cell's histogram.
+    /// Samples in the raw heartbeat RTT histogram: every L2/L5 that got a reply plus every one that timed out.
     hb_count: u64,
-    /// Heartbeat RTT median, in µs.
+    /// Raw heartbeat RTT median (send → reply; a timeout counts as ≥ its give-up time), in µs.
     hb_rtt_p50_us: u64,
-    /// Heartbeat RTT 90th percentile, in µs.
+    /// Raw heartbeat RTT 90th percentile (≥: timeouts censored), in µs.
     hb_rtt_p90_us: u64,
-    /// Heartbeat RTT 99th percentile, in µs.
+    /// Raw heartbeat RTT 99th percentile (≥: timeouts censored), in µs.
     hb_rtt_p99_us: u64,
-    /// Heartbeat RTT 99.9th percentile, in µs.
+    /// Raw heartbeat RTT 99.9th percentile (≥: timeouts censored), in µs.
     hb_rtt_p999_us: u64,
-    /// Largest heartbeat RTT, in µs.
+    /// Largest raw heartbeat RTT (≥: timeouts censored), in µs.
     hb_rtt_max_us: u64,
     /// Payouts that reached PAID during the cell, read from the rail ledger.
     payouts_paid: u64,
@@ -237,6 +241,40 @@ cell_row! {
     duplicate_attempted: u64,
     /// Mean over grants of (client-side lease left at grant) / lease.
     usable_lease_fraction: f64,
+    /// Heartbeat exchanges (L2 and L5) sent in the window; = replies + timeouts + errors.
+    hb_attempts: u64,
+    /// Of those, given up at their timeout (each a censored "≥" RTT sample).
+    hb_timeouts: u64,
+    /// Of those, failed in transport before any answer (no RTT sample).
+    hb_errors: u64,
+    /// Sessions lost in the window, every reason (the SDK's `lock.session.lost`).
+    session_lost: u64,
+    /// Heartbeat tick lag (scheduled → actual send) 99th percentile, in µs.
+    hb_tick_lag_p99_us: u64,
+    /// Heartbeat RTT from the scheduled send (coordinated omission corrected) median, in µs.
+    hb_rtt_corrected_p50_us: u64,
+    /// Corrected heartbeat RTT 99th percentile (≥: censored samples), in µs; trigger 1 uses it.
+    hb_rtt_corrected_p99_us: u64,
+    /// Corrected heartbeat RTT 99.9th percentile (≥: censored samples), in µs.
+    hb_rtt_corrected_p999_us: u64,
+    /// Fence-1 refusals (R2 claim / R4 release) in the window, from the rail's counters.
+    fenced_out_fence1: u64,
+    /// Fence-2 refusals (R3 submit) in the window, from the rail's counters.
+    fenced_out_fence2: u64,
+    /// Fence-outs of a `(payout_id, token)` a worker submitted under after its client check passed.
+    fenced_out_believed_held: u64,
+    /// Median rail submit (R3) latency measured by the workers (≥: timeouts censored), in ms; NaN without submits.
+    rail_measured_p50_ms: f64,
+    /// 99th percentile of the measured rail submit latency, in ms; NaN without submits.
+    rail_measured_p99_ms: f64,
+    /// CPU seconds (utime + stime) of the bench process over the window (its in-process workers included).
+    cpu_bench_s: f64,
+    /// CPU seconds of the lock-server over the window; NaN where it is not a local process.
+    cpu_lock_server_s: f64,
+    /// CPU seconds of the rail-stub over the window; NaN where it is not a local process.
+    cpu_rail_stub_s: f64,
+    /// Repeat index of the cell (0 until `--repeat` exists).
+    repeat: u32,
     /// Stable cell id, e.g. `ttl=1s_margin=0.30`; also the histogram file stem under `hgrm/`.
     cell: String,
     /// Seed of the cell's workload and rail latency.
@@ -267,8 +305,48 @@ cell_row! {
     ledger_ok: bool,
     /// Margin in force at the end of the cell (= `margin` for the fixed policy).
     margin_effective: f64,
-    /// Mean heartbeat RTT, in µs.
+    /// Mean raw heartbeat RTT (≥: timeouts censored), in µs.
     hb_rtt_mean_us: f64,
+    /// Heartbeat exchanges answered by the server (any status).
+    hb_replies: u64,
+    /// Scheduled heartbeat ticks that came due in the window.
+    hb_ticks: u64,
+    /// Ticks that sent no L2 of their own (served late by one exchange, or due once the session was lost).
+    hb_ticks_missed: u64,
+    /// Sessions lost to a 410 (`reason="expired"`).
+    session_lost_expired: u64,
+    /// Sessions lost to a 404 (`reason="unknown"`).
+    session_lost_unknown: u64,
+    /// Sessions lost to the client deadline (`reason="deadline"`).
+    session_lost_deadline: u64,
+    /// Samples in the corrected RTT histogram (one per scheduled tick, plus one per L5).
+    hb_corrected_count: u64,
+    /// Largest corrected heartbeat RTT, in µs.
+    hb_rtt_corrected_max_us: u64,
+    /// Lower end of a distribution-free 95 % interval of the corrected p99 (independent samples assumed), in µs.
+    hb_rtt_corrected_p99_lo_us: u64,
+    /// Upper end of that interval, in µs.
+    hb_rtt_corrected_p99_hi_us: u64,
+    /// Corrected samples above trigger 1's budget min(lease, session TTL) × margin_effective / 3.
+    hb_corrected_over_budget: u64,
+    /// Largest heartbeat tick lag, in µs.
+    hb_tick_lag_max_us: u64,
+    /// Rail submits (R3) the workers timed.
+    rail_measured_count: u64,
+    /// Rail calls the workers saw fail in transport (a read timeout: the outcome is unknown to them).
+    rail_transport_errors: u64,
+    /// Submits made after a passed client check (the beliefs trigger 4 joins on).
+    believed_held_submits: u64,
+    /// Fence-1 refusals of the window the rail-stub's log did not show (not traceable).
+    fenced_out_fence1_untraced: u64,
+    /// CPU seconds of worker processes (experiments) over the window; 0 for in-process workers.
+    cpu_workers_s: f64,
+    /// Warm-up run before the window opened, excluded from every figure, in s.
+    warmup_s: f64,
+    /// `release` or `debug`: the build of the bench that measured the cell.
+    build_profile: String,
+    /// CPU quota of the workers when the cell is one of a throttle pair (`none` = its unthrottled run), else empty.
+    cpu_quota: String,
 }
 
 /// What the ledger's counts did over a measured window: `after − before` for
@@ -301,19 +379,28 @@ pub struct Measurement {
     pub ledger: LedgerCheck,
     /// The full ledger check after the window (`ledger-check.json`).
     pub ledger_after: LedgerCheck,
-    /// What the workers measured: counts, the merged RTT histogram, renewals.
+    /// What the workers measured: counts, the merged histograms, renewals.
     pub workers: PoolReport,
+    /// CPU seconds per process over the window.
+    pub cpu: CpuUse,
+    /// The window's fence-outs traced to the workers' beliefs (trigger 4).
+    pub fences: FenceTrace,
 }
 
 impl Measurement {
-    /// The heartbeat RTT summary of the merged histogram (µs).
+    /// The raw heartbeat RTT summary of the merged histogram (µs).
     pub fn rtt(&self) -> RttSummary {
-        hist::summarize(&self.workers.rtt)
+        hist::summarize(&self.workers.hists.rtt)
     }
 
-    /// The merged heartbeat RTT histogram (µs).
+    /// The merged raw heartbeat RTT histogram (µs).
     pub fn histogram(&self) -> &Histogram<u64> {
-        &self.workers.rtt
+        &self.workers.hists.rtt
+    }
+
+    /// Saves every histogram of the cell under `dir/hgrm/` ([`hist::Series`]).
+    pub fn save_histograms(&self, dir: &Path) -> anyhow::Result<()> {
+        self.workers.hists.save(dir, &self.plan.id)
     }
 
     /// The margin in force at the end: the fixed margin, or what the
@@ -352,6 +439,25 @@ impl CellRow {
     /// measured window.
     pub fn from_measurement(m: &Measurement) -> CellRow {
         let (plan, tally, rtt) = (&m.plan, &m.workers.tally, m.rtt());
+        let (hb, hists) = (&m.workers.heartbeat, &m.workers.hists);
+        let corrected = hist::summarize(&hists.corrected);
+        let (ci_lo, ci_hi) = hist::quantile_ci95(&hists.corrected, 0.99).unwrap_or_default();
+        let tick_lag = hist::summarize(&hists.tick_lag);
+        let rail = hist::summarize(&hists.rail);
+        let rail_ms = |us: u64| {
+            if rail.count == 0 {
+                f64::NAN
+            } else {
+                us as f64 / 1e3
+            }
+        };
+        let margin_effective = m.margin_effective();
+        let budget_us = (rtt_budget_ms(
+            plan.lease.as_millis() as u64,
+            plan.session_ttl.as_millis() as u64,
+            margin_effective,
+        ) * 1e3) as u64;
+        let over_budget = corrected.count - hists.corrected.count_between(0, budget_us);
         let window_s = m.window.as_secs_f64();
         let spec_or_none = |s: Option<String>| s.unwrap_or_else(|| "none".into());
         CellRow {
@@ -382,6 +488,23 @@ impl CellRow {
             fenced_out: m.ledger.fenced_out_total,
             duplicate_attempted: m.ledger.duplicate_attempted,
             usable_lease_fraction: tally.usable_lease_fraction,
+            hb_attempts: hb.attempts,
+            hb_timeouts: hb.timeouts,
+            hb_errors: hb.errors,
+            session_lost: hb.sessions_lost(),
+            hb_tick_lag_p99_us: tick_lag.p99,
+            hb_rtt_corrected_p50_us: corrected.p50,
+            hb_rtt_corrected_p99_us: corrected.p99,
+            hb_rtt_corrected_p999_us: corrected.p999,
+            fenced_out_fence1: m.ledger.fenced_out_fence1,
+            fenced_out_fence2: m.ledger.fenced_out_fence2,
+            fenced_out_believed_held: m.fences.believed_held(),
+            rail_measured_p50_ms: rail_ms(rail.p50),
+            rail_measured_p99_ms: rail_ms(rail.p99),
+            cpu_bench_s: m.cpu.bench_s,
+            cpu_lock_server_s: m.cpu.lock_server_s,
+            cpu_rail_stub_s: m.cpu.rail_stub_s,
+            repeat: 0,
             cell: plan.id.clone(),
             seed: plan.seed,
             net_delay: spec_or_none(plan.conditions.net_delay.map(|d| d.to_string())),
@@ -396,11 +519,38 @@ impl CellRow {
             paid_twice: m.ledger.paid_twice,
             stale_paid: m.ledger.stale_paid,
             ledger_ok: m.ledger.holds(),
-            margin_effective: m.margin_effective(),
+            margin_effective,
             hb_rtt_mean_us: rtt.mean,
+            hb_replies: hb.replies,
+            hb_ticks: hb.ticks,
+            hb_ticks_missed: hb.ticks_missed,
+            session_lost_expired: hb.sessions_lost_expired,
+            session_lost_unknown: hb.sessions_lost_unknown,
+            session_lost_deadline: hb.sessions_lost_deadline,
+            hb_corrected_count: corrected.count,
+            hb_rtt_corrected_max_us: corrected.max,
+            hb_rtt_corrected_p99_lo_us: ci_lo,
+            hb_rtt_corrected_p99_hi_us: ci_hi,
+            hb_corrected_over_budget: over_budget,
+            hb_tick_lag_max_us: tick_lag.max,
+            rail_measured_count: rail.count,
+            rail_transport_errors: tally.rail_transport_errors,
+            believed_held_submits: m.fences.believed_submits,
+            fenced_out_fence1_untraced: m.fences.fence1_untraced(),
+            cpu_workers_s: m.workers.cpu_workers_s,
+            warmup_s: plan.warmup.as_secs_f64(),
+            build_profile: BUILD_PROFILE.to_owned(),
+            cpu_quota: plan.cpu_quota.clone().unwrap_or_default(),
         }
     }
 }
+
+/// The build of this binary: `release` or `debug` (the `build_profile` column).
+pub const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),
 /// columns in [`COLUMNS`] order.
@@ -502,6 +652,8 @@ mod tests {
                     pause_for: Duration::from_millis(300),
                 }),
             },
+            warmup: Duration::from_millis(350),
+            cpu_quota: None,
         }
     }
 
@@ -539,6 +691,8 @@ mod tests {
             ledger: ledger_delta(&before, &after),
             ledger_after: after,
             workers: PoolReport::default(),
+            cpu: CpuUse::default(),
+            fences: FenceTrace::default(),
         };
         let row = CellRow::from_measurement(&m);
         assert_eq!(row.payouts_paid, 50);
@@ -573,5 +727,16 @@ mod tests {
             ("2s:300ms", "none")
         );
         assert_eq!(row.margin_effective, 0.3);
+        assert_eq!(
+            (row.fenced_out_fence1, row.fenced_out_fence2),
+            (3, 0),
+            "fence 1 and fence 2 apart, each a window difference"
+        );
+        assert_eq!(row.warmup_s, 0.35);
+        assert!(
+            row.rail_measured_p50_ms.is_nan() && row.cpu_lock_server_s.is_nan(),
+            "no submits and no pid: not measured, never 0"
+        );
+        assert_eq!(row.cpu_quota, "", "not part of a throttle pair");
     }
 }

@@ -10,18 +10,25 @@
 //! ([`crate::timebase`]), so `--ttl 1s` runs the ADR's arithmetic in seconds
 //! and `--ttl 30s` in production time. The network (heartbeat RTT,
 //! `--net-delay`) is never scaled: it is what is being measured.
+//!
+//! Warm-up: every cell runs `--warmup` (default [`crate::cell::WARMUP_PERIODS`]
+//! heartbeat periods of the cell) before its measured window opens; nothing
+//! of it enters any figure. With `--net-delay`, the first cell a run measures
+//! also measures the delay proxy's own overhead ([`crate::proxy`]), outside
+//! its window.
 
 use std::path::Path;
 use std::time::Duration;
 
 use fencepost_api::latency::LatencySpec;
-use fencepost_sdk::Histogram;
 use serde::Serialize;
 use tokio::sync::watch;
 
 pub use crate::cell::{CellPlan, Live, Runtime};
-use crate::cell::{Conditions, Hooks, Stack, Steady, measure};
+use crate::cell::{Conditions, Hooks, Stack, Steady, default_warmup, measure};
 use crate::grid::{Cell, PauseSpec, PolicySpec};
+use crate::hist::Histograms;
+use crate::proxy::{BASELINE_PAIRS, ProxyOverhead};
 use crate::results::CellRow;
 use crate::timebase::TimeBase;
 
@@ -64,6 +71,20 @@ pub struct RunConfig {
     pub seed: u64,
     /// Whether workers run `check_still_held` + `ensure_time_for` before submitting.
     pub client_check: bool,
+    /// `--warmup`: excluded from every figure; `None` = the default per cell
+    /// ([`crate::cell::WARMUP_PERIODS`] heartbeat periods).
+    #[serde(serialize_with = "warmup")]
+    pub warmup: Option<Duration>,
+}
+
+fn warmup<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&fencepost_api::format_duration(*d)),
+        None => s.serialize_str(&format!(
+            "default ({} heartbeat periods)",
+            crate::cell::WARMUP_PERIODS
+        )),
+    }
 }
 
 fn display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -96,13 +117,14 @@ impl RunConfig {
     /// applied. Its `run_id` is empty until [`CellPlan::in_run`] names the run.
     pub fn plan(&self, cell: Cell) -> CellPlan {
         let time_base = TimeBase::for_lease(cell.lease, self.time_scale);
+        let session_ttl = self.session_ttl.unwrap_or_else(|| time_base.session_ttl());
         CellPlan {
             id: cell.id(),
             run_id: String::new(),
             lease: cell.lease,
             margin: cell.margin,
             policy: self.policy,
-            session_ttl: self.session_ttl.unwrap_or_else(|| time_base.session_ttl()),
+            session_ttl,
             time_base,
             rail_latency: time_base.latency(self.rail_latency),
             rail_read_timeout: time_base.scale(self.rail_read_timeout),
@@ -118,6 +140,10 @@ impl RunConfig {
                 net_delay: self.net_delay,
                 server_pause: self.server_pause,
             },
+            warmup: self
+                .warmup
+                .unwrap_or_else(|| default_warmup(session_ttl, cell.lease, cell.margin)),
+            cpu_quota: None,
         }
     }
 }
@@ -134,22 +160,38 @@ impl CellPlan {
 pub struct CellResult {
     /// Its results row.
     pub row: CellRow,
-    /// Its merged heartbeat RTT histogram (µs).
-    pub histogram: Histogram<u64>,
+    /// Its merged histograms (µs): raw and corrected RTT, tick lag, rail latency.
+    pub histograms: Histograms,
+    /// The delay proxy's own overhead, when the cell was asked to measure it.
+    pub proxy_overhead: Option<ProxyOverhead>,
 }
 
 /// Runs one cell in `out_dir/cells/<id>/` on fresh services; `live` is called
-/// about twice a second. Returns `Ok(None)` if `stop` turned true before the
-/// cell finished (the partial cell is discarded).
+/// about twice a second. With `baseline` and a delay proxy, the proxy's own
+/// overhead is measured first, before the load starts. Returns `Ok(None)` if
+/// `stop` turned true before the cell finished (the partial cell is discarded).
 pub async fn run_cell(
     cfg: &RunConfig,
     plan: &CellPlan,
     out_dir: &Path,
     stop: watch::Receiver<bool>,
     live: &(dyn Fn(&Live) + Sync),
+    baseline: bool,
 ) -> anyhow::Result<Option<CellResult>> {
     let cell_dir = out_dir.join("cells").join(&plan.id);
     let mut stack = Stack::start(&plan.stack_spec(&cfg.runtime), &cell_dir).await?;
+    let proxy_overhead = if baseline {
+        match stack.proxy_overhead(BASELINE_PAIRS).await {
+            Some(Ok(o)) => Some(o),
+            Some(Err(e)) => {
+                stack.stop().await;
+                return Err(e.into());
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
     let hooks = Hooks {
         live: Some(live),
         interrupt: Some(stop),
@@ -163,6 +205,7 @@ pub async fn run_cell(
     m.write_ledger_check(&cell_dir)?;
     Ok(Some(CellResult {
         row: CellRow::from_measurement(&m),
-        histogram: m.workers.rtt,
+        histograms: m.workers.hists,
+        proxy_overhead,
     }))
 }

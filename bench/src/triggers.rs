@@ -1,21 +1,33 @@
-//! ADR-006 §6.5 "Revisit when" as data: each trigger the benchmark can measure,
-//! its rule over a [`CellRow`], and the ADR's action quoted verbatim.
+//! ADR-006 §6.5 "Revisit when" as data: all five triggers, each with its rule
+//! over the results table, a [`Verdict`] per cell, and the ADR's action
+//! quoted verbatim.
 //!
 //! `bench triggers DIR` ([`run_triggers_command`]) reads the results table,
-//! evaluates every trigger on every cell, writes `triggers.json` and prints the
-//! table; the exit code is 0 when none fired and 3 when any fired. Bad input
-//! (missing directory, no or unreadable results table) is an `Err`, which the
-//! CLI maps to exit code 2 (see [`crate::results::BadInput`]).
+//! evaluates every trigger on every cell (five rows per cell), writes
+//! `triggers.json` and prints the table; the exit code is 0 when none fired
+//! and 3 when any fired. Bad input (missing directory, no or unreadable
+//! results table) is an `Err`, which the CLI maps to exit code 2 (see
+//! [`crate::results::BadInput`]).
 //!
-//! Two §6.5 rows are not measurable by a benchmark run and are not evaluated:
-//! "lock.session.ttl or lock.default.ttl changes" is evaluated through its
-//! action (recheck `lease × (1 − margin) > worst-case rail hop`, trigger
-//! [`D4_UNSATISFIABLE`]) and "a move off Autopilot" is a deployment event.
+//! A verdict is `fired`, `ok`, `insufficient_data` (the cell cannot say: too
+//! few samples, an untraceable fence-out, unresolved intervals) or
+//! `not_evaluated` (the trigger does not apply to the cell, with the reason:
+//! trigger 4 with the client check off, trigger 5 outside a throttled vs
+//! unthrottled pair). "ok" is only ever said on enough data (MEASUREMENT.md).
+//!
+//! Trigger 1 is evaluated on the heartbeat RTT corrected for coordinated
+//! omission against `min(lease, session TTL) × margin / 3`, the same window
+//! trigger 3 uses (a handle is usable only while its own and its session's
+//! deadlines are ahead, C3). The §6.5 row "lock.session.ttl or
+//! lock.default.ttl changes" is evaluated through its action (trigger 3, D4
+//! against the window just before a heartbeat); "a move off Autopilot" through
+//! the throttle experiment's pair of runs (trigger 5).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
+use fencepost_sdk::lease::{PPM, heartbeat_period};
 use serde::{Deserialize, Serialize};
 
 use crate::results::{CellRow, read_nonempty_results};
@@ -34,16 +46,22 @@ pub const EXIT_FIRED: i32 = 3;
 pub const RTT_P99_VS_MARGIN: &str = "rtt_p99_vs_margin";
 /// Trigger 2: the margin is the dominant throughput limiter.
 pub const MARGIN_DOMINANT_LIMITER: &str = "margin_dominant_limiter";
-/// Trigger 3: min(lease, session TTL) × (1 − margin) ≤ worst-case rail hop, so D4 can never be met.
+/// Trigger 3: the usable window just before a heartbeat ≤ worst-case rail hop, so D4 refuses.
 pub const D4_UNSATISFIABLE: &str = "d4_unsatisfiable";
-/// Trigger 4: a fence refused a worker that ran the client check.
+/// Trigger 4: a fence refused a client that believed it held the lease.
 pub const FENCED_OUT_WITH_CLIENT_CHECK: &str = "fenced_out_with_client_check";
+/// Trigger 5: a move off Autopilot (no CPU throttling) makes the margin reducible.
+pub const AUTOPILOT_THROTTLING: &str = "autopilot_throttling";
 
+/// Samples a p99 needs before a verdict can be "ok" (MEASUREMENT.md: ~100 × the tail).
+pub const MIN_SAMPLES_P99: u64 = 1_000;
 /// Trigger 2: the margin's share of lost work at or above which it is "dominant".
 pub const MARGIN_SHARE_MIN: f64 = 0.50;
 /// Trigger 2: lost work, as a fraction of attempts, below which nothing limits
 /// throughput materially, so the margin cannot be the dominant limiter.
 pub const LOST_WORK_MIN: f64 = 0.05;
+/// Trigger 5: the `cpu_quota` of a pair's unthrottled run.
+pub const UNTHROTTLED: &str = "none";
 
 /// One §6.5 trigger: its id, the ADR's wording, the bench's rule and the ADR's action.
 #[derive(Clone, Copy, Debug)]
@@ -60,14 +78,17 @@ pub struct Trigger {
     pub action: &'static str,
 }
 
-/// The four measurable §6.5 triggers, in ADR order.
-pub const TRIGGERS: [Trigger; 4] = [
+/// The five §6.5 triggers, in ADR order.
+pub const TRIGGERS: [Trigger; 5] = [
     Trigger {
         id: RTT_P99_VS_MARGIN,
         adr_trigger: "Measured p99 heartbeat RTT exceeds one third of lease × margin",
-        rule: "fired when hb_rtt_p99 > lease_ms × margin_effective / 3 \
-               (observed = hb_rtt_p99 in ms, threshold = lease × margin / 3 in ms; \
-               not evaluated without heartbeat samples)",
+        rule: "budget = min(lease_ms, session_ttl_ms) × margin_effective / 3; fired when \
+               hb_rtt_corrected_p99 > budget on at least 1,000 corrected samples, or, with \
+               fewer, when more than 10 of them (1 % of 1,000) exceed it, since any 1,000-sample \
+               p99 would then exceed it too; ok when the p99 is within budget on at least 1,000 \
+               samples; insufficient_data otherwise (observed = corrected p99 in ms, threshold = \
+               budget in ms)",
         unit: "ms",
         action: "Raise the margin or shorten the heartbeat period; the current margin no \
                  longer covers observed jitter.",
@@ -79,21 +100,20 @@ pub const TRIGGERS: [Trigger; 4] = [
                lock_lost (attempts that did not pay, by cause; only the first is caused by \
                the margin); fired when abandoned_insufficient_lease ≥ 50 % of lost work AND \
                lost work ≥ 5 % of attempts (observed = the margin's share of lost work in %, \
-               threshold = 50 %)",
+               threshold = 50 %); insufficient_data without attempts",
         unit: "% of lost work",
         action: "Consider the adaptive margin (V2), not a smaller fixed one.",
     },
     Trigger {
         id: D4_UNSATISFIABLE,
         adr_trigger: "lock.session.ttl or lock.default.ttl changes",
-        rule: "fired when min(lease_ms, session_ttl_ms) × (1 − margin_effective) ≤ \
-               worst_case_hop_ms (rail read timeout + 2 s): a handle is usable only while \
-               its own and its session's deadlines are ahead (C3), so even right after a \
-               grant or heartbeat no grant leaves enough lease for one rail call and D4 \
-               refuses every payout (observed = that usable window in ms, threshold = \
-               worst-case hop in ms). The detail also gives the window just before the \
-               next heartbeat (two thirds of it, the period being a third): when that is \
-               ≤ the hop, D4 refuses part of every heartbeat period",
+        rule: "usable U = min(lease_ms, session_ttl_ms) × (1 − margin_effective) (a handle needs \
+               its own and its session's deadlines ahead, C3); heartbeat period P (the SDK's: \
+               min(session, lease) × (1 − margin) / 3); just before the next heartbeat's reply \
+               the window is U − P − hb_rtt_corrected_p50; fired when that is ≤ \
+               worst_case_hop_ms (rail read timeout + 2 s): D4 then refuses in part of every \
+               heartbeat period. The detail gives that fraction, clamp((hop − (U − P − rtt)) / P, \
+               0, 1) (observed = the window just before a heartbeat in ms, threshold = hop in ms)",
         unit: "ms",
         action: "Recheck lease × (1 − margin) > worst-case rail hop; a TTL cut can make D4 \
                  unsatisfiable.",
@@ -101,12 +121,62 @@ pub const TRIGGERS: [Trigger; 4] = [
     Trigger {
         id: FENCED_OUT_WITH_CLIENT_CHECK,
         adr_trigger: "Any lock.fenced.out > 0 traced to a client that believed it held the lease",
-        rule: "fired when fenced_out > 0 and client_check is on (with the check off the \
-               fences are being demonstrated, UC-03, and a fence-out is expected)",
+        rule: "each worker records (payout_id, token) when check_still_held and D4 passed before \
+               a submit; the window's fence-outs are joined on it (fence 2 from the ledger's \
+               submissions, fence 1 from the rail-stub's fenced_out log events); fired when \
+               fenced_out_believed_held > 0; insufficient_data when a fence-1 refusal could not \
+               be traced; not_evaluated with the client check off (nothing believed: the fences \
+               are being demonstrated, UC-03)",
         unit: "fence-outs",
         action: "This ADR is being violated in code; fix the client, do not widen the fence.",
     },
+    Trigger {
+        id: AUTOPILOT_THROTTLING,
+        adr_trigger: "A move off Autopilot removes CPU-throttling pauses",
+        rule: "from a throttled vs unthrottled pair of runs (experiments throttle, release build, \
+               column cpu_quota): the margin each needs so that trigger 1 stays quiet, \
+               3 × hb_rtt_corrected_p99 / min(lease, session TTL), with the p99's 95 % interval; \
+               fired when the intervals separate, the unthrottled run needs less, and less than \
+               the margin in force (the margin is reducible off Autopilot); ok when they separate \
+               otherwise; insufficient_data below 1,000 corrected samples or when the intervals \
+               overlap (not resolved at 1 repeat); not_evaluated outside such a pair or in a \
+               debug build (observed = this run's margin needed, threshold = margin in force)",
+        unit: "margin",
+        action: "The margin may be reducible — but only against measurement, never against \
+                 intuition.",
+    },
 ];
+
+/// What a trigger says about one cell (C4: `fired|ok|insufficient_data|not_evaluated`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The trigger's condition holds: take the ADR's action.
+    Fired,
+    /// It does not, on enough data.
+    Ok,
+    /// The cell cannot tell (too few samples, an untraced event, unresolved intervals).
+    InsufficientData,
+    /// The trigger does not apply to this cell (the detail says why).
+    NotEvaluated,
+}
+
+impl Verdict {
+    /// The word in `triggers.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fired => "fired",
+            Verdict::Ok => "ok",
+            Verdict::InsufficientData => "insufficient_data",
+            Verdict::NotEvaluated => "not_evaluated",
+        }
+    }
+
+    /// Fired if `cond`, else ok.
+    fn of(cond: bool) -> Verdict {
+        if cond { Verdict::Fired } else { Verdict::Ok }
+    }
+}
 
 /// One trigger evaluated on one cell; an element of `triggers.json`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -115,16 +185,18 @@ pub struct TriggerResult {
     pub trigger: String,
     /// Cell id from the results table.
     pub cell: String,
-    /// Whether the trigger fired on this cell.
+    /// Whether the trigger fired on this cell (`verdict == fired`).
     pub fired: bool,
-    /// The measured value compared with `threshold`, in `unit`.
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The measured value compared with `threshold`, in `unit` (0 when not evaluated).
     pub observed: f64,
     /// The threshold, in `unit`.
     pub threshold: f64,
-    /// Unit of `observed` and `threshold`.
-    pub unit: String,
     /// ADR-006 §6.5's action for this trigger, verbatim.
     pub action: String,
+    /// Unit of `observed` and `threshold`.
+    pub unit: String,
     /// The rule evaluated.
     pub rule: String,
     /// The numbers behind the verdict, in words.
@@ -139,19 +211,21 @@ pub fn trigger(id: &str) -> Option<&'static Trigger> {
 /// Evaluates every trigger on every row; results are grouped by trigger (ADR
 /// order), then in row order.
 pub fn evaluate(rows: &[CellRow]) -> Vec<TriggerResult> {
-    let per_row: Vec<[TriggerResult; 4]> = rows.iter().map(evaluate_row).collect();
+    let per_row: Vec<[TriggerResult; 5]> = rows.iter().map(|r| evaluate_row(r, rows)).collect();
     (0..TRIGGERS.len())
         .flat_map(|t| per_row.iter().map(move |r| r[t].clone()))
         .collect()
 }
 
-/// Evaluates the four triggers on one row, in [`TRIGGERS`] order.
-pub fn evaluate_row(row: &CellRow) -> [TriggerResult; 4] {
+/// Evaluates the five triggers on `row`, in [`TRIGGERS`] order; `table` is
+/// the results table it belongs to (trigger 5 looks for its pair there).
+pub fn evaluate_row(row: &CellRow, table: &[CellRow]) -> [TriggerResult; 5] {
     [
         rtt_p99_vs_margin(row),
         margin_dominant_limiter(row),
         d4_unsatisfiable(row),
         fenced_out_with_client_check(row),
+        autopilot_throttling(row, table),
     ]
 }
 
@@ -159,7 +233,7 @@ pub fn evaluate_row(row: &CellRow) -> [TriggerResult; 4] {
 fn result(
     t: &Trigger,
     row: &CellRow,
-    fired: bool,
+    verdict: Verdict,
     observed: f64,
     threshold: f64,
     detail: String,
@@ -167,7 +241,8 @@ fn result(
     TriggerResult {
         trigger: t.id.to_owned(),
         cell: row.cell.clone(),
-        fired,
+        fired: verdict == Verdict::Fired,
+        verdict,
         observed,
         threshold,
         unit: t.unit.to_owned(),
@@ -183,24 +258,70 @@ fn to_us(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
 }
 
-/// Trigger 1, in ms.
+/// The window a handle is usable for, before the margin: the shorter of the
+/// lease and the session TTL, in ms.
+fn usable_base_ms(row: &CellRow) -> u64 {
+    row.lease_ms.min(row.session_ttl_ms)
+}
+
+/// Trigger 1's budget, `min(lease, session TTL) × margin / 3`, in ms.
+pub fn rtt_budget_ms(lease_ms: u64, session_ttl_ms: u64, margin: f64) -> f64 {
+    to_us(lease_ms.min(session_ttl_ms) as f64 * margin / 3.0)
+}
+
+/// The smallest margin for which `p99_us` stays within trigger 1's budget
+/// in a cell shaped like `row`: `3 × p99 / min(lease, session TTL)`.
+pub fn margin_needed(row: &CellRow, p99_us: u64) -> f64 {
+    3.0 * p99_us as f64 / 1000.0 / usable_base_ms(row).max(1) as f64
+}
+
+/// Trigger 1, in ms, on the corrected RTT.
 fn rtt_p99_vs_margin(row: &CellRow) -> TriggerResult {
-    let p99_ms = row.hb_rtt_p99_us as f64 / 1000.0;
-    let budget_ms = to_us(row.lease_ms as f64 * row.margin_effective / 3.0);
-    let (fired, detail) = if row.hb_count == 0 {
-        (false, "no heartbeat samples: not evaluated".to_owned())
+    let p99_ms = row.hb_rtt_corrected_p99_us as f64 / 1000.0;
+    let budget_ms = rtt_budget_ms(row.lease_ms, row.session_ttl_ms, row.margin_effective);
+    let n = row.hb_corrected_count;
+    let over = row.hb_corrected_over_budget;
+    // With n < 1,000, padding to 1,000 with samples inside the budget leaves
+    // the p99 above it when more than 1 % of 1,000 samples are above it.
+    let over_floor = ((1.0 - 0.99) * MIN_SAMPLES_P99 as f64).round() as u64;
+    let verdict = if n >= MIN_SAMPLES_P99 {
+        Verdict::of(p99_ms > budget_ms)
+    } else if over > over_floor {
+        Verdict::Fired
     } else {
-        let fired = p99_ms > budget_ms;
-        let cmp = if fired { ">" } else { "≤" };
-        (
-            fired,
-            format!(
-                "p99 {p99_ms:.3} ms {cmp} {} ms × {:.2} / 3 = {budget_ms:.3} ms ({} samples)",
-                row.lease_ms, row.margin_effective, row.hb_count
-            ),
-        )
+        Verdict::InsufficientData
     };
-    result(&TRIGGERS[0], row, fired, p99_ms, budget_ms, detail)
+    let cmp = if p99_ms > budget_ms { ">" } else { "≤" };
+    let mut detail = format!(
+        "corrected p99 {p99_ms:.3} ms {cmp} min(lease {} ms, session {} ms) × {:.2} / 3 = \
+         {budget_ms:.3} ms; {n} corrected samples, {over} above the budget; raw p99 {:.3} ms; \
+         {} of {} exchanges timed out, {} session(s) lost",
+        row.lease_ms,
+        row.session_ttl_ms,
+        row.margin_effective,
+        row.hb_rtt_p99_us as f64 / 1000.0,
+        row.hb_timeouts,
+        row.hb_attempts,
+        row.session_lost,
+    );
+    match verdict {
+        Verdict::InsufficientData => {
+            let _ = write!(
+                detail,
+                "; fewer than {MIN_SAMPLES_P99} samples and at most {over_floor} above the \
+                 budget: the p99 is not known well enough to say ok"
+            );
+        }
+        Verdict::Fired if n < MIN_SAMPLES_P99 => {
+            let _ = write!(
+                detail,
+                "; fewer than {MIN_SAMPLES_P99} samples, but more than {over_floor} above the \
+                 budget put the p99 of any {MIN_SAMPLES_P99} samples above it"
+            );
+        }
+        _ => {}
+    }
+    result(&TRIGGERS[0], row, verdict, p99_ms, budget_ms, detail)
 }
 
 /// Lost work of a cell: attempts that did not pay, summed over their causes.
@@ -233,55 +354,265 @@ fn margin_dominant_limiter(row: &CellRow) -> TriggerResult {
         lost_frac * 100.0,
         if material { "≥" } else { "<" },
     );
+    let verdict = if row.attempts == 0 {
+        Verdict::InsufficientData
+    } else {
+        Verdict::of(dominant && material)
+    };
     result(
         &TRIGGERS[1],
         row,
-        dominant && material,
+        verdict,
         share * 100.0,
         MARGIN_SHARE_MIN * 100.0,
         detail,
     )
 }
 
-/// Trigger 3, in ms: the usable window is bounded by the shorter of the lease
-/// and the session TTL, since both deadlines must be ahead.
+/// Trigger 3's arithmetic for one cell, in ms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct D4Window {
+    /// `min(lease, session TTL) × (1 − margin)`: the window right after a heartbeat's send.
+    pub usable_ms: f64,
+    /// The SDK's heartbeat period for the cell.
+    pub period_ms: f64,
+    /// The corrected RTT median taken off the window (lag + round trip), 0 without samples.
+    pub rtt_ms: f64,
+    /// `usable − period − rtt`: what is left just before the next heartbeat's reply.
+    pub before_heartbeat_ms: f64,
+    /// The worst-case rail hop D4 requires.
+    pub hop_ms: f64,
+}
+
+impl D4Window {
+    /// Trigger 3's numbers for `row`.
+    pub fn of(row: &CellRow) -> Self {
+        let usable_ms = to_us(usable_base_ms(row) as f64 * (1.0 - row.margin_effective));
+        let ppm = (row.margin_effective * PPM as f64).round() as u64;
+        let period = heartbeat_period(row.session_ttl_ms, Some(row.lease_ms), ppm);
+        let period_ms = to_us(period.as_secs_f64() * 1e3);
+        let rtt_ms = row.hb_rtt_corrected_p50_us as f64 / 1000.0;
+        D4Window {
+            usable_ms,
+            period_ms,
+            rtt_ms,
+            before_heartbeat_ms: to_us(usable_ms - period_ms - rtt_ms),
+            hop_ms: row.worst_case_hop_ms as f64,
+        }
+    }
+
+    /// The fraction of each heartbeat period in which D4 refuses: the
+    /// remaining lease falls linearly from `usable − rtt` to `usable − period
+    /// − rtt`, and D4 refuses where it is ≤ the hop.
+    pub fn refusal_fraction(&self) -> f64 {
+        if self.period_ms <= 0.0 {
+            return if self.before_heartbeat_ms <= self.hop_ms {
+                1.0
+            } else {
+                0.0
+            };
+        }
+        ((self.hop_ms - self.before_heartbeat_ms) / self.period_ms).clamp(0.0, 1.0)
+    }
+}
+
+/// Trigger 3, in ms: the window just before a heartbeat against the hop.
 fn d4_unsatisfiable(row: &CellRow) -> TriggerResult {
-    let ttl_ms = row.lease_ms.min(row.session_ttl_ms);
-    let usable_ms = to_us(ttl_ms as f64 * (1.0 - row.margin_effective));
-    let before_heartbeat_ms = to_us(usable_ms * 2.0 / 3.0);
-    let hop_ms = row.worst_case_hop_ms as f64;
-    let fired = usable_ms <= hop_ms;
+    let w = D4Window::of(row);
+    let fired = w.before_heartbeat_ms <= w.hop_ms;
     let binding = if row.session_ttl_ms < row.lease_ms {
         "session TTL"
     } else {
         "lease"
     };
     let mut detail = format!(
-        "min(lease {} ms, session {} ms) × (1 − {:.2}) = {usable_ms:.1} ms {} worst-case hop {hop_ms:.0} ms (the {binding} binds)",
+        "min(lease {} ms, session {} ms) × (1 − {:.2}) = {:.1} ms (the {binding} binds); \
+         heartbeat period {:.1} ms; just before a heartbeat's reply {:.1} − {:.1} − {:.3} \
+         (corrected p50) = {:.1} ms {} worst-case hop {:.0} ms: D4 refuses in {:.1} % of each \
+         heartbeat period",
         row.lease_ms,
         row.session_ttl_ms,
         row.margin_effective,
-        if fired { "≤" } else { ">" }
+        w.usable_ms,
+        w.period_ms,
+        w.usable_ms,
+        w.period_ms,
+        w.rtt_ms,
+        w.before_heartbeat_ms,
+        if fired { "≤" } else { ">" },
+        w.hop_ms,
+        w.refusal_fraction() * 100.0,
     );
-    if !fired && before_heartbeat_ms <= hop_ms {
-        detail.push_str(&format!(
-            "; just before a heartbeat only {before_heartbeat_ms:.1} ms are left, so D4 refuses payouts in part of every heartbeat period"
-        ));
+    if w.usable_ms - w.rtt_ms <= w.hop_ms {
+        detail.push_str(
+            " (every payout: even right after a heartbeat no lease is left for one rail call)",
+        );
     }
-    result(&TRIGGERS[2], row, fired, usable_ms, hop_ms, detail)
+    result(
+        &TRIGGERS[2],
+        row,
+        Verdict::of(fired),
+        w.before_heartbeat_ms,
+        w.hop_ms,
+        detail,
+    )
 }
 
-/// Trigger 4, a count.
+/// Trigger 4, a count of traced fence-outs.
 fn fenced_out_with_client_check(row: &CellRow) -> TriggerResult {
-    let fired = row.fenced_out > 0 && row.client_check;
-    let detail = match (row.fenced_out, row.client_check) {
-        (0, _) => "no fence-outs".to_owned(),
-        (n, true) => format!("{n} fence-outs with the client check on"),
-        (n, false) => {
-            format!("{n} fence-outs with the client check off (UC-03): the fences held, expected")
-        }
+    let traced = format!(
+        "fence 1: {} ({} untraced), fence 2: {}; {} of them hit a (payout, token) a worker \
+         believed held; {} submits after a passed check recorded",
+        row.fenced_out_fence1,
+        row.fenced_out_fence1_untraced,
+        row.fenced_out_fence2,
+        row.fenced_out_believed_held,
+        row.believed_held_submits,
+    );
+    let (verdict, detail) = if !row.client_check {
+        (
+            Verdict::NotEvaluated,
+            format!(
+                "client check off (UC-03): no worker believed it held the lease, the fences \
+                 are being demonstrated; {traced}"
+            ),
+        )
+    } else if row.fenced_out_believed_held > 0 {
+        (Verdict::Fired, traced)
+    } else if row.fenced_out_fence1_untraced > 0 {
+        (
+            Verdict::InsufficientData,
+            format!(
+                "{traced}: a fence-1 refusal the rail-stub's log did not show cannot be traced"
+            ),
+        )
+    } else {
+        (Verdict::Ok, traced)
     };
-    result(&TRIGGERS[3], row, fired, row.fenced_out as f64, 0.0, detail)
+    result(
+        &TRIGGERS[3],
+        row,
+        verdict,
+        row.fenced_out_believed_held as f64,
+        0.0,
+        detail,
+    )
+}
+
+/// The other run of `row`'s throttled vs unthrottled pair, if it has one:
+/// same run, repeat, TTL and margin, one of the two unthrottled.
+fn throttle_partner<'a>(row: &CellRow, table: &'a [CellRow]) -> Option<&'a CellRow> {
+    if row.cpu_quota.is_empty() {
+        return None;
+    }
+    table.iter().find(|o| {
+        !o.cpu_quota.is_empty()
+            && o.cpu_quota != row.cpu_quota
+            && (o.cpu_quota == UNTHROTTLED) != (row.cpu_quota == UNTHROTTLED)
+            && o.run_id == row.run_id
+            && o.repeat == row.repeat
+            && o.lease_ms == row.lease_ms
+            && o.margin == row.margin
+    })
+}
+
+/// The margin a run needs (trigger 1 quiet), with the 95 % interval of its p99.
+fn margin_needed_ci(row: &CellRow) -> (f64, f64, f64) {
+    (
+        margin_needed(row, row.hb_rtt_corrected_p99_lo_us),
+        margin_needed(row, row.hb_rtt_corrected_p99_us),
+        margin_needed(row, row.hb_rtt_corrected_p99_hi_us),
+    )
+}
+
+/// Trigger 5, a margin: from the throttled vs unthrottled pair, if any.
+fn autopilot_throttling(row: &CellRow, table: &[CellRow]) -> TriggerResult {
+    let t = &TRIGGERS[4];
+    let margin = row.margin_effective;
+    let not_evaluated = |why: String| result(t, row, Verdict::NotEvaluated, 0.0, margin, why);
+    let Some(partner) = throttle_partner(row, table) else {
+        return not_evaluated(if row.cpu_quota.is_empty() {
+            "needs a throttled vs unthrottled pair of runs (experiments throttle, release \
+             build); this cell is not one"
+                .to_owned()
+        } else {
+            format!(
+                "cpu_quota {} but its pair's other run is not in the table",
+                row.cpu_quota
+            )
+        });
+    };
+    let (unthrottled, throttled) = if row.cpu_quota == UNTHROTTLED {
+        (row, partner)
+    } else {
+        (partner, row)
+    };
+    let own_need = margin_needed(row, row.hb_rtt_corrected_p99_us);
+    if [row, partner].iter().any(|r| r.build_profile != "release") {
+        return not_evaluated(
+            "a debug build measured this pair: its heartbeat tail is the build's, not \
+             Autopilot's; rerun experiments throttle from a release build"
+                .to_owned(),
+        );
+    }
+    let (u_lo, u_mid, u_hi) = margin_needed_ci(unthrottled);
+    let (t_lo, t_mid, t_hi) = margin_needed_ci(throttled);
+    let numbers = format!(
+        "margin needed (3 × corrected p99 / min(lease, session)): unthrottled {u_mid:.3} \
+         [{u_lo:.3}, {u_hi:.3}], throttled ({}) {t_mid:.3} [{t_lo:.3}, {t_hi:.3}] (95 % \
+         intervals of the p99, independent samples assumed); margin in force {margin:.2}",
+        throttled.cpu_quota
+    );
+    let few = [unthrottled, throttled]
+        .iter()
+        .map(|r| r.hb_corrected_count)
+        .min()
+        .unwrap_or(0);
+    let (verdict, why) = if few < MIN_SAMPLES_P99 {
+        (
+            Verdict::InsufficientData,
+            format!("a run has only {few} corrected samples (< {MIN_SAMPLES_P99})"),
+        )
+    } else if u_hi < t_lo {
+        if u_hi < margin {
+            (
+                Verdict::Fired,
+                format!(
+                    "without throttling the margin needed drops below the margin in force: \
+                     reducible, by trigger 1's budget alone, to at most {u_hi:.3} (the upper \
+                     end of the unthrottled interval; triggers 3 and the clock grace still \
+                     bound it)"
+                ),
+            )
+        } else {
+            (
+                Verdict::Ok,
+                "throttling costs margin, but the unthrottled run needs at least the margin in \
+                 force: not reducible"
+                    .to_owned(),
+            )
+        }
+    } else if t_hi < u_lo {
+        (
+            Verdict::Ok,
+            "the throttled run needs less margin than the unthrottled one: no throttling \
+             pauses to remove"
+                .to_owned(),
+        )
+    } else {
+        (
+            Verdict::InsufficientData,
+            "the intervals overlap: not resolved at 1 repeat".to_owned(),
+        )
+    };
+    result(
+        t,
+        row,
+        verdict,
+        own_need,
+        margin,
+        format!("{numbers}; {why}"),
+    )
 }
 
 /// Whether trigger `id` fired on `cell`.
@@ -289,6 +620,14 @@ pub fn fired(results: &[TriggerResult], id: &str, cell: &str) -> bool {
     results
         .iter()
         .any(|r| r.fired && r.trigger == id && r.cell == cell)
+}
+
+/// The verdict of trigger `id` on `cell`, if evaluated.
+pub fn verdict_of(results: &[TriggerResult], id: &str, cell: &str) -> Option<Verdict> {
+    results
+        .iter()
+        .find(|r| r.trigger == id && r.cell == cell)
+        .map(|r| r.verdict)
 }
 
 /// The exit code of `bench triggers` for these results: 3 if any fired, else 0.
@@ -316,9 +655,12 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
-/// The verdict word of a result.
-fn verdict(r: &TriggerResult) -> &'static str {
-    if r.fired { "FIRED" } else { "ok" }
+/// The verdict word of a result in the terminal table.
+fn verdict_word(r: &TriggerResult) -> &'static str {
+    match r.verdict {
+        Verdict::Fired => "FIRED",
+        v => v.as_str(),
+    }
 }
 
 /// The trigger table as aligned plain text for a terminal, then a summary line.
@@ -339,8 +681,12 @@ pub fn format_table(results: &[TriggerResult]) -> String {
                 r.cell.clone(),
                 format!("{} {}", fmt_value(r.observed), r.unit),
                 format!("{} {}", fmt_value(r.threshold), r.unit),
-                verdict(r).to_owned(),
-                r.action.clone(),
+                verdict_word(r).to_owned(),
+                if r.fired {
+                    r.action.clone()
+                } else {
+                    "—".to_owned()
+                },
             ]
         })
         .collect();
@@ -369,21 +715,25 @@ pub fn format_table(results: &[TriggerResult]) -> String {
     for row in &rows {
         line(row);
     }
-    let fired: Vec<&TriggerResult> = results.iter().filter(|r| r.fired).collect();
+    let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
+    let fired: Vec<String> = results
+        .iter()
+        .filter(|r| r.fired)
+        .map(|r| format!("{}@{}", r.trigger, r.cell))
+        .collect();
     let _ = writeln!(
         out,
-        "\n{} of {} checks fired{}",
+        "\n{} of {} checks fired{}; {} ok, {} insufficient_data, {} not_evaluated",
         fired.len(),
         results.len(),
         if fired.is_empty() {
             String::new()
         } else {
-            let names: Vec<String> = fired
-                .iter()
-                .map(|r| format!("{}@{}", r.trigger, r.cell))
-                .collect();
-            format!(": {}", names.join(", "))
-        }
+            format!(": {}", fired.join(", "))
+        },
+        count(Verdict::Ok),
+        count(Verdict::InsufficientData),
+        count(Verdict::NotEvaluated),
     );
     out
 }
@@ -395,7 +745,10 @@ pub fn markdown_table(results: &[TriggerResult]) -> String {
          |---|---|---:|---:|---|---|---|\n",
     );
     for r in results {
-        let verdict = if r.fired { "**FIRED**" } else { "ok" };
+        let verdict = match r.verdict {
+            Verdict::Fired => "**FIRED**".to_owned(),
+            v => v.as_str().to_owned(),
+        };
         let action = if r.fired { r.action.as_str() } else { "—" };
         let _ = writeln!(
             out,

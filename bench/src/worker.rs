@@ -1,11 +1,20 @@
 //! A payout worker on the SDK, exactly as the ADR's payout executor works:
 //! open session → acquire `payout:<id>` → claim (fence 1) →
 //! `ensure_time_for(worst-case rail hop)` → submit (fence 2) → release, and
-//! abandon (R4) whenever the lease is insufficient or lost. Abandoned payouts
+//! abandon (R4) whenever the lease is insufficient or lost. A submit whose
+//! outcome is unknown (the read timed out) keeps the lock until the
+//! worst-case hop has passed since it was sent (D4's budget for the step),
+//! then goes back on the queue like an abandoned payout. Abandoned payouts
 //! go back on the queue, to be retried by a later holder under a higher token
 //! (ADR-006 D6). A [`crate::cell::Pool`] runs N of these as tasks; the
 //! experiments also run them as OS processes (`experiments worker`), which
 //! report a [`TallySnapshot`] of their [`Tally`].
+//!
+//! Two things only the worker can record (issue 12): every `(payout_id,
+//! token)` it submits under *because* `check_still_held` and D4 passed — the
+//! client believed it held the lease — which the cell driver joins with the
+//! rail's fence-out events (trigger 4); and the rail submit's latency as the
+//! worker saw it (`rail_measured_*`), timeouts censored at their give-up time.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +28,15 @@ use fencepost_sdk::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::cell::BoxFuture;
+use crate::hist;
 use crate::rail::{RailClient, RailOutcome};
+use fencepost_sdk::Histogram;
+use tokio::time::Instant;
+
+/// A `(payout_id, token)` a worker submitted under after its client check
+/// passed: the lease was, as far as the client could tell, held.
+pub type Belief = (String, u64);
 
 /// The payouts still to pay: fresh numbers in order, abandoned ones first.
 #[derive(Debug)]
@@ -92,11 +109,40 @@ pub struct Tally {
     pub usable_ppm_sum: AtomicU64,
     /// Grants counted in `usable_ppm_sum`.
     pub grants: AtomicU64,
+    /// Every submit made after a passed client check (never reset: the
+    /// window's fence-outs are joined on it, whenever the belief was formed).
+    pub believed_held: Mutex<Vec<Belief>>,
 }
 
 impl Tally {
     fn bump(a: &AtomicU64) {
         a.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Zeroes every count (the warm-up ends); the beliefs are kept.
+    pub fn reset_counts(&self) {
+        for a in [
+            &self.attempts,
+            &self.paid_replies,
+            &self.abandoned_insufficient_lease,
+            &self.abandoned_lost,
+            &self.acquire_failed,
+            &self.lock_lost,
+            &self.sessions_reopened,
+            &self.fenced_replies,
+            &self.rail_transport_errors,
+            &self.usable_ppm_sum,
+            &self.grants,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn believe(&self, payout_id: &str, token: u64) {
+        self.believed_held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((payout_id.to_owned(), token));
     }
 
     /// Mean over grants of (client-side lease left at grant) / lease.
@@ -132,6 +178,9 @@ pub struct TallySnapshot {
     pub rail_transport_errors: u64,
     /// Mean usable lease fraction at grant.
     pub usable_lease_fraction: f64,
+    /// Submits made after a passed client check ([`Tally::believed_held`]).
+    #[serde(default)]
+    pub believed_held: Vec<Belief>,
 }
 
 impl TallySnapshot {
@@ -148,6 +197,11 @@ impl TallySnapshot {
             fenced_replies: g(&t.fenced_replies),
             rail_transport_errors: g(&t.rail_transport_errors),
             usable_lease_fraction: t.usable_lease_fraction(),
+            believed_held: t
+                .believed_held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 
@@ -167,6 +221,7 @@ impl TallySnapshot {
         self.lock_lost += o.lock_lost;
         self.fenced_replies += o.fenced_replies;
         self.rail_transport_errors += o.rail_transport_errors;
+        self.believed_held.extend(o.believed_held.iter().cloned());
     }
 }
 
@@ -198,6 +253,47 @@ pub struct WorkerEnv {
     /// Called after every successful claim, before the D4 check: the point in
     /// the critical section where the pause experiment freezes a worker.
     pub on_claimed: Option<ClaimHook>,
+    /// Awaited at the [`Step`]s of every payout (tests' sabotage: a stall
+    /// between the check and the submit, or before the claim).
+    pub on_step: Option<StepHook>,
+}
+
+/// Where in a payout a [`StepHook`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The lock was granted; the claim (fence 1) comes next.
+    Acquired,
+    /// `check_still_held` and D4 passed (the belief is recorded); the submit
+    /// (fence 2) comes next. Not reached with the client check off.
+    Checked,
+}
+
+/// What a [`StepHook`] is given.
+pub struct StepCtx<'a> {
+    /// Where the payout is.
+    pub step: Step,
+    /// The worker's session (a hook may inject a heartbeat fault into it).
+    pub session: &'a Session,
+    /// The worker's index.
+    pub worker: u64,
+    /// The payout.
+    pub payout_id: &'a str,
+    /// The fencing token held.
+    pub token: u64,
+}
+
+/// The signature of a [`StepHook`]: it may act on the session at once and
+/// returns what the worker then awaits.
+pub type StepFn = dyn for<'a> Fn(StepCtx<'a>) -> BoxFuture<'static, ()> + Send + Sync;
+
+/// An awaited callback at the [`Step`]s of a payout (see [`WorkerEnv::on_step`]).
+#[derive(Clone)]
+pub struct StepHook(pub Arc<StepFn>);
+
+impl std::fmt::Debug for StepHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StepHook")
+    }
 }
 
 /// The signature of a [`ClaimHook`]: `(worker index, payout_id, token)`.
@@ -222,6 +318,8 @@ pub struct Worker {
     client: LockClient,
     /// The rail client.
     rail: RailClient,
+    /// R3 submit latencies as this worker saw them, µs (held only to record or copy).
+    rail_latency: Mutex<Histogram<u64>>,
     /// The configuration.
     env: WorkerEnv,
 }
@@ -241,6 +339,7 @@ impl Worker {
             idx,
             client,
             rail,
+            rail_latency: Mutex::new(hist::new_histogram()),
             env,
         })
     }
@@ -248,6 +347,40 @@ impl Worker {
     /// The worker's SDK client (its RTT histogram and stats).
     pub fn client(&self) -> &LockClient {
         &self.client
+    }
+
+    /// A copy of the R3 submit latencies this worker measured, µs; a
+    /// submit that timed out is recorded at its give-up time ("≥").
+    pub fn rail_histogram(&self) -> Histogram<u64> {
+        self.rail_latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The warm-up ends: empties every histogram and counter the SDK client
+    /// and this worker keep (`LockClient::reset_measurements`, the rail
+    /// latencies). The caller resets the [`Tally`].
+    pub fn reset_measurements(&self) {
+        self.client.reset_measurements();
+        self.rail_latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reset();
+    }
+
+    /// Awaits the step hook, if any.
+    async fn step(&self, step: Step, session: &Session, payout_id: &str, token: u64) {
+        if let Some(hook) = &self.env.on_step {
+            let wait = (hook.0)(StepCtx {
+                step,
+                session,
+                worker: self.idx,
+                payout_id,
+                token,
+            });
+            wait.await;
+        }
     }
 
     async fn open_session(&self, tally: &Arc<Tally>) -> Result<Session, LockError> {
@@ -316,6 +449,7 @@ impl Worker {
             }
         };
         let token = handle.token();
+        self.step(Step::Acquired, s, &id, token).await;
         if let Ok(left) = s.remaining(&handle) {
             let ppm = (left.as_secs_f64() / self.env.lease.as_secs_f64() * 1e6) as u64;
             tally.usable_ppm_sum.fetch_add(ppm, Ordering::Relaxed);
@@ -351,7 +485,11 @@ impl Worker {
                 .map_err(LockError::from)
                 .and_then(|()| s.ensure_time_for(&handle, self.env.worst_case_hop));
             match verdict {
-                Ok(()) => {}
+                Ok(()) => {
+                    // The client believes it holds the lease: trigger 4's trace.
+                    tally.believe(&id, token);
+                    self.step(Step::Checked, s, &id, token).await;
+                }
                 Err(LockError::InsufficientLease { .. }) => {
                     Tally::bump(&tally.abandoned_insufficient_lease);
                     let _ = self.rail.release(&id, token).await;
@@ -367,8 +505,15 @@ impl Worker {
                 }
             }
         }
-        // Fence 2: the irreversible step.
-        let done = match self.rail.submit(&id, token).await {
+        // Fence 2: the irreversible step, timed as the worker sees it.
+        let sent = Instant::now();
+        let submitted = self.rail.submit(&id, token).await;
+        let _ = self
+            .rail_latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(sent.elapsed().as_micros().max(1) as u64);
+        let done = match submitted {
             RailOutcome::Ok => {
                 Tally::bump(&tally.paid_replies);
                 true
@@ -381,8 +526,14 @@ impl Worker {
                 false
             }
             RailOutcome::Transport(_) => {
-                // Unknown outcome: a later holder's claim finds it PAID or takes it over.
+                // Unknown outcome: the rail may still be deciding it. D4 budgets
+                // the step at the worst-case hop (read timeout + 2 s), so the
+                // step is not over before that: keep the lock until then, or a
+                // successor's claim lands before the late decision and fence 2
+                // refuses a submit this client believed it held the lease for.
+                // Afterwards a later holder's claim finds it PAID or takes it over.
                 Tally::bump(&tally.rail_transport_errors);
+                tokio::time::sleep_until(sent + self.env.worst_case_hop).await;
                 false
             }
         };

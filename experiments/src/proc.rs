@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use bench::cell::{BoxFuture, RemoteWorker, SpawnRemote, WorkerReport};
 use bench::grid::PolicySpec;
+use bench::hist::Histograms;
 use bench::worker::WorkerEnv;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -193,6 +194,10 @@ impl RemoteWorker for WorkerChild {
         Box::pin(async move { self.send("stop").await })
     }
 
+    fn reset(&mut self) -> BoxFuture<'_, anyhow::Result<()>> {
+        Box::pin(async move { self.send("reset").await })
+    }
+
     fn join(&mut self, grace: Duration) -> BoxFuture<'_, anyhow::Result<WorkerReport>> {
         Box::pin(async move {
             let deadline = Instant::now() + grace + EXIT_SLACK;
@@ -203,15 +208,30 @@ impl RemoteWorker for WorkerChild {
                     WorkerLine::Done {
                         tally,
                         renewals,
+                        heartbeat,
                         rtt_hdr,
+                        corrected_hdr,
+                        tick_lag_hdr,
+                        rail_hdr,
+                        cpu_s,
                     },
                 ) = self.next(left).await?
                 {
-                    let rtt = bench::hist::decode(&rtt_hdr).context("the worker's histogram")?;
+                    let decode = |what: &str, text: &str| {
+                        bench::hist::decode(text)
+                            .with_context(|| format!("the worker's {what} histogram"))
+                    };
                     break WorkerReport {
                         tally,
                         renewals,
-                        rtt,
+                        heartbeat,
+                        hists: Histograms {
+                            rtt: decode("RTT", &rtt_hdr)?,
+                            corrected: decode("corrected RTT", &corrected_hdr)?,
+                            tick_lag: decode("tick lag", &tick_lag_hdr)?,
+                            rail: decode("rail latency", &rail_hdr)?,
+                        },
+                        cpu_s,
                     };
                 }
             };

@@ -3,9 +3,16 @@
 //! run twice against one lock-server and rail-stub: unthrottled, then with the
 //! worker processes in a cgroup limited to `--quota` of a core. It compares
 //! the heartbeat RTT distributions, abandonment, and ADR-006 §6.5's verdicts
-//! (`bench::triggers::evaluate_row`) on the two results rows, and writes them
+//! (`bench::triggers::evaluate`) on the two results rows, and writes them
 //! in the bench's layout (`results.csv`/`.parquet`, `hgrm/`, `triggers.json`)
-//! so `bench report` can read the directory.
+//! so `bench report` and `bench triggers` can read the directory.
+//!
+//! The two rows are a *pair* (column `cpu_quota`: `none`, then the quota), the
+//! input of trigger 5 (`autopilot_throttling`): the margin each run needs so
+//! that trigger 1 stays quiet, and whether it is reducible without the
+//! throttling. Only a release build's figures count (a debug build's
+//! heartbeat tail is its own): from a debug build trigger 5 says
+//! `not_evaluated`, and the experiment warns.
 //!
 //! Both runs are cells of the bench's cell driver on one
 //! [`bench::cell::Stack`]: the [`bench::cell::Steady`] load, worker processes
@@ -15,11 +22,15 @@
 
 use std::path::{Path, PathBuf};
 
-use bench::cell::{CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, Steady, measure};
+use bench::cell::{
+    CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, Steady, default_warmup, measure,
+};
 use bench::grid::PolicySpec;
 use bench::results::CellRow;
 use bench::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
-use bench::triggers::{TriggerResult, evaluate, markdown_table, write_triggers};
+use bench::triggers::{
+    AUTOPILOT_THROTTLING, TriggerResult, UNTHROTTLED, evaluate, markdown_table, write_triggers,
+};
 use bench::worker::TallySnapshot;
 use fencepost_api::latency::LatencySpec;
 use serde::{Deserialize, Serialize};
@@ -94,6 +105,7 @@ pub fn skip_message(e: &CgroupError) -> String {
 fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> anyhow::Result<CellPlan> {
     let tb = TimeBase::for_lease(args.ttl, true);
     let latency: LatencySpec = PRODUCTION_RAIL_LATENCY.parse()?;
+    let session_ttl = tb.session_ttl();
     Ok(CellPlan {
         id: if throttled {
             format!("throttle={:.0}%", args.quota.fraction() * 100.0)
@@ -104,7 +116,7 @@ fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> anyhow::Result<CellP
         lease: args.ttl,
         margin: args.margin,
         policy: PolicySpec::Fixed,
-        session_ttl: tb.session_ttl(),
+        session_ttl,
         time_base: tb,
         rail_latency: tb.latency(latency),
         rail_read_timeout: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT),
@@ -117,11 +129,23 @@ fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> anyhow::Result<CellP
         payout_prefix: PAYOUT_PREFIX.into(),
         seed,
         conditions: Conditions::default(),
+        warmup: default_warmup(session_ttl, args.ttl, args.margin),
+        cpu_quota: Some(if throttled {
+            args.quota.to_string()
+        } else {
+            UNTHROTTLED.to_owned()
+        }),
     })
 }
 
 async fn run(args: &ThrottleArgs, group: &CpuCgroup) -> anyhow::Result<(ThrottleResult, PathBuf)> {
     let seed = args.seed.unwrap_or_else(rand::random);
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "experiments throttle: a debug build; trigger 5 will say not_evaluated \
+             (build with --release for figures that count)"
+        );
+    }
     let plans = [plan(args, seed, false)?, plan(args, seed, true)?];
     let p = &plans[0];
     let config = serde_json::json!({
@@ -144,7 +168,7 @@ async fn run(args: &ThrottleArgs, group: &CpuCgroup) -> anyhow::Result<(Throttle
     let cdfs: Vec<crate::plots::Cdf> = histograms
         .iter()
         .map(|(cell, h)| crate::plots::Cdf {
-            label: format!("{cell} ({} heartbeats)", h.len()),
+            label: format!("{cell} ({} corrected samples)", h.len()),
             points: bench::hist::cdf_points_ms(h),
         })
         .collect();
@@ -152,7 +176,7 @@ async fn run(args: &ThrottleArgs, group: &CpuCgroup) -> anyhow::Result<(Throttle
         &dir,
         &cdfs,
         format!(
-            "throttle: heartbeat RTT, quota {} vs none (TTL {:?})",
+            "throttle: heartbeat RTT (corrected), quota {} vs none (TTL {:?})",
             args.quota, args.ttl
         ),
     )?;
@@ -207,8 +231,8 @@ async fn run_both(
             .await?
             .ok_or_else(|| anyhow::anyhow!("run {name} was interrupted"))?;
         let row = CellRow::from_measurement(&m);
-        bench::hist::save_histogram(dir, &row.cell, m.histogram())?;
-        histograms.push((row.cell.clone(), m.workers.rtt.clone()));
+        m.save_histograms(dir)?;
+        histograms.push((row.cell.clone(), m.workers.hists.corrected.clone()));
         runs.push(ThrottleRun {
             name: name.into(),
             row,
@@ -225,16 +249,20 @@ pub fn summary(r: &ThrottleResult, dir: &Path) -> String {
     for run in &r.runs {
         let row = &run.row;
         s.push_str(&format!(
-            "{:<12} hb p50 {:>7.2} ms p99 {:>8.2} ms max {:>8.2} ms | paid {:>6} ({:.1}/s) | abandoned {} | lost {} | fenced {}\n",
+            "{:<12} hb raw p99 {:>8.2} ms corrected p50 {:>7.2} p99 {:>8.2} ms ({} samples, {} timeouts, {} sessions lost) | paid {:>6} ({:.1}/s) | abandoned {} | lost {} | fenced {} | cpu workers {:.2} s\n",
             run.name,
-            row.hb_rtt_p50_us as f64 / 1e3,
             row.hb_rtt_p99_us as f64 / 1e3,
-            row.hb_rtt_max_us as f64 / 1e3,
+            row.hb_rtt_corrected_p50_us as f64 / 1e3,
+            row.hb_rtt_corrected_p99_us as f64 / 1e3,
+            row.hb_corrected_count,
+            row.hb_timeouts,
+            row.session_lost,
             row.payouts_paid,
             row.throughput_per_s,
             row.abandoned_insufficient_lease,
             row.lock_lost,
-            row.fenced_out
+            row.fenced_out,
+            row.cpu_workers_s,
         ));
     }
     for t in r.triggers.iter().filter(|t| t.fired) {
@@ -243,8 +271,23 @@ pub fn summary(r: &ThrottleResult, dir: &Path) -> String {
             t.cell, t.trigger, t.detail
         ));
     }
+    if let Some(t5) = trigger5(r) {
+        s.push_str(&format!(
+            "trigger 5 (autopilot_throttling): {} — {}\n",
+            t5.verdict.as_str(),
+            t5.detail
+        ));
+    }
     s.push_str(&format!("results: {}\n", dir.display()));
     s
+}
+
+/// Trigger 5's result on the pair (the same verdict on both rows; the throttled row's).
+pub fn trigger5(r: &ThrottleResult) -> Option<&TriggerResult> {
+    let throttled = r.runs.iter().find(|x| x.name == "throttled")?;
+    r.triggers
+        .iter()
+        .find(|t| t.trigger == AUTOPILOT_THROTTLING && t.cell == throttled.row.cell)
 }
 
 /// The `report.md` section.
@@ -252,26 +295,41 @@ pub fn report_section(r: &ThrottleResult) -> String {
     let mut s = format!(
         "## Throttle experiment (ADR-006's Autopilot case)\n\nThe same workload twice: worker processes \
          unthrottled, then in cgroup `{}` limited to {}. Seed {}.\n\n\
-         | run | workers | hb p50 ms | hb p99 ms | hb max ms | paid | payouts/s | abandoned (D4) | lock lost | abandoned lost | fenced_out | ledger ok |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | run | workers | hb raw p99 ms | corrected p50 ms | corrected p99 ms [95 %] | corrected samples | timeouts | sessions lost | margin needed | paid | payouts/s | abandoned (D4) | lock lost | abandoned lost | fenced_out | cpu workers s | ledger ok |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         r.cgroup, r.quota, r.seed
     );
     for run in &r.runs {
         let w = &run.row;
         s.push_str(&format!(
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.2} | {:.2} | {:.2} [{:.2}, {:.2}] | {} | {} | {} | {:.3} | {} | {:.1} | {} | {} | {} | {} | {:.2} | {} |\n",
             w.cell,
             w.workers,
-            w.hb_rtt_p50_us as f64 / 1e3,
             w.hb_rtt_p99_us as f64 / 1e3,
-            w.hb_rtt_max_us as f64 / 1e3,
+            w.hb_rtt_corrected_p50_us as f64 / 1e3,
+            w.hb_rtt_corrected_p99_us as f64 / 1e3,
+            w.hb_rtt_corrected_p99_lo_us as f64 / 1e3,
+            w.hb_rtt_corrected_p99_hi_us as f64 / 1e3,
+            w.hb_corrected_count,
+            w.hb_timeouts,
+            w.session_lost,
+            bench::triggers::margin_needed(w, w.hb_rtt_corrected_p99_us),
             w.payouts_paid,
             w.throughput_per_s,
             w.abandoned_insufficient_lease,
             w.lock_lost,
             w.abandoned_lost,
             w.fenced_out,
+            w.cpu_workers_s,
             w.ledger_ok
+        ));
+    }
+    if let Some(t5) = trigger5(r) {
+        s.push_str(&format!(
+            "\nTrigger 5 (`autopilot_throttling`, \"a move off Autopilot removes CPU-throttling \
+             pauses\"): **{}** — {}\n",
+            t5.verdict.as_str(),
+            t5.detail
         ));
     }
     s.push_str("\nADR-006 §6.5 verdicts on both rows:\n\n");

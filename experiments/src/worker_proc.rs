@@ -10,7 +10,9 @@
 //! the critical section, after fence 1 and before the D4 check. The driver
 //! SIGCONTs it. In continuous mode (`--first/--count`) it works that backlog
 //! until the driver writes `stop` (or closes stdin), then prints `done` with
-//! its counts and its heartbeat RTT histogram. The parent side is
+//! its counts, its SDK heartbeat counters, its histograms (raw and corrected
+//! RTT, tick lag, rail latency) and the CPU seconds it used; a `reset` line
+//! (the cell's warm-up ended) zeroes all of that first. The parent side is
 //! [`crate::proc`]; [`crate::proc::worker_args`] writes the arguments
 //! [`env_of`] reads back.
 
@@ -19,7 +21,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use bench::cell::HeartbeatCounts;
+use bench::cpu::cpu_seconds;
 use bench::grid::parse_policy;
+use bench::hist::encode;
 use bench::worker::{ClaimHook, Tally, TallySnapshot, WorkQueue, Worker, WorkerEnv};
 use nix::sys::signal::{Signal, raise};
 use serde::{Deserialize, Serialize};
@@ -72,12 +77,27 @@ pub enum WorkerLine {
     },
     /// Continuous mode finished.
     Done {
-        /// The client-side counts.
+        /// The client-side counts (with the beliefs of trigger 4).
         tally: TallySnapshot,
         /// Renewals the SDK was granted.
         renewals: u64,
-        /// The heartbeat RTT histogram, `bench::hist::encode`d.
+        /// The SDK's heartbeat counters.
+        #[serde(default)]
+        heartbeat: HeartbeatCounts,
+        /// The raw heartbeat RTT histogram, `bench::hist::encode`d.
         rtt_hdr: String,
+        /// The corrected heartbeat RTT histogram, encoded.
+        #[serde(default)]
+        corrected_hdr: String,
+        /// The tick-lag histogram, encoded.
+        #[serde(default)]
+        tick_lag_hdr: String,
+        /// The rail submit latency histogram, encoded.
+        #[serde(default)]
+        rail_hdr: String,
+        /// CPU seconds this process used since its start or its last `reset`.
+        #[serde(default)]
+        cpu_s: Option<f64>,
     },
 }
 
@@ -170,6 +190,7 @@ pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> anyhow::Result<Work
         payout_prefix: args.prefix.clone(),
         seed: args.seed,
         on_claimed: hook,
+        on_step: None,
     })
 }
 
@@ -213,21 +234,37 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
         let tally = Arc::new(Tally::default());
         let queue = Arc::new(WorkQueue::new(first, args.count));
         let (stop_tx, stop_rx) = watch::channel(false);
-        // The driver's `stop` (or its closing stdin) ends the run: one clock, the driver's.
-        let stopper = tokio::spawn(async move {
+        let mut cpu_from = cpu_seconds(None);
+        // The driver's `stop` (or its closing stdin) ends the run: one clock,
+        // the driver's; its `reset` ends the warm-up.
+        let control = async {
             while let Ok(Some(line)) = lines.next_line().await {
-                if line.trim() == "stop" {
-                    break;
+                match line.trim() {
+                    "stop" => break,
+                    "reset" => {
+                        worker.reset_measurements();
+                        tally.reset_counts();
+                        cpu_from = cpu_seconds(None);
+                    }
+                    _ => {}
                 }
             }
             let _ = stop_tx.send(true);
-        });
-        worker.run(queue, tally.clone(), stop_rx).await;
-        stopper.abort();
+        };
+        tokio::join!(control, worker.run(queue, tally.clone(), stop_rx));
+        let client = worker.client();
+        let stats = client.stats();
         emit(&WorkerLine::Done {
             tally: TallySnapshot::of(&tally),
-            renewals: worker.client().stats().renewals,
-            rtt_hdr: bench::hist::encode(&worker.client().rtt_histogram())?,
+            renewals: stats.renewals,
+            heartbeat: HeartbeatCounts::from(stats),
+            rtt_hdr: encode(&client.rtt_histogram())?,
+            corrected_hdr: encode(&client.corrected_rtt_histogram())?,
+            tick_lag_hdr: encode(&client.tick_lag_histogram())?,
+            rail_hdr: encode(&worker.rail_histogram())?,
+            cpu_s: cpu_seconds(None)
+                .zip(cpu_from)
+                .map(|(now, from)| (now - from).max(0.0)),
         });
         return Ok(());
     }

@@ -3,36 +3,38 @@
 //! run their cells through [`measure`], which is the only place that opens
 //! and closes a measured window:
 //!
-//! 1. the window opens: the rail's ledger is read and checked (`before`), the
-//!    stack's fault schedules start;
-//! 2. the load runs: a [`Schedule`] drives it — [`Steady`] (seed the plan's
-//!    backlog, spawn its workers, run for its duration or until interrupted)
-//!    for the bench and the throttle experiment, the pause experiment's rounds
-//!    for that one;
+//! 1. the load starts: a [`Schedule`] drives it — [`Steady`] (seed the plan's
+//!    backlog, spawn its workers, warm up, run for its duration or until
+//!    interrupted) for the bench and the throttle experiment, the pause
+//!    experiment's rounds for that one;
+//! 2. the window opens after [`CellPlan::warmup`] ([`CellRun::open_window`];
+//!    at once when the warm-up is zero): every worker's figures restart from
+//!    zero ([`Pool::reset_measurements`]), the rail's ledger is read and
+//!    checked (`before`), the CPU seconds of the bench and the services are
+//!    read, the stack's fault schedules start; the load's duration counts
+//!    from the opening ([`CellRun::run_window`]);
 //! 3. the faults stop (every service running again), the [`Pool`] stops and
 //!    joins within [`CellPlan::join_grace`];
-//! 4. the window closes: the ledger is read and checked again (`after`) and
-//!    everything becomes one [`Measurement`], which
+//! 4. the window closes: the ledger is read and checked again (`after`), the
+//!    window's fence-outs are traced to the workers' beliefs ([`window`]),
+//!    the CPU seconds are read again, and everything becomes one
+//!    [`Measurement`], which
 //!    [`CellRow::from_measurement`](crate::results::CellRow::from_measurement)
 //!    turns into a results row.
 //!
 //! What an experiment adds is a hook, not a copy: its own [`Schedule`], a
 //! [`SpawnRemote`] that starts worker processes (into a cgroup), a claim hook
-//! inside the critical section ([`Hooks::on_claimed`]). The services come
-//! from a [`Stack`], which the caller starts and stops: a stack may serve
-//! several cells (the throttle experiment measures two on one).
+//! inside the critical section ([`Hooks::on_claimed`]), an awaited step hook
+//! (tests' sabotage, [`Hooks::on_step`]). The services come from a [`Stack`],
+//! which the caller starts and stops: a stack may serve several cells (the
+//! throttle experiment measures two on one).
 //!
 //! Seams for the issues that change what a cell measures:
 //! - a new column: a field of [`Measurement`] (or of what it holds) and one
-//!   line in `CellRow::from_measurement`; a new per-worker count (issue 12's
-//!   `hb_timeouts`, `session_lost`) is a field of [`WorkerReport`] /
-//!   [`PoolReport`], read from the SDK client in [`Pool::join`] for
-//!   in-process workers and carried in the `done` line of a worker process;
-//! - a warm-up (issue 12): the window opens after it — the ledger snapshot
-//!   of [`measure`] moves to that point, the pool's tally restarts and each
-//!   worker's RTT histogram is reset (`LockClient::reset_rtt`) there;
-//! - CPU seconds per process (issue 12): read at both ends of the window from
-//!   [`Stack::pids`] and this process;
+//!   line in `CellRow::from_measurement`; a new per-worker count is a field
+//!   of [`WorkerReport`] / [`PoolReport`], read from the SDK client in
+//!   [`Pool::join`] for in-process workers and carried in the `done` line of
+//!   a worker process;
 //! - repeats with seeds `seed + i` (issue 13): [`CellPlan::seed`] is the only
 //!   seed a cell uses (stack, workers, schedule), so a repeat is a plan with
 //!   another seed and a repeat index;
@@ -44,6 +46,7 @@
 pub mod faults;
 pub mod pool;
 pub mod stack;
+pub mod window;
 
 use std::future::Future;
 use std::ops::Range;
@@ -54,17 +57,35 @@ use std::time::Duration;
 use fencepost_api::latency::LatencySpec;
 use fencepost_api::ledger_check::check_ledger;
 use fencepost_sdk::MarginPolicy;
+use fencepost_sdk::lease::{PPM, heartbeat_period};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 pub use faults::Fault;
-pub use pool::{BoxFuture, Pool, PoolReport, RemoteWorker, SpawnRemote, WorkerReport};
+pub use pool::{
+    BoxFuture, HeartbeatCounts, Pool, PoolReport, RemoteWorker, SpawnRemote, WorkerReport,
+};
 pub use stack::{Runtime, Stack, StackSpec};
+pub use window::FenceTrace;
 
+use crate::cpu::CpuMark;
 use crate::grid::{PauseSpec, PolicySpec};
 use crate::results::{Measurement, ledger_delta};
 use crate::timebase::TimeBase;
-use crate::worker::{ClaimHook, WorkQueue, WorkerEnv};
+use crate::worker::{ClaimHook, StepHook, WorkQueue, WorkerEnv};
+use window::OpenWindow;
+
+/// The default warm-up, in heartbeat periods of the cell (connection set-up,
+/// the first heartbeats and renewals): [`default_warmup`].
+pub const WARMUP_PERIODS: u32 = 3;
+
+/// [`WARMUP_PERIODS`] heartbeat periods of a cell with this session TTL,
+/// lease and margin (the SDK's `heartbeat_period`).
+pub fn default_warmup(session_ttl: Duration, lease: Duration, margin: f64) -> Duration {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let ppm = (margin * PPM as f64).round() as u64;
+    heartbeat_period(ms(session_ttl), Some(ms(lease)), ppm) * WARMUP_PERIODS
+}
 
 /// How long past its grace the driver waits for the last ledger read to matter:
 /// the workers finish the payout in hand within one acquire and one rail hop.
@@ -130,6 +151,12 @@ pub struct CellPlan {
     pub seed: u64,
     /// Faults and delays injected.
     pub conditions: Conditions,
+    /// Run before the measured window opens and excluded from every figure.
+    pub warmup: Duration,
+    /// The CPU quota the workers run under when the cell is one of a throttled
+    /// vs unthrottled pair (the throttle experiment): `"none"` for the
+    /// unthrottled run, the quota for the other; `None` outside a pair.
+    pub cpu_quota: Option<String>,
 }
 
 impl CellPlan {
@@ -153,6 +180,7 @@ impl CellPlan {
             payout_prefix: self.payout_prefix.clone(),
             seed: self.seed,
             on_claimed,
+            on_step: None,
         }
     }
 
@@ -205,6 +233,8 @@ pub struct Hooks<'a> {
     pub spawn: Spawn<'a>,
     /// Run inside every in-process worker's critical section, after a claim.
     pub on_claimed: Option<ClaimHook>,
+    /// Awaited by every in-process worker at each step of a payout (tests).
+    pub on_step: Option<StepHook>,
     /// Called about twice a second with live counts.
     pub live: Option<&'a (dyn Fn(&Live) + Sync)>,
     /// Turns true when the cell must stop early (Ctrl-C); the cell is then discarded.
@@ -266,22 +296,28 @@ impl Schedule for Steady {
     async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
         let backlog = run.seed_backlog(run.plan.payouts).await?;
         run.spawn_workers(backlog, 0..u64::from(run.plan.workers))?;
-        Ok(run.run_for(run.plan.duration).await)
+        if run.run_for(run.plan.warmup).await == Ended::Interrupted {
+            return Ok(Ended::Interrupted);
+        }
+        run.open_window().await?;
+        Ok(run.run_window(run.plan.duration).await)
     }
 }
 
-/// A cell while its window is open: what a [`Schedule`] works with.
+/// A cell while its load runs: what a [`Schedule`] works with.
 pub struct CellRun<'a> {
     /// The cell.
     pub plan: &'a CellPlan,
-    /// Its services.
-    pub stack: &'a Stack,
+    /// Its services (mutable: the window starts their fault schedules).
+    pub stack: &'a mut Stack,
     /// Its workers.
     pub pool: Pool,
     /// The caller's hooks.
     hooks: Hooks<'a>,
-    /// When the first worker started: the measured elapsed time runs from here.
+    /// When the first worker started.
     started: Option<Instant>,
+    /// The measured window, once open.
+    window: Option<OpenWindow>,
 }
 
 impl CellRun<'_> {
@@ -298,9 +334,10 @@ impl CellRun<'_> {
     /// remote ones each get an equal slice (the last one the remainder).
     pub fn spawn_workers(&mut self, backlog: Backlog, ids: Range<u64>) -> anyhow::Result<()> {
         self.started.get_or_insert_with(Instant::now);
-        let env = self
+        let mut env = self
             .plan
             .worker_env(self.stack, self.hooks.on_claimed.clone());
+        env.on_step = self.hooks.on_step.clone();
         match self.hooks.spawn {
             Spawn::InProcess => {
                 let queue = Arc::new(WorkQueue::new(backlog.first, backlog.count));
@@ -324,11 +361,50 @@ impl CellRun<'_> {
         self.started.unwrap_or_else(Instant::now)
     }
 
-    /// Lets the workers run until `duration` after the first one started,
-    /// reporting live counts; ends early when interrupted.
+    /// Opens the measured window (see the module doc); a second call does
+    /// nothing. [`measure`] opens it before the load when the warm-up is
+    /// zero; a [`Schedule`] with a warm-up opens it when the warm-up ends.
+    pub async fn open_window(&mut self) -> anyhow::Result<()> {
+        if self.window.is_some() {
+            return Ok(());
+        }
+        let rail_log_len = self.stack.rail_log().and_then(|p| window::file_len(&p));
+        // The client-side figures restart, then the rail snapshots its ledger
+        // when R6 arrives, a moment later: the skew is one request's trip,
+        // not the transfer of the whole ledger, which the workers overlap.
+        self.pool.reset_measurements().await;
+        let opened = Instant::now();
+        let view = self.stack.rail().ledger().await?;
+        // After the R6 read, so the driver's own parsing of it is not counted.
+        let cpu = CpuMark::now(self.stack.pids());
+        self.window = Some(OpenWindow {
+            opened,
+            ledger: check_ledger(&view),
+            submissions: window::submission_counts(&view),
+            rail_log_len,
+            cpu,
+        });
+        self.stack.start_faults();
+        Ok(())
+    }
+
+    /// Lets the workers run until `duration` after the window opened (from
+    /// now if it is not open yet), reporting live counts; ends early when
+    /// interrupted.
+    pub async fn run_window(&mut self, duration: Duration) -> Ended {
+        let from = self.window.as_ref().map_or_else(Instant::now, |w| w.opened);
+        self.run_until(from + duration).await
+    }
+
+    /// Lets the workers run for `duration` from now, reporting live counts
+    /// (elapsed since the first worker started); ends early when interrupted.
     pub async fn run_for(&mut self, duration: Duration) -> Ended {
+        self.run_until(Instant::now() + duration).await
+    }
+
+    /// Lets the workers run until `deadline` (see [`CellRun::run_for`]).
+    async fn run_until(&mut self, deadline: Instant) -> Ended {
         let started = self.started();
-        let deadline = started + duration;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         let mut interrupt = self.hooks.interrupt.clone();
         loop {
@@ -374,40 +450,66 @@ pub async fn measure(
     schedule: &mut impl Schedule,
     hooks: Hooks<'_>,
 ) -> anyhow::Result<Option<Measurement>> {
-    // The window opens. (Issue 12's warm-up ends here.)
-    let before = check_ledger(&stack.rail().ledger().await?);
-    stack.start_faults();
-    let (ended, pool, started) = {
-        let mut run = CellRun {
-            plan,
-            stack,
-            pool: Pool::new(),
-            hooks,
-            started: None,
-        };
-        let ended = schedule.drive(&mut run).await;
-        (ended, run.pool, run.started)
+    let mut run = CellRun {
+        plan,
+        stack,
+        pool: Pool::new(),
+        hooks,
+        started: None,
+        window: None,
     };
+    if plan.warmup.is_zero() {
+        run.open_window().await?;
+    }
+    let ended = schedule.drive(&mut run).await;
+    let CellRun {
+        stack,
+        pool,
+        window: opened,
+        ..
+    } = run;
     // Faults stop before the join, so a paused server cannot hold a worker up.
     stack.stop_faults().await;
     let workers = pool.finish(plan.join_grace()).await?;
-    // Elapsed from the first worker's start to the last one's stop: the same
-    // span the ledger difference covers payments in.
-    let window = started.map(|t| t.elapsed()).unwrap_or_default();
     if workers.late > 0 {
         tracing::warn!(late = workers.late, cell = %plan.id, "workers did not stop in time");
     }
     if ended? == Ended::Interrupted {
         return Ok(None);
     }
+    let Some(w) = opened else {
+        anyhow::bail!(
+            "cell {}: the schedule never opened the measured window",
+            plan.id
+        );
+    };
+    // From the window's opening to the last worker's stop: the span the
+    // ledger difference covers payments in.
+    let elapsed = w.opened.elapsed();
+    let cpu = CpuMark::now(stack.pids()).since(&w.cpu);
     // The window closes: everything that counts comes from the ledger.
-    let after = check_ledger(&stack.rail().ledger().await?);
+    let view = stack.rail().ledger().await?;
+    let after = check_ledger(&view);
+    let ledger = ledger_delta(&w.ledger, &after);
+    let fence1 = match (stack.rail_log(), w.rail_log_len) {
+        (Some(path), Some(from)) => window::fence1_events(&window::log_since(&path, from)?),
+        _ => Vec::new(),
+    };
+    let fences = window::trace_fences(
+        &ledger,
+        &w.submissions,
+        &view,
+        &fence1,
+        &workers.tally.believed_held,
+    );
     Ok(Some(Measurement {
         plan: plan.clone(),
-        window,
-        ledger: ledger_delta(&before, &after),
+        window: elapsed,
+        ledger,
         ledger_after: after,
         workers,
+        cpu,
+        fences,
     }))
 }
 

@@ -2,21 +2,86 @@
 //! SDK workers (tokio tasks sharing one [`Tally`]) and for workers that run
 //! elsewhere — the experiments' worker *processes* — behind [`RemoteWorker`].
 //! Whatever a member measured comes back in a [`WorkerReport`] and is summed
-//! into the pool's [`PoolReport`]: client-side counts, the merged heartbeat
-//! RTT histogram, renewals. A pool can be spawned and joined several times
-//! (the pause experiment does once per round); the report covers all of it.
+//! into the pool's [`PoolReport`]: client-side counts, the SDK's heartbeat
+//! counters ([`HeartbeatCounts`]), the merged histograms (raw and corrected
+//! RTT, tick lag, rail latency), renewals, the beliefs of trigger 4. A pool
+//! can be spawned and joined several times (the pause experiment does once
+//! per round); the report covers all of it. [`Pool::reset_measurements`] is
+//! the end of a warm-up: every member's figures restart from zero.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencepost_sdk::Histogram;
+use fencepost_sdk::ClientStats;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::hist;
+use crate::hist::Histograms;
 use crate::worker::{Tally, TallySnapshot, WorkQueue, Worker, WorkerEnv};
+
+/// The SDK's heartbeat counters of one client or a sum of them (C5
+/// `lock.heartbeat.outcomes`, ticks, `lock.session.lost` by reason); what a
+/// worker process reports over its pipe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatCounts {
+    /// L2 and L5 exchanges sent.
+    pub attempts: u64,
+    /// Of those, answered (any status).
+    pub replies: u64,
+    /// Of those, given up at their timeout (each a censored RTT sample).
+    pub timeouts: u64,
+    /// Of those, failed in transport (no sample).
+    pub errors: u64,
+    /// Scheduled heartbeat ticks that came due.
+    pub ticks: u64,
+    /// Ticks that sent no L2 of their own (served late, muted, or session lost).
+    pub ticks_missed: u64,
+    /// Sessions lost to a 410 (`reason="expired"`).
+    pub sessions_lost_expired: u64,
+    /// Sessions lost to a 404 (`reason="unknown"`).
+    pub sessions_lost_unknown: u64,
+    /// Sessions lost to the client deadline (`reason="deadline"`).
+    pub sessions_lost_deadline: u64,
+}
+
+impl From<ClientStats> for HeartbeatCounts {
+    fn from(s: ClientStats) -> Self {
+        HeartbeatCounts {
+            attempts: s.hb_attempts,
+            replies: s.hb_replies,
+            timeouts: s.hb_timeouts,
+            errors: s.hb_errors,
+            ticks: s.hb_ticks,
+            ticks_missed: s.hb_ticks_missed,
+            sessions_lost_expired: s.sessions_lost_expired,
+            sessions_lost_unknown: s.sessions_lost_unknown,
+            sessions_lost_deadline: s.sessions_lost_deadline,
+        }
+    }
+}
+
+impl HeartbeatCounts {
+    /// Sessions lost, every reason.
+    pub fn sessions_lost(&self) -> u64 {
+        self.sessions_lost_expired + self.sessions_lost_unknown + self.sessions_lost_deadline
+    }
+
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &HeartbeatCounts) {
+        self.attempts += o.attempts;
+        self.replies += o.replies;
+        self.timeouts += o.timeouts;
+        self.errors += o.errors;
+        self.ticks += o.ticks;
+        self.ticks_missed += o.ticks_missed;
+        self.sessions_lost_expired += o.sessions_lost_expired;
+        self.sessions_lost_unknown += o.sessions_lost_unknown;
+        self.sessions_lost_deadline += o.sessions_lost_deadline;
+    }
+}
 
 /// A boxed, sendable future (the object-safe form of an `async fn` in a trait).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -28,8 +93,13 @@ pub struct WorkerReport {
     pub tally: TallySnapshot,
     /// Lease renewals its SDK client was granted.
     pub renewals: u64,
-    /// Its heartbeat RTT histogram, µs.
-    pub rtt: Histogram<u64>,
+    /// Its SDK client's heartbeat counters.
+    pub heartbeat: HeartbeatCounts,
+    /// Its histograms, µs.
+    pub hists: Histograms,
+    /// CPU seconds its own process used over the window (a worker process;
+    /// `None` for an in-process worker, whose CPU is the bench's).
+    pub cpu_s: Option<f64>,
 }
 
 /// A worker that runs outside this process (an `experiments worker` child).
@@ -38,6 +108,9 @@ pub trait RemoteWorker: Send + Sync {
     fn pid(&self) -> Option<u32>;
     /// Asks it to stop after the payout in hand.
     fn stop(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// The warm-up ends: asks it to zero its measurements (SDK, tally, rail
+    /// latency, CPU baseline); it applies this when it reads the request.
+    fn reset(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
     /// Waits up to `grace` for its final report.
     fn join(&mut self, grace: Duration) -> BoxFuture<'_, anyhow::Result<WorkerReport>>;
 }
@@ -55,30 +128,22 @@ pub trait SpawnRemote: Send + Sync {
 }
 
 /// Everything the members of a pool measured.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PoolReport {
     /// Client-side counts, summed over members.
     pub tally: TallySnapshot,
     /// Renewals, summed over members.
     pub renewals: u64,
-    /// The members' heartbeat RTT histograms, merged (µs).
-    pub rtt: Histogram<u64>,
+    /// The SDK heartbeat counters, summed over members.
+    pub heartbeat: HeartbeatCounts,
+    /// The members' histograms, merged (µs).
+    pub hists: Histograms,
+    /// CPU seconds of the members' own processes (0 for in-process members).
+    pub cpu_workers_s: f64,
     /// Members that joined.
     pub members: u32,
     /// Members that did not stop within their grace (aborted or abandoned).
     pub late: u32,
-}
-
-impl Default for PoolReport {
-    fn default() -> Self {
-        PoolReport {
-            tally: TallySnapshot::default(),
-            renewals: 0,
-            rtt: hist::new_histogram(),
-            members: 0,
-            late: 0,
-        }
-    }
 }
 
 impl PoolReport {
@@ -86,7 +151,9 @@ impl PoolReport {
     fn add(&mut self, r: &WorkerReport) -> anyhow::Result<()> {
         self.tally.add(&r.tally);
         self.renewals += r.renewals;
-        self.rtt.add(&r.rtt)?;
+        self.heartbeat.add(&r.heartbeat);
+        self.hists.add(&r.hists)?;
+        self.cpu_workers_s += r.cpu_s.unwrap_or(0.0);
         self.members += 1;
         Ok(())
     }
@@ -98,7 +165,7 @@ pub struct Pool {
     stop: watch::Sender<bool>,
     /// The in-process members' shared counts, read live for the progress line.
     tally: Arc<Tally>,
-    /// In-process members: the worker (its SDK client holds its histogram) and its task.
+    /// In-process members: the worker (its SDK client holds its histograms) and its task.
     local: Vec<(Arc<Worker>, JoinHandle<()>)>,
     /// Members running elsewhere.
     remote: Vec<Box<dyn RemoteWorker>>,
@@ -158,6 +225,25 @@ impl Pool {
         self.len() == 0
     }
 
+    /// The warm-up ends: every running member's figures restart from zero
+    /// (SDK histograms and counters, rail latency, the shared tally's counts,
+    /// worker processes' CPU baseline). Beliefs (trigger 4) are kept, and
+    /// members that already joined are dropped from the report.
+    pub async fn reset_measurements(&mut self) {
+        for (worker, _) in &self.local {
+            worker.reset_measurements();
+        }
+        self.tally.reset_counts();
+        for r in &mut self.remote {
+            if let Err(e) = r.reset().await {
+                tracing::warn!(error = %format!("{e:#}"), "could not reset a worker process");
+            }
+        }
+        let beliefs = std::mem::take(&mut self.done.tally.believed_held);
+        self.done = PoolReport::default();
+        self.done.tally.believed_held = beliefs;
+    }
+
     /// Tells every member to stop after the payout in hand.
     pub async fn stop(&mut self) {
         let _ = self.stop.send(true);
@@ -181,9 +267,20 @@ impl Pool {
                 self.done.late += 1;
             }
             let client = worker.client();
-            self.done.renewals += client.stats().renewals;
-            self.done.rtt.add(client.rtt_histogram())?;
-            self.done.members += 1;
+            let stats = client.stats();
+            // The tally is the pool's shared one, added once in `finish`.
+            self.done.add(&WorkerReport {
+                tally: TallySnapshot::default(),
+                renewals: stats.renewals,
+                heartbeat: HeartbeatCounts::from(stats),
+                hists: Histograms {
+                    rtt: client.rtt_histogram(),
+                    corrected: client.corrected_rtt_histogram(),
+                    tick_lag: client.tick_lag_histogram(),
+                    rail: worker.rail_histogram(),
+                },
+                cpu_s: None,
+            })?;
         }
         for mut r in std::mem::take(&mut self.remote) {
             match r.join(grace).await {

@@ -8,7 +8,8 @@
 //! Seams: a second lock backend (issue 15's etcd) is a [`Runtime`] or lock
 //! variant started here, with its URL in [`Stack::lock_url`]; replicas (issue
 //! 16) turn the lock child into a list; CPU seconds per process (issue 12)
-//! read the pids from [`Stack::pids`].
+//! read the pids from [`Stack::pids`], the fence-1 trace the rail-stub's log
+//! from [`Stack::rail_log`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use serde::Serialize;
 
 use super::faults::{Fault, FaultTargets, FaultTasks};
 use crate::docker::{self, DockerServices, DockerSpec};
-use crate::proxy::DelayProxy;
+use crate::proxy::{self, BaselineError, DelayProxy, ProxyOverhead};
 use crate::rail::RailClient;
 
 /// The read timeout of the stack's own rail client (R6/R7 only; workers have their own).
@@ -231,6 +232,28 @@ impl Stack {
             )),
             _ => None,
         }
+    }
+
+    /// The rail-stub's log (its JSON events on stderr), when the stack
+    /// started the rail-stub (process and docker runtimes).
+    pub fn rail_log(&self) -> Option<PathBuf> {
+        match &self.services {
+            Some(Services::Process { .. } | Services::Docker(_)) => {
+                Some(self.dir.join("rail-stub.log"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The delay proxy's own overhead ([`proxy::measure_overhead`]) against
+    /// the lock-server behind it, `pairs` heartbeats per path; `None` when
+    /// the stack has no proxy.
+    pub async fn proxy_overhead(
+        &self,
+        pairs: usize,
+    ) -> Option<Result<ProxyOverhead, BaselineError>> {
+        let upstream = self.proxy.as_ref()?.upstream();
+        Some(proxy::measure_overhead(upstream, pairs).await)
     }
 
     fn fault_targets(&self) -> FaultTargets {

@@ -1,6 +1,9 @@
 //! The driver half of the bench, end to end against real child processes:
-//! the measurement sees an injected delay, a short sweep writes every output
-//! with zero duplicates and zero fence-outs, and bad flags exit 2 naming the flag.
+//! the measurement sees an injected delay (and the proxy's own overhead is
+//! measured), a short sweep writes every output with zero duplicates and zero
+//! fence-outs, and bad flags exit 2 naming the flag. `measurement.rs` holds
+//! issue 12's end-to-end checks (coordinated omission, trigger 4's trace,
+//! the warm-up).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,7 +13,8 @@ use bench::grid::{Cell, PolicySpec};
 use bench::runner::{self, RunConfig, Runtime};
 use tokio::sync::watch;
 
-fn temp_dir(tag: &str) -> PathBuf {
+/// A fresh directory under the system temp dir.
+pub(crate) fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "fencepost-bench-{tag}-{}-{}",
         std::process::id(),
@@ -20,7 +24,8 @@ fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
-fn config(net_delay: Option<&str>) -> RunConfig {
+/// A two-worker configuration on an in-memory store; `net_delay` through the proxy.
+pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
     RunConfig {
         runtime: Runtime::Process {
             store: Some("memory:".into()),
@@ -37,15 +42,18 @@ fn config(net_delay: Option<&str>) -> RunConfig {
         server_pause: None,
         seed: 7,
         client_check: true,
+        warmup: None,
     }
 }
 
 /// The bench must see what is there: with a proxy adding a fixed 20 ms to every
-/// round trip, the recorded heartbeat RTT p50 and p99 must be at least 20 ms
-/// (the proxy only ever adds) and p50 within 15 ms above it. On this 2-core
-/// machine the undelayed loopback RTT p50 is ~1–3 ms in a debug build (see a
-/// plain `bench run`), so 15 ms leaves room for a loaded machine while still
-/// failing if the delay were missed (p50 ≈ 2 ms) or applied twice (≥ 40 ms).
+/// round trip (10 ms on the request, 10 ms on the reply), the recorded
+/// heartbeat RTT p50 and p99 must be at least 20 ms (the proxy only ever adds)
+/// and p50 within 15 ms above it. On this 2-core machine the undelayed
+/// loopback RTT p50 is ~1–3 ms in a debug build (see a plain `bench run`), so
+/// 15 ms leaves room for a loaded machine while still failing if the delay
+/// were missed (p50 ≈ 2 ms), applied on one leg only (≈ 12 ms) or twice
+/// (≥ 40 ms). The cell also measured the zero-delay proxy's own overhead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_20ms_proxy_delay_shows_up_in_the_recorded_rtt() {
     let cfg = config(Some("fixed:20ms"));
@@ -55,10 +63,16 @@ async fn a_fixed_20ms_proxy_delay_shows_up_in_the_recorded_rtt() {
     });
     let out = temp_dir("proxy");
     let (_tx, rx) = watch::channel(false);
-    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {})
+    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true)
         .await
         .unwrap()
         .unwrap();
+    let overhead = result.proxy_overhead.as_ref().expect("baseline measured");
+    assert_eq!(overhead.samples, bench::proxy::BASELINE_PAIRS as u64);
+    assert!(
+        overhead.direct_p50_us > 0 && overhead.proxied_p50_us > 0,
+        "{overhead:?}"
+    );
     let r = &result.row;
     assert!(r.hb_count >= 10, "too few heartbeats: {}", r.hb_count);
     assert!(

@@ -1,4 +1,6 @@
 //! bench integration tests: one binary (each links polars), one module per concern.
 
 mod driver;
+mod measurement;
 mod output;
+mod proxy;

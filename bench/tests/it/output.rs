@@ -11,8 +11,9 @@ use bench::plots::PLOT_STEMS;
 use bench::report::{recommendations, write_report};
 use bench::results::{BadInput, COLUMNS, CellRow, read_results, write_results};
 use bench::triggers::{
-    D4_UNSATISFIABLE, FENCED_OUT_WITH_CLIENT_CHECK, MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN,
-    TriggerResult, evaluate, run_triggers_command,
+    AUTOPILOT_THROTTLING, D4_UNSATISFIABLE, D4Window, FENCED_OUT_WITH_CLIENT_CHECK,
+    MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN, TRIGGERS, TriggerResult, Verdict, evaluate,
+    evaluate_row, run_triggers_command,
 };
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
@@ -47,7 +48,9 @@ impl Drop for Scratch {
 }
 
 /// A healthy cell that fires no trigger: 1 s lease (and session), margin 0.30,
-/// p99 5 ms (budget 100 ms), usable lease 700 ms > hop 300 ms, 2 % lost work.
+/// corrected p99 5 ms on 2,000 samples (budget 100 ms), usable lease 700 ms,
+/// 466 ms left just before a heartbeat > hop 300 ms, 2 % lost work; not part
+/// of a throttle pair (trigger 5 not evaluated).
 fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
     CellRow {
         run_id: "test-run".into(),
@@ -89,33 +92,95 @@ fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         ledger_ok: true,
         margin_effective: margin,
         hb_rtt_mean_us: 1_234.5,
+        hb_attempts: 1_010,
+        hb_timeouts: 0,
+        hb_errors: 0,
+        session_lost: 0,
+        hb_tick_lag_p99_us: 300,
+        hb_rtt_corrected_p50_us: 900,
+        hb_rtt_corrected_p99_us: 5_000,
+        hb_rtt_corrected_p999_us: 9_500,
+        fenced_out_fence1: 0,
+        fenced_out_fence2: 0,
+        fenced_out_believed_held: 0,
+        rail_measured_p50_ms: 4.2,
+        rail_measured_p99_ms: 41.0,
+        cpu_bench_s: 3.5,
+        cpu_lock_server_s: 1.25,
+        cpu_rail_stub_s: 0.75,
+        repeat: 0,
+        hb_replies: 1_010,
+        hb_ticks: 2_000,
+        hb_ticks_missed: 0,
+        session_lost_expired: 0,
+        session_lost_unknown: 0,
+        session_lost_deadline: 0,
+        hb_corrected_count: 2_000,
+        hb_rtt_corrected_max_us: 13_000,
+        hb_rtt_corrected_p99_lo_us: 4_600,
+        hb_rtt_corrected_p99_hi_us: 5_400,
+        hb_corrected_over_budget: 0,
+        hb_tick_lag_max_us: 900,
+        rail_measured_count: 196,
+        rail_transport_errors: 0,
+        believed_held_submits: 196,
+        fenced_out_fence1_untraced: 0,
+        cpu_workers_s: 0.0,
+        warmup_s: 0.35,
+        build_profile: "release".into(),
+        cpu_quota: String::new(),
     }
 }
 
-/// One row per trigger built to fire it (and nothing else), plus a healthy row
-/// and a fenced-out row with the client check off (fires nothing).
+/// A throttled vs unthrottled pair (trigger 5): the unthrottled run needs a
+/// margin of 3 × 5 ms / 1 s = 0.015 [0.0138, 0.0162], the throttled one
+/// 3 × 80 ms / 1 s = 0.24 [0.21, 0.27]; the margin in force is 0.30.
+fn throttle_pair() -> [CellRow; 2] {
+    let mut none = healthy("throttle=none", 0.30, 1000);
+    none.cpu_quota = "none".into();
+    let mut thr = healthy("throttle=10%", 0.30, 1000);
+    thr.cpu_quota = "10000us/100000us (10.0% of a core)".into();
+    thr.hb_rtt_corrected_p99_us = 80_000;
+    (
+        thr.hb_rtt_corrected_p99_lo_us,
+        thr.hb_rtt_corrected_p99_hi_us,
+    ) = (70_000, 90_000);
+    [none, thr]
+}
+
+/// One row per trigger built to fire it (and nothing else), plus a healthy row,
+/// a fenced-out row with the client check off and one with only an untraced
+/// fence-1 refusal (neither fires), and a throttle pair (fires trigger 5 on both).
 fn trigger_rows() -> Vec<CellRow> {
     let none = healthy("none", 0.30, 1000);
 
     let mut rtt = healthy("rtt", 0.30, 1000);
-    rtt.hb_rtt_p99_us = 150_000; // 150 ms > 1000 × 0.30 / 3 = 100 ms
+    rtt.hb_rtt_corrected_p99_us = 150_000; // 150 ms > min(1 s, 1 s) × 0.30 / 3 = 100 ms
+    rtt.hb_corrected_over_budget = 40;
 
     let mut margin = healthy("margin", 0.30, 1000);
     margin.abandoned_insufficient_lease = 30; // 30 of 33 lost; 33 of 200 attempts
     margin.acquire_failed = 2;
     margin.abandoned_lost = 1;
 
-    let mut d4 = healthy("d4", 0.70, 1000); // 300 ms usable ≤ 300 ms hop
-    d4.hb_rtt_p99_us = 50_000; // under the 233 ms budget
+    // 300 ms usable, 100 ms period: 199 ms left before a heartbeat ≤ 300 ms hop.
+    let mut d4 = healthy("d4", 0.70, 1000);
+    d4.hb_rtt_corrected_p99_us = 50_000; // under the 233 ms budget
 
     let mut fenced = healthy("fenced", 0.30, 1000);
-    fenced.fenced_out = 2;
+    (fenced.fenced_out, fenced.fenced_out_fence2) = (2, 2);
+    fenced.fenced_out_believed_held = 2;
 
     let mut demo = healthy("uc03", 0.30, 1000);
-    demo.fenced_out = 5;
+    (demo.fenced_out, demo.fenced_out_fence2) = (5, 5);
     demo.client_check = false;
 
-    vec![none, rtt, margin, d4, fenced, demo]
+    let mut untraced = healthy("untraced", 0.30, 1000);
+    (untraced.fenced_out, untraced.fenced_out_fence1) = (1, 1);
+    untraced.fenced_out_fence1_untraced = 1;
+
+    let [thr_none, thr] = throttle_pair();
+    vec![none, rtt, margin, d4, fenced, demo, untraced, thr_none, thr]
 }
 
 /// A seeded log-normal-ish RTT histogram around `median_us`.
@@ -159,9 +224,52 @@ fn results_round_trip_through_parquet_and_csv_in_column_order() {
     assert_eq!(header, COLUMNS);
     assert_eq!(&COLUMNS[..3], ["run_id", "margin", "margin_policy"]);
     assert_eq!(COLUMNS[22], "usable_lease_fraction");
+    // C4's honest-measurement columns follow, in C4's order.
+    assert_eq!(
+        &COLUMNS[23..40],
+        [
+            "hb_attempts",
+            "hb_timeouts",
+            "hb_errors",
+            "session_lost",
+            "hb_tick_lag_p99_us",
+            "hb_rtt_corrected_p50_us",
+            "hb_rtt_corrected_p99_us",
+            "hb_rtt_corrected_p999_us",
+            "fenced_out_fence1",
+            "fenced_out_fence2",
+            "fenced_out_believed_held",
+            "rail_measured_p50_ms",
+            "rail_measured_p99_ms",
+            "cpu_bench_s",
+            "cpu_lock_server_s",
+            "cpu_rail_stub_s",
+            "repeat",
+        ]
+    );
 
     std::fs::remove_file(dir.path().join("results.parquet")).unwrap();
     assert_eq!(read_results(dir.path()).unwrap(), rows, "csv fallback");
+}
+
+/// "Not measured" is NaN, never 0, and survives both formats (a docker
+/// runtime's services have no pid to read CPU seconds from).
+#[test]
+fn not_measured_values_round_trip_as_nan() {
+    let dir = Scratch::new("nan");
+    let mut row = healthy("docker", 0.3, 1000);
+    (row.cpu_lock_server_s, row.cpu_rail_stub_s) = (f64::NAN, f64::NAN);
+    (row.rail_measured_p50_ms, row.rail_measured_p99_ms) = (f64::NAN, f64::NAN);
+    write_results(dir.path(), std::slice::from_ref(&row)).unwrap();
+    for format in ["parquet", "csv"] {
+        let back = &read_results(dir.path()).unwrap()[0];
+        assert!(
+            back.cpu_lock_server_s.is_nan() && back.rail_measured_p99_ms.is_nan(),
+            "{format}: {back:?}"
+        );
+        assert_eq!(back.cpu_bench_s, row.cpu_bench_s, "{format}");
+        std::fs::remove_file(dir.path().join("results.parquet")).ok();
+    }
 }
 
 #[test]
@@ -204,16 +312,39 @@ fn summarize_of_an_empty_histogram_is_all_zero() {
 
 #[test]
 fn each_trigger_fires_exactly_where_constructed_to() {
-    let results = evaluate(&trigger_rows());
-    assert_eq!(results.len(), 4 * 6);
+    let rows = trigger_rows();
+    let results = evaluate(&rows);
+    assert_eq!(results.len(), 5 * rows.len(), "five rows per cell");
     assert_eq!(
         fired(&results),
         vec![
+            (AUTOPILOT_THROTTLING.to_owned(), "throttle=10%".to_owned()),
+            (AUTOPILOT_THROTTLING.to_owned(), "throttle=none".to_owned()),
             (D4_UNSATISFIABLE.to_owned(), "d4".to_owned()),
             (FENCED_OUT_WITH_CLIENT_CHECK.to_owned(), "fenced".to_owned()),
             (MARGIN_DOMINANT_LIMITER.to_owned(), "margin".to_owned()),
             (RTT_P99_VS_MARGIN.to_owned(), "rtt".to_owned()),
         ]
+    );
+    for r in &results {
+        assert_eq!(r.fired, r.verdict == Verdict::Fired, "{r:?}");
+    }
+    let verdict = |id: &str, cell: &str| {
+        results
+            .iter()
+            .find(|r| r.trigger == id && r.cell == cell)
+            .unwrap()
+            .verdict
+    };
+    assert_eq!(
+        verdict(FENCED_OUT_WITH_CLIENT_CHECK, "untraced"),
+        Verdict::InsufficientData,
+        "an untraced fence-1 refusal is not an ok"
+    );
+    assert_eq!(
+        verdict(AUTOPILOT_THROTTLING, "none"),
+        Verdict::NotEvaluated,
+        "no throttle pair, no trigger 5"
     );
     let rtt = results
         .iter()
@@ -268,8 +399,120 @@ fn fence_outs_without_the_client_check_are_the_uc03_demo_not_a_violation() {
         .find(|r| r.trigger == FENCED_OUT_WITH_CLIENT_CHECK && r.cell == "uc03")
         .unwrap();
     assert!(!demo.fired);
-    assert_eq!(demo.observed, 5.0);
+    assert_eq!(demo.verdict, Verdict::NotEvaluated);
+    assert_eq!(demo.observed, 0.0, "nothing was believed");
     assert!(demo.detail.contains("client check off"));
+}
+
+/// Trigger 1 says ok only on 1,000 corrected samples; with fewer it says
+/// insufficient_data, unless more than 10 of them exceed the budget (then the
+/// p99 of any 1,000 samples would too, and it fires).
+#[test]
+fn trigger_1_needs_a_thousand_samples_to_say_ok() {
+    let mut few = healthy("few", 0.30, 1000);
+    few.hb_corrected_count = 400;
+    let t1 = &evaluate_row(&few, &[])[0];
+    assert_eq!(t1.verdict, Verdict::InsufficientData, "{t1:?}");
+    few.hb_corrected_over_budget = 10;
+    few.hb_rtt_corrected_p99_us = 120_000;
+    assert_eq!(
+        evaluate_row(&few, &[])[0].verdict,
+        Verdict::InsufficientData,
+        "10 of 400 above: a 1,000-sample p99 could still be within budget"
+    );
+    few.hb_corrected_over_budget = 11;
+    let t1 = &evaluate_row(&few, &[])[0];
+    assert_eq!(t1.verdict, Verdict::Fired, "{t1:?}");
+    assert!(
+        t1.detail.contains("fewer than 1000 samples"),
+        "{}",
+        t1.detail
+    );
+    // The budget is min(lease, session TTL) × margin / 3: a 500 ms session halves it.
+    let mut session = healthy("session", 0.30, 1000);
+    session.session_ttl_ms = 500;
+    session.hb_rtt_corrected_p99_us = 60_000;
+    let t1 = &evaluate_row(&session, &[])[0];
+    assert_eq!((t1.threshold, t1.verdict), (50.0, Verdict::Fired));
+    // The raw p99 alone never decides: the corrected one does.
+    let mut raw_only = healthy("raw", 0.30, 1000);
+    raw_only.hb_rtt_p99_us = 150_000;
+    assert_eq!(evaluate_row(&raw_only, &[])[0].verdict, Verdict::Ok);
+}
+
+/// At the ADR's own production defaults (30 s lease, 15 s session, 0.30,
+/// 5 s + 2 s hop) the window just before a heartbeat is 7 s − RTT < 7 s:
+/// trigger 3 fires, and D4 refuses in a sliver of every period.
+#[test]
+fn trigger_3_fires_at_the_adr_defaults_and_reports_the_refused_fraction() {
+    let mut adr = healthy("adr", 0.30, 30_000);
+    adr.session_ttl_ms = 15_000;
+    adr.worst_case_hop_ms = 7_000;
+    let t3 = &evaluate_row(&adr, &[])[2];
+    assert_eq!(t3.verdict, Verdict::Fired, "{t3:?}");
+    let w = D4Window::of(&adr);
+    assert_eq!((w.usable_ms, w.period_ms), (10_500.0, 3_500.0));
+    let f = w.refusal_fraction();
+    assert!(f > 0.0 && f < 0.001, "0.9 ms of a 3.5 s period: {f}");
+    assert!(t3.detail.contains("D4 refuses in 0.0 %"), "{}", t3.detail);
+    // A scaled 1 s cell at margin 0.10: 450 − 150 − 0.9 ms left, above the 233 ms hop.
+    let mut ok = healthy("ok", 0.10, 1000);
+    ok.session_ttl_ms = 500;
+    ok.worst_case_hop_ms = 233;
+    let t3 = &evaluate_row(&ok, &[])[2];
+    assert_eq!(t3.verdict, Verdict::Ok, "{t3:?}");
+    assert_eq!(D4Window::of(&ok).refusal_fraction(), 0.0);
+}
+
+/// Trigger 5 reads the pair off the table; it needs both runs, a release
+/// build, 1,000 samples each and separated intervals.
+#[test]
+fn trigger_5_needs_a_resolved_release_pair() {
+    let pair = throttle_pair();
+    let t5 = &evaluate_row(&pair[1], &pair)[4];
+    assert_eq!(t5.verdict, Verdict::Fired, "{t5:?}");
+    assert!((t5.observed - 0.24).abs() < 1e-9, "{t5:?}");
+    assert!(t5.detail.contains("reducible"), "{}", t5.detail);
+    // Alone, a throttled run says nothing.
+    assert_eq!(
+        evaluate_row(&pair[1], &pair[1..])[4].verdict,
+        Verdict::NotEvaluated
+    );
+    // Overlapping intervals: not resolved.
+    let mut close = pair.clone();
+    close[1].hb_rtt_corrected_p99_us = 5_200;
+    (
+        close[1].hb_rtt_corrected_p99_lo_us,
+        close[1].hb_rtt_corrected_p99_hi_us,
+    ) = (4_800, 5_600);
+    let t5 = &evaluate_row(&close[0], &close)[4];
+    assert_eq!(t5.verdict, Verdict::InsufficientData, "{t5:?}");
+    assert!(t5.detail.contains("not resolved"), "{}", t5.detail);
+    // The unthrottled run needs more than the margin in force: not reducible.
+    let mut tight = pair.clone();
+    tight[0].hb_rtt_corrected_p99_us = 110_000;
+    (
+        tight[0].hb_rtt_corrected_p99_lo_us,
+        tight[0].hb_rtt_corrected_p99_hi_us,
+    ) = (105_000, 115_000);
+    tight[1].hb_rtt_corrected_p99_us = 200_000;
+    (
+        tight[1].hb_rtt_corrected_p99_lo_us,
+        tight[1].hb_rtt_corrected_p99_hi_us,
+    ) = (190_000, 210_000);
+    assert_eq!(evaluate_row(&tight[0], &tight)[4].verdict, Verdict::Ok);
+    // Too few samples, or a debug build.
+    let mut few = pair.clone();
+    few[0].hb_corrected_count = 999;
+    assert_eq!(
+        evaluate_row(&few[1], &few)[4].verdict,
+        Verdict::InsufficientData
+    );
+    let mut debug = pair.clone();
+    debug[1].build_profile = "debug".into();
+    let t5 = &evaluate_row(&debug[0], &debug)[4];
+    assert_eq!(t5.verdict, Verdict::NotEvaluated, "{t5:?}");
+    assert!(t5.detail.contains("debug build"));
 }
 
 #[test]
@@ -290,11 +533,12 @@ fn triggers_command_exits_0_when_none_fires_and_3_when_one_does() {
         serde_json::from_str(&std::fs::read_to_string(loud.path().join("triggers.json")).unwrap())
             .unwrap();
     let items = json.as_array().unwrap();
-    assert_eq!(items.len(), 24);
+    assert_eq!(items.len(), 5 * trigger_rows().len());
     for key in [
         "trigger",
         "cell",
         "fired",
+        "verdict",
         "observed",
         "threshold",
         "action",
@@ -304,7 +548,20 @@ fn triggers_command_exits_0_when_none_fires_and_3_when_one_does() {
             "{key} in every item"
         );
     }
-    assert_eq!(items.iter().filter(|i| i["fired"] == true).count(), 4);
+    assert_eq!(items.iter().filter(|i| i["fired"] == true).count(), 6);
+    let verdicts: std::collections::BTreeSet<&str> =
+        items.iter().filter_map(|i| i["verdict"].as_str()).collect();
+    assert_eq!(
+        verdicts.into_iter().collect::<Vec<_>>(),
+        ["fired", "insufficient_data", "not_evaluated", "ok"]
+    );
+    // Every trigger id of C4, five rows per cell.
+    for t in TRIGGERS {
+        assert_eq!(
+            items.iter().filter(|i| i["trigger"] == t.id).count(),
+            trigger_rows().len()
+        );
+    }
 }
 
 #[test]
@@ -369,6 +626,7 @@ fn sweep_rows() -> Vec<CellRow> {
         let mut r = healthy(&format!("ttl=1s_margin={margin:.2}"), margin, 1000);
         r.throughput_per_s = throughput;
         r.hb_rtt_p99_us = p99_us;
+        r.hb_rtt_corrected_p99_us = p99_us;
         r.abandoned_insufficient_lease = (margin * 40.0) as u64;
         r.attempts = 200 + i as u64;
         rows.push(r);
@@ -377,6 +635,7 @@ fn sweep_rows() -> Vec<CellRow> {
         let mut r = healthy(&format!("ttl=300ms_margin={margin:.2}"), margin, 300);
         r.worst_case_hop_ms = 300;
         r.hb_rtt_p99_us = 3_000;
+        r.hb_rtt_corrected_p99_us = 3_000;
         r.throughput_per_s = 0.5;
         rows.push(r);
     }
@@ -444,7 +703,15 @@ fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
     );
     assert!(md.contains("| 300ms | **none** |"));
     assert!(md.contains("`abc123`"), "git commit from the manifest");
-    assert!(md.contains("![Heartbeat RTT CDF per cell (log x, from hgrm/*.hdr)](rtt_cdf.svg)"));
+    assert!(md.contains("](rtt_cdf.svg)"));
+    assert!(
+        md.contains("percentile spectrum"),
+        "the spectrum next to the CDF"
+    );
+    assert!(md.contains("](rtt_spectrum.svg)"));
+    assert!(md.contains("### Heartbeats: every exchange and tick"));
+    assert!(md.contains("### Fences, rail latency, CPU"));
+    assert!(md.contains("**Time base.**"));
     assert!(dir.path().join("triggers.json").is_file());
 
     for stem in PLOT_STEMS {
@@ -501,7 +768,7 @@ fn plots_of_a_large_grid_are_drawn() {
         }
     }
     let out = bench::plots::draw_plots(dir.path(), &rows).unwrap();
-    assert_eq!(out.files.len(), 8);
+    assert_eq!(out.files.len(), 2 * PLOT_STEMS.len());
     assert!(out.skipped_cells.is_empty());
     if let Some(keep) = std::env::var_os("KEEP_GRID") {
         std::fs::copy(dir.path().join("rtt_cdf.png"), keep).unwrap();
@@ -510,27 +777,29 @@ fn plots_of_a_large_grid_are_drawn() {
 
 #[test]
 fn trigger_3_uses_the_shorter_of_lease_and_session_ttl() {
-    // A 1 s lease with margin 0.5 leaves 500 ms > a 300 ms hop, but a 500 ms
-    // session leaves only 250 ms: the session deadline binds and D4 cannot pass.
+    // A 1 s lease with margin 0.5 leaves 500 ms, but a 500 ms session only
+    // 250 ms, and 250 − 83.3 (period) − 0.9 (RTT) ms just before a heartbeat:
+    // the session deadline binds and D4 refuses.
     let mut row = healthy("session-binds", 0.5, 1000);
     row.session_ttl_ms = 500;
-    let r = bench::triggers::evaluate_row(&row);
-    let t3 = &r[2];
-    assert_eq!(t3.trigger, bench::triggers::D4_UNSATISFIABLE);
+    let t3 = &evaluate_row(&row, &[])[2];
+    assert_eq!(t3.trigger, D4_UNSATISFIABLE);
     assert!(t3.fired, "{t3:?}");
-    assert_eq!((t3.observed, t3.threshold), (250.0, 300.0));
+    assert_eq!((t3.observed, t3.threshold), (165.767, 300.0));
     assert!(t3.detail.contains("session TTL binds"), "{}", t3.detail);
-    // With a 1 s session it passes, but just before a heartbeat only 2/3 × 500 ms
-    // = 333 ms are left (> 300): no warning; at a 420 ms hop the detail warns.
+    assert!(t3.detail.contains("every payout"), "{}", t3.detail);
+    // With a 1 s session 500 − 166.7 − 0.9 = 332.4 ms are left before a
+    // heartbeat (> 300): ok. At a 420 ms hop D4 refuses just before each
+    // heartbeat, about half of every period: the trigger fires (it did not
+    // before issue 12, which only compared the window right after a heartbeat).
     row.session_ttl_ms = 1000;
+    assert!(!evaluate_row(&row, &[])[2].fired);
     row.worst_case_hop_ms = 420;
-    let t3 = &bench::triggers::evaluate_row(&row)[2];
-    assert!(!t3.fired, "{t3:?}");
-    assert!(
-        t3.detail.contains("just before a heartbeat"),
-        "{}",
-        t3.detail
-    );
+    let t3 = &evaluate_row(&row, &[])[2];
+    assert!(t3.fired, "{t3:?}");
+    let f = D4Window::of(&row).refusal_fraction();
+    assert!((f - 0.5254).abs() < 0.001, "{f}");
+    assert!(!t3.detail.contains("every payout"), "{}", t3.detail);
 }
 
 /// `render_report` is the report: the same input gives the same text, and

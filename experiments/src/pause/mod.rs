@@ -134,6 +134,9 @@ impl PauseConfig {
             payout_prefix: PAYOUT_PREFIX.into(),
             seed: self.seed,
             conditions: Conditions::default(),
+            // The rounds are the experiment: every one of their events counts.
+            warmup: Duration::ZERO,
+            cpu_quota: None,
         })
     }
 }

@@ -1,0 +1,72 @@
+//! The delay proxy on real sockets: both legs of an exchange are delayed,
+//! each by its half of one round-trip sample (lower bounds only: the proxy
+//! can only add, and speed is never asserted).
+
+use std::time::Duration;
+
+use bench::proxy::DelayProxy;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// An upstream that answers every 4-byte `ping` with `pong`, reporting when
+/// it read each request and when it wrote each reply.
+async fn pong_server() -> (
+    std::net::SocketAddr,
+    mpsc::UnboundedReceiver<(Instant, Instant)>,
+) {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4];
+        while conn.read_exact(&mut buf).await.is_ok() {
+            let read = Instant::now();
+            let wrote = Instant::now();
+            if conn.write_all(b"pong").await.is_err() {
+                break;
+            }
+            let _ = tx.send((read, wrote));
+        }
+    });
+    (addr, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_legs_are_delayed_by_half_the_round_trip_each() {
+    let (upstream, mut seen) = pong_server().await;
+    let proxy = DelayProxy::start(upstream, "fixed:40ms".parse().unwrap(), 1)
+        .await
+        .unwrap();
+    let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
+    client.set_nodelay(true).unwrap();
+    for _ in 0..5 {
+        let sent = Instant::now();
+        // One request written in two pieces: one message, one delay.
+        client.write_all(b"pi").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        client.write_all(b"ng").await.unwrap();
+        let mut buf = [0u8; 4];
+        client.read_exact(&mut buf).await.unwrap();
+        let got = Instant::now();
+        assert_eq!(&buf, b"pong");
+        let (read, wrote) = seen.recv().await.unwrap();
+        let request_leg = read - sent;
+        let reply_leg = got - wrote;
+        assert!(
+            request_leg >= Duration::from_millis(20),
+            "request leg {request_leg:?}"
+        );
+        assert!(
+            reply_leg >= Duration::from_millis(20),
+            "reply leg {reply_leg:?}"
+        );
+        assert!(
+            got - sent >= Duration::from_millis(40),
+            "round trip {:?}",
+            got - sent
+        );
+    }
+}
