@@ -157,17 +157,18 @@ fn measurement_tables(rows: &[CellRow]) -> String {
     );
     let _ = writeln!(
         md,
-        "| cell | fence 1 (untraced) | fence 2 | believed held | submits after a passed check | rail configured p50 / p99 (ms) | rail measured p50 / p99 ≥ (ms) | rail submits | cpu bench / lock-server / rail-stub / worker procs (s) | window (s) |\n\
+        "| cell | fence 1 (untraced) | fence 2 (untraced) | believed held | submits after a passed check | rail configured p50 / p99 (ms) | rail measured p50 / p99 ≥ (ms) | rail submits | cpu bench / lock-server / rail-stub / worker procs (s) | window (s) |\n\
          |---|---:|---:|---:|---:|---|---|---:|---|---:|"
     );
     for r in rows {
         let _ = writeln!(
             md,
-            "| `{}` | {} ({}) | {} | {} | {} | {:.3} / {:.3} | {} / {} | {} | {} / {} / {} / {} | {:.2} |",
+            "| `{}` | {} ({}) | {} ({}) | {} | {} | {:.3} / {:.3} | {} / {} | {} | {} / {} / {} / {} | {:.2} |",
             r.cell,
             r.fenced_out_fence1,
             r.fenced_out_fence1_untraced,
             r.fenced_out_fence2,
+            r.fenced_out_fence2_untraced,
             r.fenced_out_believed_held,
             r.believed_held_submits,
             r.rail_p50_ms,

@@ -339,6 +339,9 @@ cell_row! {
     believed_held_submits: u64,
     /// Fence-1 refusals of the window the rail-stub's log did not show (not traceable).
     fenced_out_fence1_untraced: u64,
+    /// Fence-2 refusals of the window the ledger counted but did not list (R5/R6 list a
+    /// payout's first attempts only; not traceable).
+    fenced_out_fence2_untraced: u64,
     /// CPU seconds of worker processes (experiments) over the window; 0 for in-process workers.
     cpu_workers_s: f64,
     /// Warm-up run before the window opened, excluded from every figure, in s.
@@ -537,6 +540,7 @@ impl CellRow {
             rail_transport_errors: tally.rail_transport_errors,
             believed_held_submits: m.fences.believed_submits,
             fenced_out_fence1_untraced: m.fences.fence1_untraced(),
+            fenced_out_fence2_untraced: m.fences.fence2_untraced(),
             cpu_workers_s: m.workers.cpu_workers_s,
             warmup_s: plan.warmup.as_secs_f64(),
             build_profile: BUILD_PROFILE.to_owned(),

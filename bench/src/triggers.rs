@@ -461,11 +461,12 @@ fn d4_unsatisfiable(row: &CellRow) -> TriggerResult {
 /// Trigger 4, a count of traced fence-outs.
 fn fenced_out_with_client_check(row: &CellRow) -> TriggerResult {
     let traced = format!(
-        "fence 1: {} ({} untraced), fence 2: {}; {} of them hit a (payout, token) a worker \
-         believed held; {} submits after a passed check recorded",
+        "fence 1: {} ({} untraced), fence 2: {} ({} untraced); {} of them hit a (payout, token) \
+         a worker believed held; {} submits after a passed check recorded",
         row.fenced_out_fence1,
         row.fenced_out_fence1_untraced,
         row.fenced_out_fence2,
+        row.fenced_out_fence2_untraced,
         row.fenced_out_believed_held,
         row.believed_held_submits,
     );
@@ -479,11 +480,12 @@ fn fenced_out_with_client_check(row: &CellRow) -> TriggerResult {
         )
     } else if row.fenced_out_believed_held > 0 {
         (Verdict::Fired, traced)
-    } else if row.fenced_out_fence1_untraced > 0 {
+    } else if row.fenced_out_fence1_untraced + row.fenced_out_fence2_untraced > 0 {
         (
             Verdict::InsufficientData,
             format!(
-                "{traced}: a fence-1 refusal the rail-stub's log did not show cannot be traced"
+                "{traced}: a refusal the rail-stub's log (fence 1) or ledger listing (fence 2) \
+                 did not show cannot be traced"
             ),
         )
     } else {

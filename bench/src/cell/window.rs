@@ -67,6 +67,10 @@ pub struct FenceTrace {
     pub fence1_traced: u64,
     /// Fence-1 refusals whose `(payout_id, token)` is a belief.
     pub believed_fence1: u64,
+    /// Fence-2 refusals of the window listed in the ledger's submissions (R5/R6
+    /// list the first attempts of a payout and count the rest in
+    /// `submissions_omitted`: an omitted refusal cannot be joined).
+    pub fence2_listed: u64,
     /// Fence-2 refusals (from the ledger's submissions) whose `(payout_id, token)` is a belief.
     pub believed_fence2: u64,
 }
@@ -80,6 +84,11 @@ impl FenceTrace {
     /// Fence-1 refusals the log did not show (they could not be traced).
     pub fn fence1_untraced(&self) -> u64 {
         self.fence1.saturating_sub(self.fence1_traced)
+    }
+
+    /// Fence-2 refusals the ledger counted but did not list (they could not be traced).
+    pub fn fence2_untraced(&self) -> u64 {
+        self.fence2.saturating_sub(self.fence2_listed)
     }
 }
 
@@ -104,14 +113,14 @@ pub fn trace_fences(
     };
     for p in &after.payouts {
         let skip = before.get(&p.payout_id).copied().unwrap_or(0);
-        trace.believed_fence2 += p
-            .submissions
-            .iter()
-            .skip(skip)
-            .filter(|s| {
-                s.outcome == SubmissionOutcome::FencedOut && is_belief(&p.payout_id, s.token)
-            })
-            .count() as u64;
+        for s in p.submissions.iter().skip(skip) {
+            if s.outcome == SubmissionOutcome::FencedOut {
+                trace.fence2_listed += 1;
+                if is_belief(&p.payout_id, s.token) {
+                    trace.believed_fence2 += 1;
+                }
+            }
+        }
     }
     trace.believed_fence1 = fence1_events
         .iter()
@@ -174,6 +183,7 @@ mod tests {
                 .iter()
                 .map(|&(token, outcome)| Submission { token, outcome })
                 .collect(),
+            submissions_omitted: Default::default(),
         }
     }
 
@@ -223,6 +233,22 @@ mod tests {
         assert_eq!(t.believed_held(), 2);
         assert_eq!((t.fence1, t.fence1_traced, t.fence1_untraced()), (3, 2, 1));
         assert_eq!(t.believed_submits, 3);
+        assert_eq!((t.fence2_listed, t.fence2_untraced()), (2, 0));
+    }
+
+    /// R5/R6 list only a payout's first attempts: a fence-2 refusal the
+    /// counters saw but the listing omits cannot be joined, and says so.
+    #[test]
+    fn a_fence2_refusal_the_ledger_does_not_list_is_untraced() {
+        use SubmissionOutcome::{FencedOut, Paid};
+        let after = LedgerView {
+            payouts: vec![payout("a", &[(4, FencedOut), (9, Paid)])],
+            ..LedgerView::default()
+        };
+        // The counters saw three fence-2 refusals in the window; one is listed.
+        let t = trace_fences(&window(0, 3), &HashMap::new(), &after, &[], &[]);
+        assert_eq!((t.fence2, t.fence2_listed, t.fence2_untraced()), (3, 1, 2));
+        assert_eq!(t.believed_held(), 0);
     }
 
     #[test]

@@ -125,6 +125,7 @@ fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         rail_transport_errors: 0,
         believed_held_submits: 196,
         fenced_out_fence1_untraced: 0,
+        fenced_out_fence2_untraced: 0,
         cpu_workers_s: 0.0,
         warmup_s: 0.35,
         build_profile: "release".into(),
