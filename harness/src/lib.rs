@@ -151,6 +151,48 @@ impl ChildService {
         }
     }
 
+    /// Starts `binary` with exactly `args` (no `--listen` is added) and owns
+    /// it like [`ChildService::start`] does — killed on drop, and by the
+    /// kernel if this process dies — but does not wait for a `listening on`
+    /// line: for a server that prints none (etcd), whose port the caller
+    /// chose (`addr`) and whose readiness the caller checks. stdout is
+    /// discarded; stderr goes to `stderr_path`.
+    pub fn spawn_unready<I, S>(
+        binary: &Path,
+        args: I,
+        stderr_path: &Path,
+        addr: SocketAddr,
+    ) -> Result<Self, HarnessError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let stderr = std::fs::File::create(stderr_path).map_err(|source| HarnessError::Spawn {
+            path: stderr_path.to_path_buf(),
+            source,
+        })?;
+        let mut cmd = Command::new(binary);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(stderr));
+        die_with_parent(&mut cmd);
+        let child = spawn_on_keeper(cmd).map_err(|source| HarnessError::Spawn {
+            path: binary.to_path_buf(),
+            source,
+        })?;
+        Ok(ChildService {
+            name: binary
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| binary.display().to_string()),
+            child: Some(child),
+            addr,
+            stderr_path: stderr_path.to_path_buf(),
+            stopped: false,
+        })
+    }
+
     fn not_ready(&mut self, why: String) -> HarnessError {
         self.kill_now();
         HarnessError::NotReady {
