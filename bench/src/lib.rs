@@ -8,11 +8,14 @@
 //! sweep orchestration), [`runner`] (a run's cells), [`cell`] (the one cell
 //! driver every cell of the bench and the experiments runs through: stack,
 //! pool, measured window), [`timebase`] (production numbers scaled to a
-//! cell's lease), [`worker`] (the payout worker), [`proxy`] (the delay
+//! cell's lease), [`worker`] (the payout worker), [`backend`] (the lock
+//! services it runs on: fencepost's SDK, or etcd through an adapter),
+//! [`proxy`] (the delay
 //! proxy), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
 //! [`report`], [`plots`].
 
+pub mod backend;
 pub mod cell;
 pub mod cli;
 pub mod docker;

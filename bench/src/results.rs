@@ -30,6 +30,7 @@ use polars::prelude::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::backend::BackendKind;
 use crate::cell::{CellPlan, PoolReport};
 use crate::grid::PolicySpec;
 use crate::hist::{self, RttSummary};
@@ -269,6 +270,8 @@ cell_row! {
     margin_effective: f64,
     /// Mean heartbeat RTT, in µs.
     hb_rtt_mean_us: f64,
+    /// The lock service the workers ran on: `fencepost` or `etcd` (issue 15).
+    backend: String,
 }
 
 /// What the ledger's counts did over a measured window: `after − before` for
@@ -303,6 +306,8 @@ pub struct Measurement {
     pub ledger_after: LedgerCheck,
     /// What the workers measured: counts, the merged RTT histogram, renewals.
     pub workers: PoolReport,
+    /// The lock service the workers ran on (the stack's).
+    pub backend: BackendKind,
 }
 
 impl Measurement {
@@ -398,6 +403,7 @@ impl CellRow {
             ledger_ok: m.ledger.holds(),
             margin_effective: m.margin_effective(),
             hb_rtt_mean_us: rtt.mean,
+            backend: m.backend.to_string(),
         }
     }
 }
@@ -539,6 +545,7 @@ mod tests {
             ledger: ledger_delta(&before, &after),
             ledger_after: after,
             workers: PoolReport::default(),
+            backend: BackendKind::Fencepost,
         };
         let row = CellRow::from_measurement(&m);
         assert_eq!(row.payouts_paid, 50);

@@ -188,7 +188,10 @@ pub struct ThrottleArgs {
 /// `experiments worker` (internal): one `bench::worker::Worker` in this process.
 #[derive(Debug, Args, Clone)]
 pub struct WorkerArgs {
-    /// The lock-server.
+    /// The lock service `--lock-url` points at: `fencepost` or `etcd`.
+    #[arg(long, default_value = "fencepost")]
+    pub backend: bench::backend::BackendKind,
+    /// The lock-server (or etcd's client URL).
     #[arg(long)]
     pub lock_url: String,
     /// The rail-stub.

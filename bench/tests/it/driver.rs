@@ -37,6 +37,8 @@ fn config(net_delay: Option<&str>) -> RunConfig {
         server_pause: None,
         seed: 7,
         client_check: true,
+        backends: vec![bench::backend::BackendKind::Fencepost],
+        etcd_url: None,
     }
 }
 

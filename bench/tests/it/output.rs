@@ -89,6 +89,7 @@ fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         ledger_ok: true,
         margin_effective: margin,
         hb_rtt_mean_us: 1_234.5,
+        backend: "fencepost".into(),
     }
 }
 

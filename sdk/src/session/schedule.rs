@@ -75,11 +75,7 @@ impl Due {
     /// deadline, i.e. with a lateness above `overrun`. Each yields its
     /// lateness `at − scheduled`, a right-censored ("≥") corrected sample:
     /// its heartbeat never went out.
-    pub fn unserved(
-        &self,
-        at: Duration,
-        overrun: Duration,
-    ) -> impl Iterator<Item = Duration> {
+    pub fn unserved(&self, at: Duration, overrun: Duration) -> impl Iterator<Item = Duration> {
         self.corrected(Duration::ZERO, self.lag(at))
             .filter(move |lateness| *lateness > overrun)
     }
