@@ -67,6 +67,56 @@ pub enum Command {
         /// A results directory written by run or sweep.
         dir: PathBuf,
     },
+    /// fencepost (SQLite, PostgreSQL) vs etcd on this machine, one driver:
+    /// heartbeats and durable grants at the same concurrency, interleaved and
+    /// repeated; writes peer.csv, report.md (the ratios) and a plot.
+    Peer(PeerArgs),
+}
+
+/// The options of `peer`.
+#[derive(Debug, Args, Clone)]
+pub struct PeerArgs {
+    /// Measured window of each (repeat, op, concurrency, system).
+    #[arg(long, default_value = "4s")]
+    pub duration: String,
+
+    /// Unmeasured warm-up before each window (connections, caches).
+    #[arg(long, default_value = "1s")]
+    pub warmup: String,
+
+    /// Concurrent clients, each its own connection and session or lease: a list.
+    #[arg(long, default_value = "1,16,64")]
+    pub concurrency: String,
+
+    /// Repeats of the whole interleaved sequence (ratios are taken per repeat).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+
+    /// Operations: heartbeat (L2 vs LeaseKeepAlive), grant (L4+L6 vs txn+delete).
+    #[arg(long, default_value = "heartbeat,grant")]
+    pub ops: String,
+
+    /// fencepost stores to measure: sqlite, postgres. Default both; postgres is
+    /// skipped (and said so) when no PostgreSQL is given.
+    #[arg(long)]
+    pub stores: Option<String>,
+
+    /// PostgreSQL for the postgres store (a fresh schema is created); default
+    /// $FENCEPOST_TEST_PG_URL.
+    #[arg(long, env = "FENCEPOST_PG_URL")]
+    pub pg_url: Option<String>,
+
+    /// An etcd to measure (its client URL) instead of starting `etcd` from PATH.
+    #[arg(long)]
+    pub etcd_url: Option<String>,
+
+    /// Seed of the order of the systems within each group; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Results directory; default data/runs/<timestamp>-peer/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// The options of `run` and `sweep`.

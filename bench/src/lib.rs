@@ -10,7 +10,8 @@
 //! pool, measured window), [`timebase`] (production numbers scaled to a
 //! cell's lease), [`worker`] (the payout worker), [`backend`] (the lock
 //! services it runs on: fencepost's SDK, or etcd through an adapter),
-//! [`proxy`] (the delay
+//! [`peer`] (`bench peer`: fencepost vs etcd, one driver), [`cpu`] (CPU
+//! seconds of a process), [`proxy`] (the delay
 //! proxy), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
 //! [`report`], [`plots`].
@@ -18,11 +19,13 @@
 pub mod backend;
 pub mod cell;
 pub mod cli;
+pub mod cpu;
 pub mod docker;
 pub mod drive;
 pub mod grid;
 pub mod hist;
 pub mod manifest;
+pub mod peer;
 pub mod plots;
 pub mod proxy;
 pub mod rail;

@@ -20,6 +20,7 @@ fn main() {
                 2
             }
         },
+        Command::Peer(args) => bench::peer::main(&args),
         Command::Triggers { dir } => match bench::triggers::run_triggers_command(&dir) {
             Ok(code) => code,
             Err(e) => {

@@ -134,7 +134,7 @@ fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> anyhow::Result
 /// Starts a child on a blocking thread (it waits for the `listening on` line).
 /// The harness forks from one long-lived thread of its own, so
 /// `PR_SET_PDEATHSIG` does not fire when this pool thread retires.
-async fn spawn_child(
+pub(crate) async fn spawn_child(
     package: &'static str,
     args: Vec<String>,
     log: PathBuf,
