@@ -1,4 +1,5 @@
 //! bench integration tests: one binary (each links polars), one module per concern.
 
 mod driver;
+mod etcd;
 mod output;
