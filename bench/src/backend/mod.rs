@@ -13,10 +13,13 @@
 //!   in the SDK's own recorder (`fencepost_sdk::metrics::Metrics`), so every
 //!   results column means the same on both backends.
 //!
+//! [`compare`] puts the two side by side in a report, cell by cell.
+//!
 //! The worker ([`crate::worker::Worker`]) is written once against these
 //! traits; [`crate::worker::build_worker`] picks the backend a
 //! [`crate::worker::WorkerEnv`] names.
 
+pub mod compare;
 pub mod etcd;
 pub mod fencepost;
 
