@@ -267,14 +267,12 @@ async fn start_lock_server(store: &str, dir: &Path) -> anyhow::Result<ChildServi
     }
 }
 
-/// A store URL without its password, for messages.
+/// A store URL for messages: no user, password or query (`postgres://***@HOST/DB`).
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if url[s + 3..at].contains(':') => {
-            let user_end = s + 3 + url[s + 3..at].find(':').unwrap_or(0);
-            format!("{}:***{}", &url[..user_end], &url[at..])
-        }
-        _ => url.split('?').next().unwrap_or(url).to_string(),
+    let url = url.split('?').next().unwrap_or(url);
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
+        _ => url.to_string(),
     }
 }
 
@@ -506,26 +504,4 @@ pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
     print!("{}", report::summary(&plan, &rows));
     println!("\nreport: {}", plan.out.join("report.md").display());
     Ok(0)
-}
-
-/// `bench peer`: resolve, run, map errors to exit codes (2 bad input, 1 failed).
-pub fn main(args: &PeerArgs) -> i32 {
-    let plan = match resolve(args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("bench peer: {e}");
-            return 2;
-        }
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match rt.block_on(execute(plan)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("bench peer: {e:#}");
-            1
-        }
-    }
 }

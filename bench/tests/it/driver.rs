@@ -20,7 +20,8 @@ fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
-fn config(net_delay: Option<&str>) -> RunConfig {
+/// A small run on the process runtime (memory store), seed 7; shared with `etcd.rs`.
+pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
     RunConfig {
         runtime: Runtime::Process {
             store: Some("memory:".into()),

@@ -11,8 +11,8 @@ use std::time::Duration;
 use bench::backend::etcd::server::{EtcdServer, etcd_binary};
 use bench::backend::etcd::{EtcdBackend, EtcdConfig};
 use bench::backend::{BackendError, BackendKind, BackendSession, HeartbeatStats, LockBackend};
-use bench::grid::{Cell, PolicySpec};
-use bench::runner::{self, RunConfig, Runtime};
+use bench::grid::Cell;
+use bench::runner;
 use fencepost_sdk::{LockError, LostReason};
 use tokio::sync::watch;
 
@@ -186,26 +186,11 @@ async fn a_bench_cell_on_etcd_pays_with_no_duplicate_and_no_fence_out() {
     if !etcd_here() {
         return;
     }
-    let cfg = RunConfig {
-        runtime: Runtime::Process {
-            store: Some("memory:".into()),
-        },
-        workers: 4,
-        duration: Duration::from_secs(3),
-        payouts: 2_000,
-        policy: PolicySpec::Fixed,
-        session_ttl: None,
-        rail_latency: "fixed:30ms".parse().unwrap(),
-        rail_read_timeout: Duration::from_secs(5),
-        time_scale: true,
-        net_delay: None,
-        server_pause: None,
-        seed: 5,
-        client_check: true,
-        backends: vec![BackendKind::Etcd],
-        etcd_url: None,
-    }
-    .on_backend(BackendKind::Etcd);
+    let mut cfg = crate::driver::config(None);
+    cfg.workers = 4;
+    cfg.duration = Duration::from_secs(3);
+    cfg.backends = vec![BackendKind::Etcd];
+    let cfg = cfg.on_backend(BackendKind::Etcd);
     let plan = cfg.plan(Cell {
         lease: Duration::from_secs(2),
         margin: 0.3,

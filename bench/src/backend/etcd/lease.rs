@@ -40,29 +40,27 @@ pub fn granted_ms(ttl_s: i64) -> Option<u64> {
         .map(|s| s.saturating_mul(1000))
 }
 
-/// A loss reason as the byte stored in [`LeaseState`] (0 = live).
+/// The loss reasons in the order of their stored codes: reason `i` is stored as `i + 1` (0 = live).
+const REASONS: [LostReason; 6] = [
+    LostReason::Deadline,
+    LostReason::SessionExpired,
+    LostReason::SessionUnknown,
+    LostReason::LeaseLost,
+    LostReason::NotHeldOnServer,
+    LostReason::SessionClosed,
+];
+
+/// A loss reason as the byte stored in [`LeaseState`].
 fn code(reason: LostReason) -> u8 {
-    match reason {
-        LostReason::Deadline => 1,
-        LostReason::SessionExpired => 2,
-        LostReason::SessionUnknown => 3,
-        LostReason::LeaseLost => 4,
-        LostReason::NotHeldOnServer => 5,
-        LostReason::SessionClosed => 6,
-    }
+    REASONS
+        .iter()
+        .position(|r| *r == reason)
+        .map_or(1, |i| i as u8 + 1)
 }
 
-/// The inverse of [`code`]; `None` for 0.
+/// The inverse of [`code`]; `None` for 0 (live).
 fn reason(code: u8) -> Option<LostReason> {
-    Some(match code {
-        1 => LostReason::Deadline,
-        2 => LostReason::SessionExpired,
-        3 => LostReason::SessionUnknown,
-        4 => LostReason::LeaseLost,
-        5 => LostReason::NotHeldOnServer,
-        6 => LostReason::SessionClosed,
-        _ => return None,
-    })
+    REASONS.get(usize::from(code).checked_sub(1)?).copied()
 }
 
 /// One etcd lease as the client believes it: a client deadline and a
@@ -102,18 +100,15 @@ impl LeaseState {
         reply: GrantReply,
         margin_ppm: u64,
     ) -> Result<MonoTime, GrantRefused> {
-        let mut current = self.deadline_nanos.load(Ordering::Acquire);
-        loop {
-            let next = lease::apply_grant(MonoTime::from_nanos(current), reply, margin_ppm)?;
-            match self.deadline_nanos.compare_exchange_weak(
-                current,
-                next.as_nanos(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok(next),
-                Err(seen) => current = seen,
-            }
+        let apply = |nanos: u64| lease::apply_grant(MonoTime::from_nanos(nanos), reply, margin_ppm);
+        // Judged against the value it replaces, so a concurrent update is never skipped.
+        match self
+            .deadline_nanos
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                apply(cur).ok().map(MonoTime::as_nanos)
+            }) {
+            Ok(prev) => apply(prev),
+            Err(cur) => apply(cur),
         }
     }
 
