@@ -509,6 +509,8 @@ impl Plot for ThroughputPlot {
                 .configure_mesh()
                 .x_desc("concurrent clients")
                 .y_desc("ops/s")
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| format!("{v:.0}"))
                 .label_style((FONT, 14))
                 .axis_desc_style((FONT, 16))
                 .draw()?;
