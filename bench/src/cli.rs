@@ -22,6 +22,9 @@ use clap::{Args, Parser, Subcommand};
 ///   bench sweep --margin 0.1..0.5 --ttl 1s --margin-policy adaptive:k=3,floor=0.05,ceiling=0.5
 ///   bench run --runtime docker --duration 5s --pg-url postgres://postgres@127.0.0.1:54329/fencepost
 ///   bench run --runtime external --lock-url http://10.0.0.5:7070 --rail-url http://10.0.0.6:7080
+///   bench run --backend etcd --ttl 2s --duration 4s            # the workers on etcd
+///   bench sweep --backend fencepost,etcd --ttl 2s --margin 0.1..0.5:0.2
+///   bench peer --duration 4s                  # fencepost vs etcd: heartbeats and grants
 ///   bench sweep ... --out data/runs/my-sweep --resume     # skip cells already done
 ///   bench report data/runs/my-sweep                       # redraw report.md and plots
 ///   bench triggers data/runs/my-sweep                     # exit 0: none fired, 3: one fired
@@ -64,6 +67,56 @@ pub enum Command {
         /// A results directory written by run or sweep.
         dir: PathBuf,
     },
+    /// fencepost (SQLite, PostgreSQL) vs etcd on this machine, one driver:
+    /// heartbeats and durable grants at the same concurrency, interleaved and
+    /// repeated; writes peer.csv, report.md (the ratios) and a plot.
+    Peer(PeerArgs),
+}
+
+/// The options of `peer`.
+#[derive(Debug, Args, Clone)]
+pub struct PeerArgs {
+    /// Measured window of each (repeat, op, concurrency, system).
+    #[arg(long, default_value = "4s")]
+    pub duration: String,
+
+    /// Unmeasured warm-up before each window (connections, caches).
+    #[arg(long, default_value = "1s")]
+    pub warmup: String,
+
+    /// Concurrent clients, each its own connection and session or lease: a list.
+    #[arg(long, default_value = "1,16,64")]
+    pub concurrency: String,
+
+    /// Repeats of the whole interleaved sequence (ratios are taken per repeat).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+
+    /// Operations: heartbeat (L2 vs LeaseKeepAlive), grant (L4+L6 vs txn+delete).
+    #[arg(long, default_value = "heartbeat,grant")]
+    pub ops: String,
+
+    /// fencepost stores to measure: sqlite, postgres. Default both; postgres is
+    /// skipped (and said so) when no PostgreSQL is given.
+    #[arg(long)]
+    pub stores: Option<String>,
+
+    /// PostgreSQL for the postgres store (a fresh schema is created); default
+    /// $FENCEPOST_TEST_PG_URL.
+    #[arg(long, env = "FENCEPOST_PG_URL")]
+    pub pg_url: Option<String>,
+
+    /// An etcd to measure (its client URL) instead of starting `etcd` from PATH.
+    #[arg(long)]
+    pub etcd_url: Option<String>,
+
+    /// Seed of the order of the systems within each group; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Results directory; default data/runs/<timestamp>-peer/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// The options of `run` and `sweep`.
@@ -142,6 +195,18 @@ pub struct RunArgs {
     /// lock.store for the process runtime's lock-server (default: SQLite in the cell's directory).
     #[arg(long)]
     pub store: Option<String>,
+
+    /// The lock service the workers run on: fencepost, etcd, or both
+    /// (`fencepost,etcd`: every cell runs on each, one after the other, and
+    /// the report compares them cell by cell). etcd runs as a child process
+    /// (`etcd` on PATH) unless --etcd-url names one; its lease TTL is
+    /// min(--ttl, session TTL) rounded up to whole seconds.
+    #[arg(long, default_value = "fencepost")]
+    pub backend: String,
+
+    /// An etcd to use for --backend etcd instead of starting one (its client URL).
+    #[arg(long)]
+    pub etcd_url: Option<String>,
 
     /// PostgreSQL for --runtime docker's lock-server, as this machine reaches it
     /// (relayed into the containers' network); default $FENCEPOST_TEST_PG_URL.

@@ -12,6 +12,7 @@ use fencepost_api::latency::LatencySpec;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
+use crate::backend::BackendKind;
 use crate::cli::RunArgs;
 use crate::grid::{self, Cell, FlagError};
 use crate::manifest::Manifest;
@@ -176,6 +177,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             ));
         }
     };
+    let (backends, etcd_url) = resolve_backends(args, &runtime)?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let out = match &args.out {
         Some(p) => p.clone(),
@@ -208,11 +210,71 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             seed,
             client_check: !args.disable_client_check,
             warmup,
+            backends,
+            etcd_url,
         },
         cells: grid::cells(&ttls, &margins),
         out,
         resume: args.resume,
     })
+}
+
+/// Checks `--backend` (a list: `fencepost`, `etcd`, `fencepost,etcd`) and
+/// `--etcd-url` against the runtime: etcd runs beside the process runtime's
+/// rail-stub, so it needs `--runtime process`; `--etcd-url` cannot be paused.
+fn resolve_backends(
+    args: &RunArgs,
+    runtime: &Runtime,
+) -> Result<(Vec<BackendKind>, Option<String>), FlagError> {
+    let mut backends = Vec::new();
+    for part in args.backend.split(',') {
+        let b: BackendKind = part
+            .parse()
+            .map_err(|why: String| flag("--backend", &args.backend, why))?;
+        if backends.contains(&b) {
+            return Err(flag("--backend", &args.backend, "names a backend twice"));
+        }
+        backends.push(b);
+    }
+    let etcd = backends.contains(&BackendKind::Etcd);
+    if etcd && !matches!(runtime, Runtime::Process { .. }) {
+        return Err(flag(
+            "--backend",
+            &args.backend,
+            "etcd runs with --runtime process (a rail-stub child beside etcd)",
+        ));
+    }
+    if backends == [BackendKind::Etcd]
+        && let Some(s) = &args.store
+    {
+        return Err(flag(
+            "--store",
+            s,
+            "is the fencepost lock-server's store; --backend etcd has none",
+        ));
+    }
+    let etcd_url = match &args.etcd_url {
+        None => None,
+        Some(_) if !etcd => {
+            return Err(flag(
+                "--etcd-url",
+                args.etcd_url.as_deref().unwrap_or(""),
+                "needs --backend etcd",
+            ));
+        }
+        Some(u) if !u.starts_with("http://") => {
+            return Err(flag("--etcd-url", u, "expected http://HOST:PORT"));
+        }
+        Some(u) if args.server_pause.is_some() => {
+            return Err(flag(
+                "--etcd-url",
+                u,
+                "--server-pause signals a server the bench started; drop --etcd-url",
+            ));
+        }
+        Some(u) => Some(u.trim_end_matches('/').to_string()),
+    };
+    Ok((backends, etcd_url))
 }
 
 /// Runs the plan; returns the process exit code.
@@ -266,11 +328,17 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // Every grid cell on every backend, interleaved (A B A B …), so a
+    // comparison of backends is taken within one run.
+    let units: Vec<(Cell, RunConfig)> = cells
+        .iter()
+        .flat_map(|c| config.backends.iter().map(|&b| (*c, config.on_backend(b))))
+        .collect();
     eprintln!(
         "bench {command}: seed {} (rerun with --seed {}), {} cell(s), results in {}",
         config.seed,
         config.seed,
-        cells.len(),
+        units.len(),
         out.display()
     );
 
@@ -286,7 +354,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
     });
 
     let tty = std::io::stderr().is_terminal();
-    let bar = ProgressBar::new(cells.len() as u64);
+    let bar = ProgressBar::new(units.len() as u64);
     if tty {
         bar.set_style(
             ProgressStyle::with_template(
@@ -298,13 +366,13 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let mut failed = false;
-    for (i, cell) in cells.iter().enumerate() {
-        let id = cell.id();
+    for (i, (cell, cell_config)) in units.iter().enumerate() {
+        let plan = cell_config.plan(*cell).in_run(&run_id);
+        let id = plan.id.clone();
         if rows.iter().any(|r: &results::CellRow| r.cell == id) {
             bar.inc(1);
             continue;
         }
-        let plan = config.plan(*cell).in_run(&run_id);
         let label = id.clone();
         let b = bar.clone();
         let live = move |l: &Live| {
@@ -313,10 +381,13 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
                 l.elapsed_s, l.paid, l.abandoned, l.lock_lost
             ))
         };
-        // With a delay proxy, its own overhead is measured once per run.
-        let baseline = config.net_delay.is_some() && manifest.proxy_overhead.is_none();
+        // With a delay proxy, its own overhead is measured once per run (on a
+        // lock-server: the baseline sends L2 heartbeats).
+        let baseline = cell_config.net_delay.is_some()
+            && cell_config.backend() == crate::backend::BackendKind::Fencepost
+            && manifest.proxy_overhead.is_none();
         let result =
-            runner::run_cell(&config, &plan, &out, stop_rx.clone(), &live, baseline).await?;
+            runner::run_cell(cell_config, &plan, &out, stop_rx.clone(), &live, baseline).await?;
         let Some(result) = result else {
             bar.abandon_with_message("interrupted");
             manifest.write(&out)?;
@@ -339,7 +410,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         let line = format!(
             "cell {}/{} {id}: paid {} ({:.1}/s), abandoned {}, lock_lost {}, sessions lost {}, fenced_out {} (fence 1 {}, fence 2 {}, believed held {}), duplicates {}, hb {} attempts {} timeouts, raw p99 {:.2} ms, corrected p99 {:.2} ms, ledger {}",
             i + 1,
-            cells.len(),
+            units.len(),
             r.payouts_paid,
             r.throughput_per_s,
             r.abandoned_insufficient_lease,

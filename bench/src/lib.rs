@@ -8,12 +8,15 @@
 //! sweep orchestration), [`runner`] (a run's cells), [`cell`] (the one cell
 //! driver every cell of the bench and the experiments runs through: stack,
 //! pool, measured window), [`timebase`] (production numbers scaled to a
-//! cell's lease), [`worker`] (the payout worker), [`proxy`] (the delay
-//! proxy and its zero-delay baseline), [`cpu`] (CPU seconds from `/proc`),
-//! [`docker`] (`--runtime docker`), [`rail`] (the rail client),
+//! cell's lease), [`worker`] (the payout worker), [`backend`] (the lock
+//! services it runs on: fencepost's SDK, or etcd through an adapter),
+//! [`peer`] (`bench peer`: fencepost vs etcd, one driver), [`proxy`] (the
+//! delay proxy and its zero-delay baseline), [`cpu`] (CPU seconds from
+//! `/proc`), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
 //! [`report`], [`plots`].
 
+pub mod backend;
 pub mod cell;
 pub mod cli;
 pub mod cpu;
@@ -22,6 +25,7 @@ pub mod drive;
 pub mod grid;
 pub mod hist;
 pub mod manifest;
+pub mod peer;
 pub mod plots;
 pub mod proxy;
 pub mod rail;

@@ -20,6 +20,13 @@ fn main() {
                 2
             }
         },
+        Command::Peer(args) => match bench::peer::resolve(&args) {
+            Ok(plan) => block_on(bench::peer::execute(plan), "bench peer"),
+            Err(e) => {
+                eprintln!("bench peer: {e}");
+                2
+            }
+        },
         Command::Triggers { dir } => match bench::triggers::run_triggers_command(&dir) {
             Ok(code) => code,
             Err(e) => {
@@ -39,14 +46,19 @@ fn run(args: &bench::cli::RunArgs, sweep: bool) -> i32 {
             return 2;
         }
     };
+    block_on(bench::drive::execute(plan), "bench")
+}
+
+/// Runs `work` on a multi-thread runtime: its exit code, or 1 after printing the error.
+fn block_on(work: impl std::future::Future<Output = anyhow::Result<i32>>, name: &str) -> i32 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match rt.block_on(bench::drive::execute(plan)) {
+    match rt.block_on(work) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("bench: {e:#}");
+            eprintln!("{name}: {e:#}");
             1
         }
     }

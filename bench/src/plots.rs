@@ -222,7 +222,8 @@ type Setting = (&'static str, fn(&CellRow) -> String);
 
 /// Groups rows into lines: by TTL, and by any other setting that varies in the table.
 fn group_series(rows: &[CellRow]) -> Vec<Lines<'_>> {
-    let settings: [Setting; 7] = [
+    let settings: [Setting; 8] = [
+        ("backend", |r| r.backend.clone()),
         ("session", |r| human_ms(r.session_ttl_ms)),
         ("workers", |r| r.workers.to_string()),
         ("policy", |r| r.margin_policy.clone()),

@@ -1,7 +1,8 @@
 //! The per-TTL margin recommendation that `bench sweep` prints at its end and
 //! `report.md` ends with.
 //!
-//! Rule (per TTL, i.e. per `lease_ms`): a cell qualifies when
+//! Rule (per TTL, i.e. per `lease_ms`, and per backend when a run has
+//! cells on both fencepost and etcd): a cell qualifies when
 //! triggers 1 (`rtt_p99_vs_margin`), 3 (`d4_unsatisfiable`) and 4
 //! (`fenced_out_with_client_check`) do not fire on it, its ledger check passed
 //! (`ledger_ok`, no `paid_twice`, no `stale_paid`), it has corrected heartbeat
@@ -35,6 +36,9 @@ pub const THROUGHPUT_TIE_FRACTION: f64 = 0.01;
 pub struct Recommendation {
     /// The TTL (lease) the recommendation is for, in ms.
     pub lease_ms: u64,
+    /// The backend of its cells (`fencepost` or `etcd`).
+    #[serde(default = "fencepost")]
+    pub backend: String,
     /// The recommended margin, `None` when no cell qualifies.
     pub margin: Option<f64>,
     /// The cell the recommendation comes from.
@@ -88,20 +92,37 @@ fn advice(reasons: &BTreeMap<&'static str, usize>) -> &'static str {
     }
 }
 
-/// The recommended margin per TTL (see the module doc for the rule), sorted by TTL.
+/// The default backend of a recommendation read from before issue 15.
+fn fencepost() -> String {
+    "fencepost".into()
+}
+
+/// The recommended margin per TTL (see the module doc for the rule), sorted
+/// by TTL, fencepost before etcd.
 pub fn recommendations(rows: &[CellRow]) -> Vec<Recommendation> {
-    let mut by_ttl: BTreeMap<u64, Vec<&CellRow>> = BTreeMap::new();
+    let mut by_ttl: BTreeMap<(u64, bool), Vec<&CellRow>> = BTreeMap::new();
     for row in rows {
-        by_ttl.entry(row.lease_ms).or_default().push(row);
+        let etcd = row.backend == "etcd";
+        by_ttl.entry((row.lease_ms, etcd)).or_default().push(row);
     }
     by_ttl
         .into_iter()
-        .map(|(lease_ms, cells)| recommend(lease_ms, &cells, rows))
+        .map(|((lease_ms, _), cells)| recommend(lease_ms, &cells, rows))
         .collect()
 }
 
-/// The recommendation for the cells of one TTL (`table`: every row, for trigger 5).
+/// `TTL 1s`, or `TTL 1s on etcd`.
+fn ttl_label(r: &Recommendation) -> String {
+    match r.backend.as_str() {
+        "fencepost" => format!("TTL {}", human_ms(r.lease_ms)),
+        other => format!("TTL {} on {other}", human_ms(r.lease_ms)),
+    }
+}
+
+/// The recommendation for the cells of one TTL on one backend (`table`:
+/// every row, for trigger 5).
 fn recommend(lease_ms: u64, cells: &[&CellRow], table: &[CellRow]) -> Recommendation {
+    let backend = cells.first().map_or_else(fencepost, |r| r.backend.clone());
     let mut qualifying = Vec::new();
     let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
     for &row in cells {
@@ -119,6 +140,7 @@ fn recommend(lease_ms: u64, cells: &[&CellRow], table: &[CellRow]) -> Recommenda
         let why: Vec<String> = reasons.iter().map(|(k, n)| format!("{n} × {k}")).collect();
         return Recommendation {
             lease_ms,
+            backend,
             margin: None,
             cell: None,
             throughput_per_s: None,
@@ -182,6 +204,7 @@ fn recommend(lease_ms: u64, cells: &[&CellRow], table: &[CellRow]) -> Recommenda
     }
     Recommendation {
         lease_ms,
+        backend,
         margin: Some(chosen.margin),
         cell: Some(chosen.cell.clone()),
         throughput_per_s: Some(chosen.throughput_per_s),
@@ -198,8 +221,8 @@ impl std::fmt::Display for Recommendation {
         match (&self.margin, &self.cell) {
             (Some(m), Some(cell)) => write!(
                 f,
-                "TTL {}: recommended margin {m:.2}{} (cell {cell}, {}/{} cells qualify): {}",
-                human_ms(self.lease_ms),
+                "{}: recommended margin {m:.2}{} (cell {cell}, {}/{} cells qualify): {}",
+                ttl_label(self),
                 if self.provisional {
                     " (provisional)"
                 } else {
@@ -211,8 +234,8 @@ impl std::fmt::Display for Recommendation {
             ),
             _ => write!(
                 f,
-                "TTL {}: no recommended margin (0/{} cells qualify): {}",
-                human_ms(self.lease_ms),
+                "{}: no recommended margin (0/{} cells qualify): {}",
+                ttl_label(self),
                 self.cells,
                 self.reason
             ),
@@ -244,7 +267,7 @@ pub fn markdown_recommendations(recs: &[Recommendation]) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {}/{} | {} |",
-            human_ms(r.lease_ms),
+            ttl_label(r).trim_start_matches("TTL "),
             r.margin.map_or_else(
                 || "**none**".to_owned(),
                 |m| if r.provisional {

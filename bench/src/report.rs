@@ -411,6 +411,10 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         fmt_value(crate::triggers::LOST_WORK_MIN * 100.0)
     );
 
+    if let Some(section) = crate::backend::compare::markdown_comparison(rows, triggers) {
+        md.push_str(&section);
+    }
+
     let _ = writeln!(md, "\n## Plots\n");
     let captions = [
         "Heartbeat RTT CDF per cell, raw (solid) and corrected (dashed) (log x, from hgrm/*.hdr)",

@@ -30,6 +30,7 @@ use polars::prelude::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::backend::BackendKind;
 use crate::cell::{CellPlan, FenceTrace, PoolReport};
 use crate::cpu::CpuUse;
 use crate::grid::PolicySpec;
@@ -350,6 +351,8 @@ cell_row! {
     build_profile: String,
     /// CPU quota of the workers when the cell is one of a throttle pair (`none` = its unthrottled run), else empty.
     cpu_quota: String,
+    /// The lock service the workers ran on: `fencepost` or `etcd` (issue 15).
+    backend: String,
 }
 
 /// What the ledger's counts did over a measured window: `after − before` for
@@ -388,6 +391,8 @@ pub struct Measurement {
     pub cpu: CpuUse,
     /// The window's fence-outs traced to the workers' beliefs (trigger 4).
     pub fences: FenceTrace,
+    /// The lock service the workers ran on (the stack's).
+    pub backend: BackendKind,
 }
 
 impl Measurement {
@@ -545,6 +550,7 @@ impl CellRow {
             warmup_s: plan.warmup.as_secs_f64(),
             build_profile: BUILD_PROFILE.to_owned(),
             cpu_quota: plan.cpu_quota.clone().unwrap_or_default(),
+            backend: m.backend.to_string(),
         }
     }
 }
@@ -697,6 +703,7 @@ mod tests {
             workers: PoolReport::default(),
             cpu: CpuUse::default(),
             fences: FenceTrace::default(),
+            backend: BackendKind::Fencepost,
         };
         let row = CellRow::from_measurement(&m);
         assert_eq!(row.payouts_paid, 50);

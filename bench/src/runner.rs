@@ -24,6 +24,8 @@ use fencepost_api::latency::LatencySpec;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::backend::BackendKind;
+use crate::backend::etcd::session_ttl_on_etcd;
 pub use crate::cell::{CellPlan, Live, Runtime};
 use crate::cell::{Conditions, Hooks, Stack, Steady, default_warmup, measure};
 use crate::grid::{Cell, PauseSpec, PolicySpec};
@@ -71,6 +73,10 @@ pub struct RunConfig {
     pub seed: u64,
     /// Whether workers run `check_still_held` + `ensure_time_for` before submitting.
     pub client_check: bool,
+    /// The lock services every cell runs on, in order (`--backend`).
+    pub backends: Vec<BackendKind>,
+    /// `--etcd-url`: an etcd to use instead of starting one.
+    pub etcd_url: Option<String>,
     /// `--warmup`: excluded from every figure; `None` = the default per cell
     /// ([`crate::cell::WARMUP_PERIODS`] heartbeat periods).
     #[serde(serialize_with = "warmup")]
@@ -113,13 +119,43 @@ fn display_opt<T: std::fmt::Display, S: serde::Serializer>(
 }
 
 impl RunConfig {
+    /// This configuration with its cells run on `backend`: for etcd the
+    /// runtime becomes [`Runtime::Etcd`] (etcd as a child, or `--etcd-url`).
+    pub fn on_backend(&self, backend: BackendKind) -> RunConfig {
+        let mut cfg = self.clone();
+        if backend == BackendKind::Etcd {
+            cfg.runtime = Runtime::Etcd {
+                etcd_url: self.etcd_url.clone(),
+            };
+        }
+        cfg.backends = vec![backend];
+        cfg
+    }
+
+    /// The lock service this configuration's cells run on.
+    pub fn backend(&self) -> BackendKind {
+        match self.runtime {
+            Runtime::Etcd { .. } => BackendKind::Etcd,
+            _ => BackendKind::Fencepost,
+        }
+    }
+
     /// The plan of `cell`: the run's configuration with the time-base scaling
     /// applied. Its `run_id` is empty until [`CellPlan::in_run`] names the run.
+    /// On etcd the cell id starts with `backend=etcd_` and the session TTL
+    /// is the etcd lease's: min(lease, session TTL) rounded up to whole seconds.
     pub fn plan(&self, cell: Cell) -> CellPlan {
         let time_base = TimeBase::for_lease(cell.lease, self.time_scale);
         let session_ttl = self.session_ttl.unwrap_or_else(|| time_base.session_ttl());
+        let (id, session_ttl) = match self.backend() {
+            BackendKind::Fencepost => (cell.id(), session_ttl),
+            BackendKind::Etcd => (
+                format!("backend=etcd_{}", cell.id()),
+                session_ttl_on_etcd(cell.lease, session_ttl),
+            ),
+        };
         CellPlan {
-            id: cell.id(),
+            id,
             run_id: String::new(),
             lease: cell.lease,
             margin: cell.margin,

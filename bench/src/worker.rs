@@ -10,6 +10,11 @@
 //! experiments also run them as OS processes (`experiments worker`), which
 //! report a [`TallySnapshot`] of their [`Tally`].
 //!
+//! The worker is written once, generic over the lock service
+//! ([`LockBackend`]): the SDK's `LockClient` (fencepost) or the etcd
+//! adapter ([`crate::backend::etcd`]). [`build_worker`] picks the one its
+//! [`WorkerEnv`] names.
+//!
 //! Two things only the worker can record (issue 12): every `(payout_id,
 //! token)` it submits under *because* `check_still_held` and D4 passed — the
 //! client believed it held the lease — which the cell driver joins with the
@@ -22,12 +27,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::rail::{RailErrorCode, bulk_payout_id};
-use fencepost_sdk::{
-    AcquireOptions, LockClient, LockClientConfig, LockError, MarginPolicy, Session,
-};
+use fencepost_sdk::{LockClient, LockClientConfig, LockError, MarginPolicy};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::backend::etcd::{EtcdBackend, EtcdConfig};
+use crate::backend::{BackendKind, BackendSession, HeartbeatStats, LockBackend};
 use crate::cell::BoxFuture;
 use crate::hist;
 use crate::rail::{RailClient, RailOutcome};
@@ -228,7 +233,9 @@ impl TallySnapshot {
 /// Everything one worker needs to know.
 #[derive(Clone, Debug)]
 pub struct WorkerEnv {
-    /// The lock-server (or the delay proxy in front of it).
+    /// The lock service `lock_url` points at.
+    pub backend: BackendKind,
+    /// The lock-server (or the delay proxy in front of it), or etcd's client URL.
     pub lock_url: String,
     /// The rail-stub.
     pub rail_url: String,
@@ -272,8 +279,9 @@ pub enum Step {
 pub struct StepCtx<'a> {
     /// Where the payout is.
     pub step: Step,
-    /// The worker's session (a hook may inject a heartbeat fault into it).
-    pub session: &'a Session,
+    /// The worker's SDK session, on the fencepost backend (a hook may inject
+    /// a heartbeat fault into it); `None` on etcd.
+    pub session: Option<&'a fencepost_sdk::Session>,
     /// The worker's index.
     pub worker: u64,
     /// The payout.
@@ -310,12 +318,12 @@ impl std::fmt::Debug for ClaimHook {
     }
 }
 
-/// One worker: its own `LockClient` (own heartbeat task, own RTT histogram).
-pub struct Worker {
+/// One worker: its own lock client (own heartbeat task, own RTT histogram).
+pub struct Worker<B: LockBackend = LockClient> {
     /// Its index, for the owner id and the seed.
     idx: u64,
-    /// The SDK client.
-    client: LockClient,
+    /// The lock client.
+    client: B,
     /// The rail client.
     rail: RailClient,
     /// R3 submit latencies as this worker saw them, µs (held only to record or copy).
@@ -324,28 +332,106 @@ pub struct Worker {
     env: WorkerEnv,
 }
 
-impl Worker {
-    /// Builds worker `idx`. Fails only on an SDK configuration error.
+impl Worker<LockClient> {
+    /// Builds worker `idx` on fencepost's SDK. Fails only on an SDK configuration error.
     pub fn new(idx: u64, env: WorkerEnv) -> anyhow::Result<Self> {
         let config = LockClientConfig::new(env.lock_url.clone())
             .with_margin(env.margin)
             .with_session_ttl(env.session_ttl)
             .with_default_ttl(env.lease)
-            .with_request_timeout(env.lease.max(Duration::from_secs(1)))
+            .with_request_timeout(request_timeout(&env))
             .with_seed(env.seed.wrapping_add(idx));
         let client = LockClient::new(config)?;
+        Ok(Worker::with_backend(idx, env, client))
+    }
+}
+
+impl Worker<EtcdBackend> {
+    /// Builds worker `idx` on etcd (`env.lock_url` is etcd's client URL).
+    /// Its sessions are etcd leases of `min(lease, session TTL)`, rounded up
+    /// to whole seconds. Fails only on a configuration error; connects at
+    /// the first session.
+    pub fn new_etcd(idx: u64, env: WorkerEnv) -> anyhow::Result<Self> {
+        let mut config = EtcdConfig::new(env.lock_url.clone(), env.lease.min(env.session_ttl));
+        config.margin = env.margin;
+        config.request_timeout = request_timeout(&env);
+        config.seed = env.seed.wrapping_add(idx);
+        let client = EtcdBackend::new(config)?;
+        Ok(Worker::with_backend(idx, env, client))
+    }
+}
+
+/// The per-request timeout of a worker's lock client: the lease, at least 1 s.
+fn request_timeout(env: &WorkerEnv) -> Duration {
+    env.lease.max(Duration::from_secs(1))
+}
+
+/// A worker of any backend, as the pool and the worker process hold it.
+pub trait RunWorker: Send + Sync {
+    /// Works payouts from `queue` until `stop` turns true or the backlog is empty.
+    fn run(
+        &self,
+        queue: Arc<WorkQueue>,
+        tally: Arc<Tally>,
+        stop: watch::Receiver<bool>,
+    ) -> BoxFuture<'_, ()>;
+
+    /// The worker's lock client's heartbeat measurements.
+    fn client(&self) -> &dyn HeartbeatStats;
+
+    /// A copy of the R3 submit latencies this worker measured, µs.
+    fn rail_histogram(&self) -> Histogram<u64>;
+
+    /// The warm-up ends: empties the lock client's and this worker's figures.
+    fn reset_measurements(&self);
+}
+
+impl<B: LockBackend> RunWorker for Worker<B> {
+    fn run(
+        &self,
+        queue: Arc<WorkQueue>,
+        tally: Arc<Tally>,
+        stop: watch::Receiver<bool>,
+    ) -> BoxFuture<'_, ()> {
+        Box::pin(Worker::run(self, queue, tally, stop))
+    }
+
+    fn client(&self) -> &dyn HeartbeatStats {
+        &self.client
+    }
+
+    fn rail_histogram(&self) -> Histogram<u64> {
+        Worker::rail_histogram(self)
+    }
+
+    fn reset_measurements(&self) {
+        Worker::reset_measurements(self)
+    }
+}
+
+/// Builds worker `idx` on the backend `env` names.
+pub fn build_worker(idx: u64, env: WorkerEnv) -> anyhow::Result<Arc<dyn RunWorker>> {
+    Ok(match env.backend {
+        BackendKind::Fencepost => Arc::new(Worker::new(idx, env)?),
+        BackendKind::Etcd => Arc::new(Worker::new_etcd(idx, env)?),
+    })
+}
+
+impl<B: LockBackend> Worker<B> {
+    /// Worker `idx` on an already built lock `client`.
+    pub fn with_backend(idx: u64, env: WorkerEnv, client: B) -> Self {
         let rail = RailClient::new(&env.rail_url, env.rail_read_timeout);
-        Ok(Worker {
+        Worker {
             idx,
             client,
             rail,
             rail_latency: Mutex::new(hist::new_histogram()),
             env,
-        })
+        }
     }
 
-    /// The worker's SDK client (its RTT histogram and stats).
-    pub fn client(&self) -> &LockClient {
+    /// The worker's lock client (its RTT histogram and stats).
+    pub fn client(&self) -> &B {
         &self.client
     }
 
@@ -358,9 +444,9 @@ impl Worker {
             .clone()
     }
 
-    /// The warm-up ends: empties every histogram and counter the SDK client
-    /// and this worker keep (`LockClient::reset_measurements`, the rail
-    /// latencies). The caller resets the [`Tally`].
+    /// The warm-up ends: empties every histogram and counter the lock client
+    /// and this worker keep (`reset_measurements`, the rail latencies). The
+    /// caller resets the [`Tally`].
     pub fn reset_measurements(&self) {
         self.client.reset_measurements();
         self.rail_latency
@@ -370,11 +456,11 @@ impl Worker {
     }
 
     /// Awaits the step hook, if any.
-    async fn step(&self, step: Step, session: &Session, payout_id: &str, token: u64) {
+    async fn step(&self, step: Step, session: &B::Session, payout_id: &str, token: u64) {
         if let Some(hook) = &self.env.on_step {
             let wait = (hook.0)(StepCtx {
                 step,
-                session,
+                session: session.as_sdk(),
                 worker: self.idx,
                 payout_id,
                 token,
@@ -383,15 +469,18 @@ impl Worker {
         }
     }
 
-    async fn open_session(&self, tally: &Arc<Tally>) -> Result<Session, LockError> {
+    async fn open_session(
+        &self,
+        tally: &Arc<Tally>,
+    ) -> Result<B::Session, crate::backend::BackendError> {
         let session = self
             .client
             .open_session(&format!("bench-worker-{}", self.idx))
             .await?;
         let t = tally.clone();
-        session.on_lock_lost(move |_| {
+        session.on_lock_lost(Box::new(move || {
             t.lock_lost.fetch_add(1, Ordering::Relaxed);
-        });
+        }));
         Ok(session)
     }
 
@@ -402,10 +491,10 @@ impl Worker {
         tally: Arc<Tally>,
         mut stop: watch::Receiver<bool>,
     ) {
-        let mut session: Option<Session> = None;
+        let mut session: Option<B::Session> = None;
         while !*stop.borrow() {
             let s = match &session {
-                Some(s) if s.lost_reason().is_none() => s,
+                Some(s) if !s.is_lost() => s,
                 _ => {
                     if let Some(old) = session.take() {
                         old.close().await;
@@ -436,19 +525,23 @@ impl Worker {
     }
 
     /// One payout. Returns false when it must be retried later (abandoned).
-    async fn pay_one(&self, s: &Session, n: u64, tally: &Tally) -> bool {
+    async fn pay_one(&self, s: &B::Session, n: u64, tally: &Tally) -> bool {
         let id = bulk_payout_id(&self.env.payout_prefix, n);
-        let opts = AcquireOptions::default()
-            .ttl(self.env.lease)
-            .wait_up_to(self.env.acquire_budget);
-        let handle = match s.acquire(&format!("payout:{id}"), opts).await {
+        let handle = match s
+            .acquire(
+                &format!("payout:{id}"),
+                self.env.lease,
+                self.env.acquire_budget,
+            )
+            .await
+        {
             Ok(h) => h,
             Err(_) => {
                 Tally::bump(&tally.acquire_failed);
                 return false;
             }
         };
-        let token = handle.token();
+        let token = B::Session::token(&handle);
         self.step(Step::Acquired, s, &id, token).await;
         if let Ok(left) = s.remaining(&handle) {
             let ppm = (left.as_secs_f64() / self.env.lease.as_secs_f64() * 1e6) as u64;

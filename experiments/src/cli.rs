@@ -25,6 +25,8 @@ use crate::cgroup::{QuotaError, QuotaSpec};
 ///   experiments pause --ttl 1s --pauses 5 --seed 3 --disable-client-check
 ///       UC-03: the resumed worker submits with its stale token and fence 2
 ///       refuses it: fenced_out = 5, paid_twice = stale_paid = 0
+///   experiments pause --backend etcd --ttl 1s --pauses 5 --seed 3
+///       the same on etcd (its lock, fencepost's client arithmetic and fences)
 ///   experiments clock --cases 1000 --seed 1
 ///       simulated client/server clocks (offset, drift, quantisation, steps);
 ///       violation rate against grace / (θ + 2ρD + q), no real sleeps
@@ -91,6 +93,11 @@ pub struct PauseArgs {
     /// UC-03: the paused worker skips check_still_held/ensure_time_for, so its stale submit reaches fence 2.
     #[arg(long)]
     pub disable_client_check: bool,
+
+    /// The lock service: fencepost (the lock-server) or etcd (started from
+    /// `etcd` on PATH; the session TTL is rounded up to whole seconds; no grace).
+    #[arg(long, default_value = "fencepost")]
+    pub backend: bench::backend::BackendKind,
 
     /// Seed for the pause points, the workers' jitter and the rail's latency; random if absent (printed and recorded).
     #[arg(long)]
@@ -188,7 +195,10 @@ pub struct ThrottleArgs {
 /// `experiments worker` (internal): one `bench::worker::Worker` in this process.
 #[derive(Debug, Args, Clone)]
 pub struct WorkerArgs {
-    /// The lock-server.
+    /// The lock service `--lock-url` points at: `fencepost` or `etcd`.
+    #[arg(long, default_value = "fencepost")]
+    pub backend: bench::backend::BackendKind,
+    /// The lock-server (or etcd's client URL).
     #[arg(long)]
     pub lock_url: String,
     /// The rail-stub.

@@ -47,7 +47,9 @@ pub fn worker_args(idx: u64, env: &WorkerEnv, mode: WorkerMode) -> Vec<String> {
     let us = |d: Duration| format!("{}us", d.as_micros());
     let (policy, margin) = PolicySpec::of(env.margin);
     let mut args = vec![
-        "--lock-url".to_string(),
+        "--backend".to_string(),
+        env.backend.to_string(),
+        "--lock-url".into(),
         env.lock_url.clone(),
         "--rail-url".into(),
         env.rail_url.clone(),

@@ -1,5 +1,5 @@
-//! `experiments worker` (hidden): one `bench::worker::Worker` — the SDK payout
-//! worker, not a copy of it — running in its own OS process, so the pause
+//! `experiments worker` (hidden): one `bench::worker::Worker` — the payout
+//! worker, not a copy of it, on the SDK or on etcd (`--backend`) — running in its own OS process, so the pause
 //! experiment can freeze a whole process (its heartbeat task included) and the
 //! throttle experiment can put it in a cgroup.
 //!
@@ -25,7 +25,7 @@ use bench::cell::HeartbeatCounts;
 use bench::cpu::cpu_seconds;
 use bench::grid::parse_policy;
 use bench::hist::encode;
-use bench::worker::{ClaimHook, Tally, TallySnapshot, WorkQueue, Worker, WorkerEnv};
+use bench::worker::{ClaimHook, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker};
 use nix::sys::signal::{Signal, raise};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt as _;
@@ -178,6 +178,7 @@ struct PausePlan {
 pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> anyhow::Result<WorkerEnv> {
     let policy = parse_policy(&args.margin_policy)?;
     Ok(WorkerEnv {
+        backend: args.backend,
         lock_url: args.lock_url.clone(),
         rail_url: args.rail_url.clone(),
         lease: args.lease,
@@ -224,7 +225,7 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     // Only round mode reports claims (and freezes on one); continuous mode stays quiet.
     let hook = args.first.is_none().then(|| pause_hook(plan.clone()));
     let env = env_of(&args, hook)?;
-    let worker = Worker::new(args.idx, env)?;
+    let worker = build_worker(args.idx, env)?;
     emit(&WorkerLine::Ready {
         pid: std::process::id(),
     });

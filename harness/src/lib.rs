@@ -88,26 +88,10 @@ impl ChildService {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let name = binary
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| binary.display().to_string());
-        let stderr = std::fs::File::create(stderr_path).map_err(|source| HarnessError::Spawn {
-            path: stderr_path.to_path_buf(),
-            source,
-        })?;
+        let name = binary_name(binary);
         let mut cmd = Command::new(binary);
-        cmd.args(args)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr));
-        die_with_parent(&mut cmd);
-        let mut child = spawn_on_keeper(cmd).map_err(|source| HarnessError::Spawn {
-            path: binary.to_path_buf(),
-            source,
-        })?;
+        cmd.args(args).arg("--listen").arg("127.0.0.1:0");
+        let mut child = spawn_owned(binary, cmd, Stdio::piped(), stderr_path)?;
         let stdout = child.stdout.take().expect("stdout was piped");
         let (tx, rx) = mpsc::channel::<String>();
         // Reads the first line for us, then keeps draining so the child never
@@ -149,6 +133,34 @@ impl ChildService {
             }
             None => Err(service.not_ready(format!("first stdout line was {:?}", line.trim_end()))),
         }
+    }
+
+    /// Starts `binary` with exactly `args` (no `--listen` is added) and owns
+    /// it like [`ChildService::start`] does — killed on drop, and by the
+    /// kernel if this process dies — but does not wait for a `listening on`
+    /// line: for a server that prints none (etcd), whose port the caller
+    /// chose (`addr`) and whose readiness the caller checks. stdout is
+    /// discarded; stderr goes to `stderr_path`.
+    pub fn spawn_unready<I, S>(
+        binary: &Path,
+        args: I,
+        stderr_path: &Path,
+        addr: SocketAddr,
+    ) -> Result<Self, HarnessError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(binary);
+        cmd.args(args);
+        let child = spawn_owned(binary, cmd, Stdio::null(), stderr_path)?;
+        Ok(ChildService {
+            name: binary_name(binary),
+            child: Some(child),
+            addr,
+            stderr_path: stderr_path.to_path_buf(),
+            stopped: false,
+        })
     }
 
     fn not_ready(&mut self, why: String) -> HarnessError {
@@ -262,6 +274,37 @@ impl Drop for ChildService {
     fn drop(&mut self) {
         self.kill_now();
     }
+}
+
+/// The file name of `binary`, for messages.
+fn binary_name(binary: &Path) -> String {
+    binary
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| binary.display().to_string())
+}
+
+/// Spawns `cmd` (whose program is `binary`) the way every child here is
+/// owned: stdin closed, `stdout` as given, stderr into `stderr_path`, killed
+/// by the kernel if this process dies ([`die_with_parent`], [`spawn_on_keeper`]).
+fn spawn_owned(
+    binary: &Path,
+    mut cmd: Command,
+    stdout: Stdio,
+    stderr_path: &Path,
+) -> Result<Child, HarnessError> {
+    let stderr = std::fs::File::create(stderr_path).map_err(|source| HarnessError::Spawn {
+        path: stderr_path.to_path_buf(),
+        source,
+    })?;
+    cmd.stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::from(stderr));
+    die_with_parent(&mut cmd);
+    spawn_on_keeper(cmd).map_err(|source| HarnessError::Spawn {
+        path: binary.to_path_buf(),
+        source,
+    })
 }
 
 /// Parses `listening on http://IP:PORT`.

@@ -152,7 +152,7 @@ impl MarginPolicy {
     }
 
     /// The margin, in ppm, for a grant of `lease`, given the RTTs seen so far.
-    pub(crate) fn margin_ppm(&self, lease: Duration, rtt: lease::RttSummary) -> u64 {
+    pub fn margin_ppm(&self, lease: Duration, rtt: lease::RttSummary) -> u64 {
         match *self {
             MarginPolicy::Fixed(m) => lease::ppm_nearest(m),
             MarginPolicy::Adaptive { k, floor, ceiling } => {
@@ -162,7 +162,7 @@ impl MarginPolicy {
     }
 
     /// Whether the margin depends on observed RTTs.
-    pub(crate) fn is_adaptive(&self) -> bool {
+    pub fn is_adaptive(&self) -> bool {
         matches!(self, MarginPolicy::Adaptive { .. })
     }
 }

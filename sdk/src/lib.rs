@@ -48,7 +48,7 @@ pub mod clock;
 mod config;
 mod error;
 pub mod lease;
-mod metrics;
+pub mod metrics;
 mod session;
 #[cfg(test)]
 mod test_support;
@@ -60,6 +60,7 @@ pub use clock::{BootTimeClock, Clock, FakeClock, MonoTime, MonotonicClock, Tokio
 pub use config::{ConfigError, LockClientConfig, MarginPolicy};
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
 pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary};
+pub use session::schedule;
 pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
 
 /// The HDR histogram type [`LockClient::rtt_histogram`] (and the corrected and

@@ -38,8 +38,9 @@
 //! - repeats with seeds `seed + i` (issue 13): [`CellPlan::seed`] is the only
 //!   seed a cell uses (stack, workers, schedule), so a repeat is a plan with
 //!   another seed and a repeat index;
-//! - an etcd backend (issue 15): a variant of [`Runtime`] started by the
-//!   [`Stack`] and a worker built from [`CellPlan::worker_env`] for it;
+//! - an etcd backend (issue 15): [`Runtime::Etcd`], started by the
+//!   [`Stack`]; [`CellPlan::worker_env`] names the stack's backend and the
+//!   pool builds the matching worker (`crate::worker::build_worker`);
 //! - chaos fault schedules (issue 16): variants of [`Fault`], run by the stack
 //!   inside the window.
 
@@ -168,6 +169,7 @@ impl CellPlan {
     /// What a worker of this cell needs, against `stack`'s services.
     pub fn worker_env(&self, stack: &Stack, on_claimed: Option<ClaimHook>) -> WorkerEnv {
         WorkerEnv {
+            backend: stack.backend(),
             lock_url: stack.lock_url().to_string(),
             rail_url: stack.rail_url().to_string(),
             lease: self.lease,
@@ -510,6 +512,7 @@ pub async fn measure(
         workers,
         cpu,
         fences,
+        backend: stack.backend(),
     }))
 }
 

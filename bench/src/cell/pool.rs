@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::hist::Histograms;
-use crate::worker::{Tally, TallySnapshot, WorkQueue, Worker, WorkerEnv};
+use crate::worker::{RunWorker, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker};
 
 /// The SDK's heartbeat counters of one client or a sum of them (C5
 /// `lock.heartbeat.outcomes`, ticks, `lock.session.lost` by reason); what a
@@ -165,8 +165,8 @@ pub struct Pool {
     stop: watch::Sender<bool>,
     /// The in-process members' shared counts, read live for the progress line.
     tally: Arc<Tally>,
-    /// In-process members: the worker (its SDK client holds its histograms) and its task.
-    local: Vec<(Arc<Worker>, JoinHandle<()>)>,
+    /// In-process members: the worker (its lock client holds its histograms) and its task.
+    local: Vec<(Arc<dyn RunWorker>, JoinHandle<()>)>,
     /// Members running elsewhere.
     remote: Vec<Box<dyn RemoteWorker>>,
     /// What the members joined so far measured (local counts are added at [`Pool::finish`]).
@@ -203,7 +203,7 @@ impl Pool {
         env: WorkerEnv,
         queue: Arc<WorkQueue>,
     ) -> anyhow::Result<()> {
-        let worker = Arc::new(Worker::new(idx, env)?);
+        let worker = build_worker(idx, env)?;
         let (w, t, s) = (worker.clone(), self.tally.clone(), self.stop.subscribe());
         let task = tokio::spawn(async move { w.run(queue, t, s).await });
         self.local.push((worker, task));

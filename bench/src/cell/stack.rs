@@ -5,8 +5,12 @@
 //! (the server pause), and *always* stops all of it: [`Stack::stop`] on the
 //! normal path, `Drop` on every other one (error, Ctrl-C, panic unwinding).
 //!
-//! Seams: a second lock backend (issue 15's etcd) is a [`Runtime`] or lock
-//! variant started here, with its URL in [`Stack::lock_url`]; replicas (issue
+//! A second lock backend, etcd (issue 15), is [`Runtime::Etcd`]: the stack
+//! starts etcd as its lock child (or uses `--etcd-url`), with its client URL
+//! in [`Stack::lock_url`] and [`Stack::backend`] telling workers which
+//! client to build; the pause fault and the pids work on it unchanged.
+//!
+//! Seams: replicas (issue
 //! 16) turn the lock child into a list; CPU seconds per process (issue 12)
 //! read the pids from [`Stack::pids`], the fence-1 trace the rail-stub's log
 //! from [`Stack::rail_log`].
@@ -21,6 +25,8 @@ use fencepost_harness::ChildService;
 use serde::Serialize;
 
 use super::faults::{Fault, FaultTargets, FaultTasks};
+use crate::backend::BackendKind;
+use crate::backend::etcd::server::EtcdServer;
 use crate::docker::{self, DockerServices, DockerSpec};
 use crate::proxy::{self, BaselineError, DelayProxy, ProxyOverhead};
 use crate::rail::RailClient;
@@ -46,6 +52,13 @@ pub enum Runtime {
         lock_image: String,
         /// The rail-stub image.
         rail_image: String,
+    },
+    /// etcd as the lock service (issue 15) and a rail-stub child: etcd is
+    /// started as a child (`etcd` on PATH, data in the stack's directory)
+    /// unless `etcd_url` names one.
+    Etcd {
+        /// An etcd the user runs (its client URL); `None` starts one.
+        etcd_url: Option<String>,
     },
     /// Services the user runs; counters are read as before/after deltas.
     External {
@@ -86,6 +99,8 @@ enum Services {
     },
     /// Containers, removed when dropped (boxed: the guard is large).
     Docker(Box<DockerServices>),
+    /// A rail-stub child in front of a lock service someone else runs (`--etcd-url`).
+    RailOnly(ChildService),
     /// Nothing to stop.
     External,
 }
@@ -104,6 +119,8 @@ pub struct Stack {
     lock_url: String,
     /// Where workers send rail traffic.
     rail_url: String,
+    /// The lock service behind `lock_url`.
+    backend: BackendKind,
     /// The driver's rail client: seeds backlogs and reads the ledger.
     rail: RailClient,
     /// Where the services' logs (and the embedded store) are.
@@ -118,7 +135,7 @@ fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> anyhow::Result
 /// Starts a child on a blocking thread (it waits for the `listening on` line).
 /// The harness forks from one long-lived thread of its own, so
 /// `PR_SET_PDEATHSIG` does not fire when this pool thread retires.
-async fn spawn_child(
+pub(crate) async fn spawn_child(
     package: &'static str,
     args: Vec<String>,
     log: PathBuf,
@@ -176,9 +193,26 @@ impl Stack {
                 let urls = (d.lock_url.clone(), d.rail_url.clone());
                 (Services::Docker(Box::new(d)), urls.0, urls.1)
             }
+            Runtime::Etcd { etcd_url } => {
+                let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
+                let rail_url = rail.url();
+                match etcd_url {
+                    Some(url) => (Services::RailOnly(rail), url.clone(), rail_url),
+                    None => {
+                        let etcd = EtcdServer::start(dir).await?;
+                        let url = etcd.url().to_string();
+                        let lock = Arc::new(Mutex::new(etcd.into_child()));
+                        (Services::Process { lock, rail }, url, rail_url)
+                    }
+                }
+            }
             Runtime::External { lock_url, rail_url } => {
                 (Services::External, lock_url.clone(), rail_url.clone())
             }
+        };
+        let backend = match spec.runtime {
+            Runtime::Etcd { .. } => BackendKind::Etcd,
+            _ => BackendKind::Fencepost,
         };
         // From here on the stack owns the services, so every exit path stops them.
         let mut stack = Stack {
@@ -189,6 +223,7 @@ impl Stack {
             rail: RailClient::new(&rail_url, DRIVER_RAIL_TIMEOUT),
             lock_url,
             rail_url,
+            backend,
             dir: dir.to_path_buf(),
         };
         let targets = stack.fault_targets();
@@ -206,6 +241,11 @@ impl Stack {
     /// Where workers send lock traffic (through the delay proxy, when there is one).
     pub fn lock_url(&self) -> &str {
         &self.lock_url
+    }
+
+    /// The lock service behind [`Stack::lock_url`].
+    pub fn backend(&self) -> BackendKind {
+        self.backend
     }
 
     /// The rail-stub's base URL.
@@ -298,6 +338,7 @@ impl Stack {
             }
             // Containers, relay and network are removed by its own Drop.
             Some(Services::Docker(d)) => drop(d),
+            Some(Services::RailOnly(rail)) => drop(rail),
             Some(Services::External) | None => {}
         }
     }

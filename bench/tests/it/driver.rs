@@ -24,7 +24,7 @@ pub(crate) fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
-/// A two-worker configuration on an in-memory store; `net_delay` through the proxy.
+/// A two-worker configuration on an in-memory store, seed 7; `net_delay` through the proxy; shared with `etcd.rs`.
 pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
     RunConfig {
         runtime: Runtime::Process {
@@ -43,6 +43,8 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         seed: 7,
         client_check: true,
         warmup: None,
+        backends: vec![bench::backend::BackendKind::Fencepost],
+        etcd_url: None,
     }
 }
 

@@ -77,8 +77,12 @@ async fn a_stalled_heartbeat_is_corrected_for_coordinated_omission_in_the_cell()
         Some(StepHook(Arc::new(
             move |ctx: StepCtx<'_>| -> BoxFuture<'static, ()> {
                 if ctx.step == Step::Checked && !stalled.swap(true, Ordering::SeqCst) {
-                    assert_eq!(ctx.session.heartbeat_period(), Duration::from_millis(100));
+                    assert_eq!(
+                        ctx.session.expect("fencepost backend").heartbeat_period(),
+                        Duration::from_millis(100)
+                    );
                     ctx.session
+                        .expect("fencepost backend")
                         .inject_heartbeat_fault(HeartbeatFault::Stall(Duration::from_secs(1)));
                     // Hold the handle through the stall, so its lease keeps the period.
                     return Box::pin(tokio::time::sleep(Duration::from_millis(1_200)));
@@ -162,7 +166,9 @@ fn sabotage(stack: &Stack, at: Step, pay: bool, done: Arc<AtomicBool>) -> StepHo
             if ctx.step != at || done.swap(true, Ordering::SeqCst) {
                 return Box::pin(async {});
             }
-            ctx.session.inject_heartbeat_fault(HeartbeatFault::Mute);
+            ctx.session
+                .expect("fencepost backend")
+                .inject_heartbeat_fault(HeartbeatFault::Mute);
             let rival = take_over(
                 lock_url.clone(),
                 rail_url.clone(),

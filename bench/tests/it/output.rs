@@ -130,6 +130,7 @@ fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         warmup_s: 0.35,
         build_profile: "release".into(),
         cpu_quota: String::new(),
+        backend: "fencepost".into(),
     }
 }
 

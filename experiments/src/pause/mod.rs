@@ -34,6 +34,8 @@ mod rounds;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use bench::backend::BackendKind;
+use bench::backend::etcd::session_ttl_on_etcd;
 use bench::cell::{CellPlan, Conditions, Hooks, Runtime, Stack, measure};
 use bench::grid::PolicySpec;
 use bench::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
@@ -44,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::PauseArgs;
 use crate::output::{RunDir, block_on, exit_code};
-use crate::timeline::Freeze;
+use crate::timeline::{Event, EventKind, Freeze};
 
 /// The R7 prefix of the pause backlog.
 pub const PAYOUT_PREFIX: &str = "pause";
@@ -83,16 +85,24 @@ pub struct PauseConfig {
     pub worst_case_hop_ms: u64,
     /// Acquire budget, ms (lease / 4).
     pub acquire_budget_ms: u64,
+    /// The lock service (issue 15); absent in runs before it: fencepost.
+    #[serde(default)]
+    pub backend: BackendKind,
 }
 
 impl PauseConfig {
     /// Resolves `args` with `seed`.
     pub fn resolve(args: &PauseArgs, seed: u64) -> Self {
         let tb = TimeBase::for_lease(args.ttl, true);
-
+        let session_ttl = args.session_ttl.unwrap_or(args.ttl);
+        // On etcd the session is the etcd lease every key shares: whole seconds.
+        let session_ttl = match args.backend {
+            BackendKind::Fencepost => session_ttl,
+            BackendKind::Etcd => session_ttl_on_etcd(args.ttl, session_ttl),
+        };
         PauseConfig {
             ttl_ms: args.ttl.as_millis() as u64,
-            session_ttl_ms: args.session_ttl.unwrap_or(args.ttl).as_millis() as u64,
+            session_ttl_ms: session_ttl.as_millis() as u64,
             pauses: args.pauses,
             workers: args.workers,
             payouts_per_pause: args.payouts_per_pause,
@@ -104,6 +114,15 @@ impl PauseConfig {
             rail_read_timeout_ms: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
             worst_case_hop_ms: tb.worst_case_hop(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
             acquire_budget_ms: (args.ttl / 4).as_millis().max(1) as u64,
+            backend: args.backend,
+        }
+    }
+
+    /// Where the services come from: the lock-server, or etcd, beside a rail-stub child.
+    pub fn runtime(&self) -> Runtime {
+        match self.backend {
+            BackendKind::Fencepost => Runtime::Process { store: None },
+            BackendKind::Etcd => Runtime::Etcd { etcd_url: None },
         }
     }
 
@@ -160,6 +179,11 @@ pub struct PauseRecord {
     pub stale_submissions: Vec<SubmissionOutcome>,
     /// `abandoned` (no ledger call under the stale token) or `fenced_out` (fence 2 refused it) or `paid` (a violation).
     pub outcome: String,
+    /// Seconds from the freeze to the first claim of the payout by another
+    /// worker: how long the lock service kept the frozen holder's key (lease
+    /// or session TTL, plus grace on fencepost; plus etcd's lessor check on etcd).
+    #[serde(default)]
+    pub takeover_after_s: Option<f64>,
 }
 
 impl PauseRecord {
@@ -245,7 +269,7 @@ pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
     let run_dir = RunDir::create("pause", args.out.as_deref(), seed, &cfg)?;
     let dir = run_dir.dir.clone();
     let plan = cfg.plan()?;
-    let mut stack = Stack::start(&plan.stack_spec(&Runtime::Process { store: None }), &dir).await?;
+    let mut stack = Stack::start(&plan.stack_spec(&cfg.runtime()), &dir).await?;
     let mut rounds = rounds::Rounds::new(&cfg);
     let hooks = Hooks {
         on_claimed: Some(rounds.claim_hook()),
@@ -259,6 +283,9 @@ pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
         PauseResult::judge(&m.ledger, cfg.client_check, cfg.pauses);
     let l = &m.ledger;
     let events = rounds.take_events();
+    for r in &mut rounds.records {
+        r.takeover_after_s = takeover_after(r, &events);
+    }
     std::fs::write(dir.join("events.json"), serde_json::to_vec_pretty(&events)?)?;
     let result = PauseResult {
         client_check: cfg.client_check,
@@ -283,6 +310,20 @@ pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
     run_dir.write_json("pause.json", &result)?;
     let dir = run_dir.finish(&report::report_section(&result))?;
     Ok((result, dir))
+}
+
+/// Seconds from `r`'s freeze to the first claim of its payout by another
+/// worker, from the timeline.
+fn takeover_after(r: &PauseRecord, events: &[Event]) -> Option<f64> {
+    events
+        .iter()
+        .find(|e| {
+            e.kind == EventKind::Claimed
+                && e.worker != PAUSED_WORKER
+                && e.payout.as_deref() == Some(r.payout.as_str())
+                && e.t_s >= r.stopped_at_s
+        })
+        .map(|e| e.t_s - r.stopped_at_s)
 }
 
 /// `experiments pause`: runs, prints the summary, returns the exit code

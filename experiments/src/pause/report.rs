@@ -13,13 +13,14 @@ pub fn report_section(r: &PauseResult) -> String {
     let mut s = String::new();
     let check = if r.client_check { "on" } else { "off (UC-03)" };
     s.push_str(&format!(
-        "## Pause experiment (T-042): client check {check}\n\n\
+        "## Pause experiment (T-042) on {}: client check {check}\n\n\
          A worker in its own process was SIGSTOPped {} times inside its critical section \
          (after fence 1, before the D4 check) for at least {} × its {} ms lease, while {} other \
          workers took its payout over. Counts from the rail's ledger (`check_ledger`):\n\n\
          | client_check | pauses | fenced_out | fence 1 | fence 2 | duplicate_attempted | paid | paid_twice | stale_paid | ledger ok |\n\
          |---|---|---|---|---|---|---|---|---|---|\n\
          | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} |\n\n",
+        r.config.backend,
         r.pauses,
         r.config.pause_factor,
         r.config.ttl_ms,
@@ -37,13 +38,14 @@ pub fn report_section(r: &PauseResult) -> String {
         r.ledger_ok,
     ));
     s.push_str(&format!(
-        "Expectation: {} — **{}**.\n\n| round | payout | stale token | paid under | frozen ms | stale token's fate |\n|---|---|---|---|---|---|\n",
+        "{}Expectation: {} — **{}**.\n\n| round | payout | stale token | paid under | frozen ms | taken over after ms | stale token's fate |\n|---|---|---|---|---|---|---|\n",
+        backend_note(r),
         r.expectation,
         if r.expectation_met { "met" } else { "NOT met" }
     ));
     for p in &r.paused {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {} |\n",
+            "| {} | {} | {} | {} | {:.0} | {} | {} |\n",
             p.round,
             p.payout,
             p.stale_token,
@@ -51,6 +53,9 @@ pub fn report_section(r: &PauseResult) -> String {
                 .map(|t| t.to_string())
                 .unwrap_or_else(|| "-".into()),
             (p.resumed_at_s - p.stopped_at_s) * 1e3,
+            p.takeover_after_s
+                .map(|t| format!("{:.0}", t * 1e3))
+                .unwrap_or_else(|| "-".into()),
             p.outcome
         ));
     }
@@ -62,12 +67,30 @@ pub fn report_section(r: &PauseResult) -> String {
     s
 }
 
+/// What differs on etcd, in the report's words (empty on fencepost).
+fn backend_note(r: &PauseResult) -> String {
+    match r.config.backend {
+        bench::backend::BackendKind::Fencepost => String::new(),
+        bench::backend::BackendKind::Etcd => format!(
+            "On etcd the key lives on the frozen worker's session lease ({} ms: etcd leases are \
+             whole seconds) and etcd has no grace: the key is deleted once etcd's lessor finds the \
+             lease expired (it checks every 500 ms), and the next acquire's txn gets it with a \
+             higher create revision, the fencing token. The client-side arithmetic is fencepost's \
+             (deadline from the send of each keep-alive, `check_still_held`, `ensure_time_for`); the \
+             fences are the rail's. \"Taken over after\" is the freeze to the first other \
+             worker's claim.\n\n",
+            r.config.session_ttl_ms
+        ),
+    }
+}
+
 /// The lines `experiments pause` prints at the end.
 pub fn summary(r: &PauseResult, dir: &Path) -> String {
     format!(
-        "pause.json: client_check={} pauses={} fenced_out={} duplicate_attempted={} paid={} paid_twice={} stale_paid={}\n\
+        "pause.json: backend={} client_check={} pauses={} fenced_out={} duplicate_attempted={} paid={} paid_twice={} stale_paid={}\n\
          expectation {}: {}\n\
          results: {}\n",
+        r.config.backend,
         r.client_check,
         r.pauses,
         r.fenced_out,

@@ -185,6 +185,7 @@ impl<'a> Rounds<'a> {
             resumed_at_s,
             stale_submissions,
             outcome: outcome.into(),
+            takeover_after_s: None,
         });
         Ok(())
     }

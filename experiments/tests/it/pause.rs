@@ -75,3 +75,43 @@ fn frozen_worker_without_the_client_check_is_refused_by_fence_two_every_time() {
             .all(|p| p.outcome == "fenced_out" && p.paid_token > Some(p.stale_token))
     );
 }
+
+/// The same freeze on etcd (`--backend etcd`): etcd's lock (a key on the
+/// frozen worker's lease), fencepost's client arithmetic, the rail's fences.
+/// Without the client check the resumed holder's stale submit reaches fence
+/// 2 once per pause; nothing is paid twice. Skipped without `etcd` on PATH,
+/// except under `CI=true`, where that fails.
+#[test]
+fn on_etcd_a_frozen_worker_without_the_client_check_is_refused_by_fence_two() {
+    if bench::backend::etcd::server::etcd_binary().is_err() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "CI=true and no etcd on PATH for the etcd pause experiment"
+        );
+        eprintln!("skipping: no etcd on PATH");
+        return;
+    }
+    let r = run_pause(
+        "pause-etcd-off",
+        &["--backend", "etcd", "--disable-client-check"],
+    );
+    assert_eq!(r.config.backend, bench::backend::BackendKind::Etcd);
+    assert_eq!(
+        r.config.session_ttl_ms, 1_000,
+        "etcd leases are whole seconds"
+    );
+    assert_eq!(r.pauses, 5);
+    assert_eq!(
+        r.fenced_out_fence2, 5,
+        "one fence-2 refusal per pause: {r:?}"
+    );
+    assert_eq!(
+        (r.paid_twice, r.stale_paid, r.duplicate_attempted),
+        (0, 0, 0)
+    );
+    assert_eq!(r.paid, 20);
+    assert!(r.ledger_ok);
+    assert!(r.paused.iter().all(|p| p.outcome == "fenced_out"
+        && p.paid_token > Some(p.stale_token)
+        && p.takeover_after_s.is_some()));
+}

@@ -34,7 +34,7 @@ const MAX_US: u64 = 3_600_000_000;
 
 /// The outcome of one heartbeat exchange (L2 or L5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// The server answered (any status): the RTT is a sample.
     Reply,
     /// No answer within the timeout: a right-censored sample at the give-up time.
@@ -332,8 +332,10 @@ fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
-/// The client's shared measurements.
-pub(crate) struct Metrics {
+/// The client's shared measurements. Public so that a lock client for
+/// another service (the bench's etcd adapter, issue 15) records its
+/// keep-alives in the same recorder, and the same columns mean the same.
+pub struct Metrics {
     /// Raw L2/L5 RTT: replies, and timeouts at their give-up time ("≥").
     rtt: Recorder,
     /// RTT from the scheduled send (coordinated-omission corrected).
@@ -352,7 +354,7 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     /// Empty measurements; `adaptive` keeps the policy's own RTT view.
-    pub(crate) fn new(adaptive: bool) -> Self {
+    pub fn new(adaptive: bool) -> Self {
         Metrics {
             rtt: Recorder::new(),
             corrected: Recorder::new(),
@@ -366,7 +368,7 @@ impl Metrics {
     /// Records one L2/L5 exchange: its outcome, and for a reply or a
     /// timeout its (raw) RTT `received − send` and its corrected samples
     /// (`corrected`, measured from the scheduled send(s)).
-    pub(crate) fn record_exchange(
+    pub fn record_exchange(
         &self,
         outcome: Outcome,
         rtt: Duration,
@@ -399,7 +401,7 @@ impl Metrics {
 
     /// `count` scheduled ticks came due; the one that sent did so `lag` late
     /// (`None`: none sent, all `count` are missed).
-    pub(crate) fn record_ticks(&self, count: u64, lag: Option<Duration>) {
+    pub fn record_ticks(&self, count: u64, lag: Option<Duration>) {
         bump(&self.counters.hb_ticks, count);
         match lag {
             Some(lag) => {
@@ -412,28 +414,28 @@ impl Metrics {
 
     /// Ticks that were still needed when the session was found lost: each
     /// lateness is a censored corrected sample.
-    pub(crate) fn record_unserved(&self, lateness: impl IntoIterator<Item = Duration>) {
+    pub fn record_unserved(&self, lateness: impl IntoIterator<Item = Duration>) {
         self.corrected.record_all(1, lateness);
     }
 
     /// A copy of the raw RTT histogram (µs).
-    pub(crate) fn rtt_snapshot(&self) -> Histogram<u64> {
+    pub fn rtt_snapshot(&self) -> Histogram<u64> {
         self.rtt.snapshot()
     }
 
     /// A copy of the corrected RTT histogram (µs).
-    pub(crate) fn corrected_snapshot(&self) -> Histogram<u64> {
+    pub fn corrected_snapshot(&self) -> Histogram<u64> {
         self.corrected.snapshot()
     }
 
     /// A copy of the tick-lag histogram (µs).
-    pub(crate) fn tick_lag_snapshot(&self) -> Histogram<u64> {
+    pub fn tick_lag_snapshot(&self) -> Histogram<u64> {
         self.tick_lag.snapshot()
     }
 
     /// Empties the three histograms and the adaptive policy's view (which
     /// puts an adaptive margin back into warm-up).
-    pub(crate) fn reset_rtt(&self) {
+    pub fn reset_rtt(&self) {
         self.rtt.reset();
         self.corrected.reset();
         self.tick_lag.reset();
@@ -444,7 +446,7 @@ impl Metrics {
 
     /// Zeroes every measurement (histograms, counters, margin stats) except
     /// the adaptive policy's RTT view: for the bench's warm-up.
-    pub(crate) fn reset_measurements(&self) {
+    pub fn reset_measurements(&self) {
         self.rtt.reset();
         self.corrected.reset();
         self.tick_lag.reset();
@@ -457,7 +459,7 @@ impl Metrics {
     }
 
     /// Sample count and p99 for the adaptive margin (its own view).
-    pub(crate) fn rtt_summary(&self) -> RttSummary {
+    pub fn rtt_summary(&self) -> RttSummary {
         let Some(view) = &self.policy_rtt else {
             return RttSummary::default();
         };
@@ -469,35 +471,39 @@ impl Metrics {
     }
 
     /// Records the margin (ppm) applied to a deadline of `kind`.
-    pub(crate) fn margin_applied(&self, kind: DeadlineKind, ppm: u64) {
+    pub fn margin_applied(&self, kind: DeadlineKind, ppm: u64) {
         self.margins[kind.index()].record(ppm);
     }
 
     /// The margins applied so far.
-    pub(crate) fn margin_stats(&self) -> MarginStats {
+    pub fn margin_stats(&self) -> MarginStats {
         MarginStats {
             by_kind: [0, 1, 2, 3, 4].map(|i| self.margins[i].summary()),
         }
     }
 
-    pub(crate) fn heartbeat_ok(&self) {
+    /// Counts one L2 (or other backend's keep-alive) answered with a grant.
+    pub fn heartbeat_ok(&self) {
         bump(&self.counters.heartbeats, 1);
     }
 
-    pub(crate) fn renewal_ok(&self) {
+    /// Counts one L5 renewal granted.
+    pub fn renewal_ok(&self) {
         bump(&self.counters.renewals, 1);
     }
 
-    pub(crate) fn handle_lost(&self) {
+    /// Counts one handle reported lost to the listeners.
+    pub fn handle_lost(&self) {
         bump(&self.counters.handles_lost, 1);
     }
 
-    pub(crate) fn abandoned(&self) {
+    /// Counts one `ensure_time_for` refusal (`lock.lease.abandoned`).
+    pub fn abandoned(&self) {
         bump(&self.counters.abandoned, 1);
     }
 
     /// Counts a lost session under its C5 reason label.
-    pub(crate) fn session_lost(&self, reason: LostReason) {
+    pub fn session_lost(&self, reason: LostReason) {
         let counter = match reason {
             LostReason::SessionExpired => &self.counters.lost_expired,
             LostReason::SessionUnknown => &self.counters.lost_unknown,
@@ -507,7 +513,8 @@ impl Metrics {
         bump(counter, 1);
     }
 
-    pub(crate) fn stats(&self) -> ClientStats {
+    /// A point-in-time copy of the counters.
+    pub fn stats(&self) -> ClientStats {
         let c = &self.counters;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         ClientStats {
@@ -528,7 +535,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of the C5 SDK metrics.
-    pub(crate) fn prometheus_text(&self) -> String {
+    pub fn prometheus_text(&self) -> String {
         text::render(self)
     }
 }

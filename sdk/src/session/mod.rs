@@ -20,7 +20,7 @@ mod fault;
 mod handle;
 mod heartbeat;
 mod listeners;
-mod schedule;
+pub mod schedule;
 mod shared;
 
 use std::fmt;

@@ -16,24 +16,24 @@ use std::time::Duration;
 /// At most this many corrected samples are recorded for one exchange (the
 /// tick counters still count every tick): a 1 ms period and an hour-long stall
 /// would otherwise record 3.6 million values in one go.
-pub(crate) const MAX_CORRECTED_SAMPLES: u64 = 1_000_000;
+pub const MAX_CORRECTED_SAMPLES: u64 = 1_000_000;
 
 /// The scheduled ticks one wake-up serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Due {
+pub struct Due {
     /// The earliest scheduled tick not yet served, as an offset from the
     /// task's start.
-    pub(crate) first: Duration,
+    pub first: Duration,
     /// How many scheduled ticks are due (at least 1): `first`, `first + P`, ….
-    pub(crate) count: u64,
+    pub count: u64,
     /// The period in force.
-    pub(crate) period: Duration,
+    pub period: Duration,
 }
 
 impl Due {
     /// The ticks due at `now` when the earliest unserved one is `first`. A
     /// wake-up before `first` (which the task never does) serves that tick.
-    pub(crate) fn at(first: Duration, period: Duration, now: Duration) -> Due {
+    pub fn at(first: Duration, period: Duration, now: Duration) -> Due {
         let late = now.saturating_sub(first);
         let extra = match period.as_nanos() {
             0 => 0,
@@ -47,21 +47,21 @@ impl Due {
     }
 
     /// The next tick to wait for: the first one after those served.
-    pub(crate) fn next(&self) -> Duration {
+    pub fn next(&self) -> Duration {
         let served = u32::try_from(self.count).unwrap_or(u32::MAX);
         self.first
             .saturating_add(self.period.saturating_mul(served))
     }
 
     /// The lateness of the exchange sent at `sent`: `sent − first`.
-    pub(crate) fn lag(&self, sent: Duration) -> Duration {
+    pub fn lag(&self, sent: Duration) -> Duration {
         sent.saturating_sub(self.first)
     }
 
     /// The corrected samples of an exchange sent `lag` after `first` that
     /// took `rtt`: `rtt + lag − j·P` for each served tick `j`, largest first,
     /// at most [`MAX_CORRECTED_SAMPLES`].
-    pub(crate) fn corrected(&self, rtt: Duration, lag: Duration) -> impl Iterator<Item = Duration> {
+    pub fn corrected(&self, rtt: Duration, lag: Duration) -> impl Iterator<Item = Duration> {
         let total = rtt.saturating_add(lag);
         let period = self.period;
         (0..self.count.min(MAX_CORRECTED_SAMPLES)).map(move |j| {
@@ -75,11 +75,7 @@ impl Due {
     /// deadline, i.e. with a lateness above `overrun`. Each yields its
     /// lateness `at − scheduled`, a right-censored ("≥") corrected sample:
     /// its heartbeat never went out.
-    pub(crate) fn unserved(
-        &self,
-        at: Duration,
-        overrun: Duration,
-    ) -> impl Iterator<Item = Duration> {
+    pub fn unserved(&self, at: Duration, overrun: Duration) -> impl Iterator<Item = Duration> {
         self.corrected(Duration::ZERO, self.lag(at))
             .filter(move |lateness| *lateness > overrun)
     }
@@ -89,7 +85,7 @@ impl Due {
 /// due under `old`: the last tick plus the new period, but not in the past
 /// (a shorter period is a change of plan, not lateness: it is not counted as
 /// lag).
-pub(crate) fn rebase(next: Duration, old: Duration, new: Duration, now: Duration) -> Duration {
+pub fn rebase(next: Duration, old: Duration, new: Duration, now: Duration) -> Duration {
     next.saturating_sub(old).saturating_add(new).max(now)
 }
 

@@ -1,0 +1,417 @@
+//! The one closed-loop driver of `bench peer`: N client tasks, each with its
+//! own connection and its own session (fencepost) or lease (etcd), loop one
+//! operation for a warm-up and then a measured window. Every attempt in the
+//! window is counted: a success is a latency sample (send → reply, µs, HDR),
+//! a failure or timeout is an error. Closed loop: each task sends its next
+//! request when the previous one is answered, so there is no schedule to
+//! fall behind (no coordinated omission to correct); throughput is what the
+//! server sustains at that concurrency.
+//!
+//! Each system is driven through its native client: fencepost over HTTP/1.1
+//! keep-alive (`reqwest`, one connection per task), etcd over gRPC
+//! (`etcd-client`, one channel per task).
+//! - heartbeat: fencepost L2 on the task's session; etcd one LeaseKeepAlive
+//!   on the task's stream (sent, then its answer read).
+//! - grant: fencepost L4 on the task's own key, then L6 with the token;
+//!   etcd `txn(create_revision(key) == 0 → put(key, lease))`, then
+//!   `txn(create_revision(key) == token → delete(key))`: two durable writes
+//!   on each side.
+
+use std::time::Duration;
+
+use etcd_client::{Compare, CompareOp, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp};
+use fencepost_sdk::Histogram;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::hist;
+
+/// How long one operation may take before it counts as an error.
+const OP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The session TTL / lease TTL of the peer clients: far longer than a run,
+/// so nothing expires under the load.
+const CLIENT_TTL_S: i64 = 60;
+
+/// The operation a measurement loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PeerOp {
+    /// L2 vs LeaseKeepAlive.
+    Heartbeat,
+    /// L4 + L6 vs the acquire txn + the guarded delete.
+    Grant,
+}
+
+impl PeerOp {
+    /// The `op` column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerOp::Heartbeat => "heartbeat",
+            PeerOp::Grant => "grant",
+        }
+    }
+}
+
+impl std::str::FromStr for PeerOp {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "heartbeat" => Ok(PeerOp::Heartbeat),
+            "grant" => Ok(PeerOp::Grant),
+            other => Err(format!("unknown op {other:?}: expected heartbeat or grant")),
+        }
+    }
+}
+
+/// Which server a measurement drives.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// A fencepost lock-server at this base URL.
+    Fencepost(String),
+    /// etcd at this client URL.
+    Etcd(String),
+}
+
+/// What one measurement counted.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// Successful operations that started in the window.
+    pub ops: u64,
+    /// Failed or timed-out operations that started in the window.
+    pub errors: u64,
+    /// From the window's start until the last operation of it ended, s.
+    pub seconds: f64,
+    /// Latency of every successful operation, µs.
+    pub latency: Histogram<u64>,
+    /// The first error seen (warm-up included), for the log.
+    pub first_error: Option<String>,
+}
+
+impl Sample {
+    /// Successful operations per second.
+    pub fn ops_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.ops as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A fencepost client's request URLs, parsed once at set-up so the timed
+/// loop spends nothing on them (the driver shares the cores it measures).
+struct FencepostUrls {
+    /// L2 of the session.
+    heartbeat: reqwest::Url,
+    /// L4 of the client's key.
+    acquire: reqwest::Url,
+    /// L6 of the client's key.
+    release: reqwest::Url,
+    /// L3 of the session.
+    close: reqwest::Url,
+}
+
+/// One client task's connection and session.
+enum Client {
+    /// A reqwest client (one keep-alive connection) and a lock-server session.
+    Fencepost {
+        http: reqwest::Client,
+        urls: Box<FencepostUrls>,
+        session: String,
+    },
+    /// An etcd client (one gRPC channel), a lease and its keep-alive stream.
+    Etcd {
+        client: Box<etcd_client::Client>,
+        lease: i64,
+        stream: Box<(LeaseKeeper, LeaseKeepAliveStream)>,
+        key: String,
+    },
+}
+
+impl Client {
+    /// Connects client `i` and opens its session / lease (not timed).
+    async fn open(target: &Target, i: usize, tag: &str) -> anyhow::Result<Client> {
+        let key = format!("peer:{tag}:{i}");
+        match target {
+            Target::Fencepost(base) => {
+                let http = reqwest::Client::builder()
+                    .no_proxy()
+                    .tcp_nodelay(true)
+                    .pool_max_idle_per_host(1)
+                    .timeout(OP_TIMEOUT)
+                    .build()?;
+                let resp = http
+                    .post(format!("{base}/v1/sessions"))
+                    .json(&json!({"owner_id": format!("peer-{i}"), "ttl_ms": CLIENT_TTL_S * 1000}))
+                    .send()
+                    .await?;
+                let status = resp.status();
+                let body: Value = resp.json().await?;
+                anyhow::ensure!(status.as_u16() == 201, "L1: {status} {body}");
+                let session = body["session_id"]
+                    .as_str()
+                    .ok_or_else(|| anyhow::anyhow!("L1: no session_id in {body}"))?
+                    .to_string();
+                let url = |path: String| reqwest::Url::parse(&format!("{base}{path}"));
+                let urls = Box::new(FencepostUrls {
+                    heartbeat: url(format!("/v1/sessions/{session}/heartbeat"))?,
+                    acquire: url(format!("/v1/locks/{key}/acquire"))?,
+                    release: url(format!("/v1/locks/{key}/release"))?,
+                    close: url(format!("/v1/sessions/{session}"))?,
+                });
+                Ok(Client::Fencepost {
+                    http,
+                    urls,
+                    session,
+                })
+            }
+            Target::Etcd(url) => {
+                let mut client = etcd_client::Client::connect([url.as_str()], None).await?;
+                let lease = client.lease_grant(CLIENT_TTL_S, None).await?.id();
+                let stream = Box::new(client.lease_keep_alive(lease).await?);
+                Ok(Client::Etcd {
+                    client: Box::new(client),
+                    lease,
+                    stream,
+                    key,
+                })
+            }
+        }
+    }
+
+    /// One operation; `Ok` only when every request in it succeeded.
+    async fn op(&mut self, op: PeerOp) -> Result<(), String> {
+        match self {
+            Client::Fencepost {
+                http,
+                urls,
+                session,
+            } => fencepost_op(http, urls, session, op).await,
+            Client::Etcd {
+                client,
+                lease,
+                stream,
+                key,
+            } => etcd_op(client, *lease, stream, key, op)
+                .await
+                .map_err(|e| format!("{e:#}")),
+        }
+    }
+
+    /// Ends the session / revokes the lease (best effort).
+    async fn close(self) {
+        match self {
+            Client::Fencepost { http, urls, .. } => {
+                let _ = http.delete(urls.close.clone()).send().await;
+            }
+            Client::Etcd {
+                mut client, lease, ..
+            } => {
+                let _ = client.lease_revoke(lease).await;
+            }
+        }
+    }
+}
+
+/// L2, or L4 then L6.
+async fn fencepost_op(
+    http: &reqwest::Client,
+    urls: &FencepostUrls,
+    session: &str,
+    op: PeerOp,
+) -> Result<(), String> {
+    let post = |url: &reqwest::Url, body: Option<Value>| {
+        let req = http.post(url.clone());
+        match body {
+            Some(b) => req.json(&b),
+            None => req,
+        }
+        .send()
+    };
+    match op {
+        PeerOp::Heartbeat => {
+            let resp = post(&urls.heartbeat, None)
+                .await
+                .map_err(|e| format!("L2: {e}"))?;
+            let status = resp.status();
+            let body = resp.bytes().await.map_err(|e| format!("L2 body: {e}"))?;
+            if status.as_u16() != 200 {
+                return Err(format!("L2: {status} {}", String::from_utf8_lossy(&body)));
+            }
+        }
+        PeerOp::Grant => {
+            let resp = post(&urls.acquire, Some(json!({"session_id": session})))
+                .await
+                .map_err(|e| format!("L4: {e}"))?;
+            let status = resp.status();
+            let body: Value = resp.json().await.map_err(|e| format!("L4 body: {e}"))?;
+            let token = match (status.as_u16(), body["token"].as_u64()) {
+                (200, Some(t)) => t,
+                _ => return Err(format!("L4: {status} {body}")),
+            };
+            let resp = post(
+                &urls.release,
+                Some(json!({"session_id": session, "token": token})),
+            )
+            .await
+            .map_err(|e| format!("L6: {e}"))?;
+            let status = resp.status();
+            if status.as_u16() != 204 {
+                let body = resp.bytes().await.unwrap_or_default();
+                return Err(format!("L6: {status} {}", String::from_utf8_lossy(&body)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One LeaseKeepAlive, or the acquire txn then the guarded delete.
+async fn etcd_op(
+    client: &mut etcd_client::Client,
+    lease: i64,
+    stream: &mut (LeaseKeeper, LeaseKeepAliveStream),
+    key: &str,
+    op: PeerOp,
+) -> anyhow::Result<()> {
+    match op {
+        PeerOp::Heartbeat => {
+            let (keeper, replies) = stream;
+            keeper.keep_alive().await?;
+            let r = replies
+                .message()
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("the keep-alive stream ended"))?;
+            anyhow::ensure!(r.ttl() > 0, "keep-alive: lease {lease} not found");
+        }
+        PeerOp::Grant => {
+            let acquire = Txn::new()
+                .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(
+                    key,
+                    "peer",
+                    Some(PutOptions::new().with_lease(lease)),
+                )]);
+            let r = client.txn(acquire).await?;
+            anyhow::ensure!(r.succeeded(), "acquire txn: {key} is held");
+            let token = r
+                .header()
+                .map(|h| h.revision())
+                .ok_or_else(|| anyhow::anyhow!("acquire txn: no header"))?;
+            let release = Txn::new()
+                .when([Compare::create_revision(key, CompareOp::Equal, token)])
+                .and_then([TxnOp::delete(key, None)]);
+            let r = client.txn(release).await?;
+            anyhow::ensure!(r.succeeded(), "release txn: {key} is not ours");
+        }
+    }
+    Ok(())
+}
+
+/// What one client task measured.
+struct TaskResult {
+    /// Successful operations in the window.
+    ops: u64,
+    /// Failed operations in the window.
+    errors: u64,
+    /// Their latencies, µs.
+    latency: Histogram<u64>,
+    /// The first error (warm-up included).
+    first_error: Option<String>,
+    /// When its last operation of the window ended.
+    ended: Instant,
+}
+
+/// Told when a measured window opens and when its last operation has ended
+/// (the caller reads CPU counters there).
+pub trait WindowProbe {
+    /// The window opens (the warm-up is over).
+    fn opened(&mut self) -> impl std::future::Future<Output = ()>;
+    /// Every task's last operation of the window has ended.
+    fn closed(&mut self) -> impl std::future::Future<Output = ()>;
+}
+
+/// Measures `op` at `concurrency` on `target`: set-up (not timed), `warmup`
+/// (not counted), then `duration`, with `probe` told when the window opens
+/// and closes.
+pub async fn measure(
+    target: &Target,
+    op: PeerOp,
+    concurrency: usize,
+    warmup: Duration,
+    duration: Duration,
+    probe: &mut impl WindowProbe,
+) -> anyhow::Result<Sample> {
+    let mut clients = Vec::with_capacity(concurrency);
+    for i in 0..concurrency {
+        clients.push(Client::open(target, i, op.as_str()).await?);
+    }
+    let start = Instant::now() + warmup;
+    let end = start + duration;
+    let mut tasks = Vec::with_capacity(concurrency);
+    for mut client in clients {
+        tasks.push(tokio::spawn(async move {
+            let mut r = TaskResult {
+                ops: 0,
+                errors: 0,
+                latency: hist::new_histogram(),
+                first_error: None,
+                ended: start,
+            };
+            loop {
+                let sent = Instant::now();
+                if sent >= end {
+                    break;
+                }
+                let done = match tokio::time::timeout(OP_TIMEOUT, client.op(op)).await {
+                    Ok(d) => d,
+                    Err(_) => Err(format!("no reply within {OP_TIMEOUT:?}")),
+                };
+                let now = Instant::now();
+                if let Err(e) = &done {
+                    r.first_error.get_or_insert_with(|| e.clone());
+                }
+                if sent < start {
+                    continue;
+                }
+                r.ended = now;
+                match done {
+                    Ok(()) => {
+                        r.ops += 1;
+                        let us = u64::try_from((now - sent).as_micros()).unwrap_or(u64::MAX);
+                        r.latency.saturating_record(us.max(1));
+                    }
+                    Err(_) => r.errors += 1,
+                }
+            }
+            (r, client)
+        }));
+    }
+    tokio::time::sleep_until(start).await;
+    probe.opened().await;
+    let mut sample = Sample {
+        ops: 0,
+        errors: 0,
+        seconds: 0.0,
+        latency: hist::new_histogram(),
+        first_error: None,
+    };
+    let mut last = end;
+    let mut done_clients = Vec::with_capacity(concurrency);
+    for t in tasks {
+        let (r, client) = t.await?;
+        sample.ops += r.ops;
+        sample.errors += r.errors;
+        sample.latency.add(&r.latency)?;
+        if sample.first_error.is_none() {
+            sample.first_error = r.first_error;
+        }
+        last = last.max(r.ended);
+        done_clients.push(client);
+    }
+    probe.closed().await;
+    sample.seconds = (last - start).as_secs_f64();
+    for c in done_clients {
+        c.close().await;
+    }
+    Ok(sample)
+}

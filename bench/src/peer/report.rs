@@ -1,0 +1,655 @@
+//! `bench peer`'s output half, pure over its rows: `peer.csv`, the ratios
+//! (fencepost ÷ etcd, taken per repeat between interleaved neighbours;
+//! median, min–max and a 95 % t-interval of the mean over repeats), the
+//! report section, the printed summary and the throughput plot.
+//!
+//! A verdict against a target ratio is given only where the interval
+//! decides it: `met` when its low end is at or above the target, `not met`
+//! when its high end is below, else `not resolved at N repeats`
+//! (MEASUREMENT.md: a decision only where intervals separate).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::PeerPlan;
+use super::load::{PeerOp, Sample};
+use crate::plots::{self, FONT, Plot, color};
+
+/// The `peer.csv` columns, in file order.
+pub const PEER_COLUMNS: [&str; 15] = [
+    "system",
+    "store",
+    "op",
+    "conc",
+    "ops_per_s",
+    "p50_us",
+    "p99_us",
+    "repeat",
+    "order",
+    "ops",
+    "errors",
+    "seconds",
+    "cpu_server_s",
+    "cpu_store_s",
+    "cpu_bench_s",
+];
+
+/// The ratio the issue asks fencepost to reach over etcd at 16 clients.
+pub fn target_ratio(op: PeerOp) -> f64 {
+    match op {
+        PeerOp::Heartbeat => 2.0,
+        PeerOp::Grant => 1.5,
+    }
+}
+
+/// The concurrency at which the issue's targets are judged.
+pub const TARGET_CONCURRENCY: usize = 16;
+
+/// One measurement: a row of `peer.csv`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerRow {
+    /// `fencepost` or `etcd`.
+    pub system: String,
+    /// `sqlite`, `postgres`, or `bbolt` (etcd).
+    pub store: String,
+    /// `heartbeat` or `grant`.
+    pub op: PeerOp,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// Successful operations per second over the window.
+    pub ops_per_s: f64,
+    /// Median latency of a successful operation, µs.
+    pub p50_us: u64,
+    /// 99th percentile latency, µs.
+    pub p99_us: u64,
+    /// The repeat, from 1.
+    pub repeat: u32,
+    /// Position of this system within its (repeat, op, conc) group (seeded order).
+    pub order: u32,
+    /// Successful operations in the window.
+    pub ops: u64,
+    /// Failed or timed-out operations in the window.
+    pub errors: u64,
+    /// Window length, s.
+    pub seconds: f64,
+    /// CPU seconds of the server process (lock-server or etcd) over the window.
+    pub cpu_server_s: Option<f64>,
+    /// CPU seconds of the PostgreSQL backends serving the lock-server (postgres store only).
+    pub cpu_store_s: Option<f64>,
+    /// CPU seconds of the bench (the driver) over the window.
+    pub cpu_bench_s: Option<f64>,
+}
+
+impl PeerRow {
+    /// The row of one measurement.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        system: &str,
+        store: &str,
+        op: PeerOp,
+        conc: usize,
+        repeat: u32,
+        order: u32,
+        sample: &Sample,
+        cpu: (Option<f64>, Option<f64>, Option<f64>),
+    ) -> Self {
+        PeerRow {
+            system: system.into(),
+            store: store.into(),
+            op,
+            conc,
+            ops_per_s: sample.ops_per_s(),
+            p50_us: sample.latency.value_at_quantile(0.50),
+            p99_us: sample.latency.value_at_quantile(0.99),
+            repeat,
+            order,
+            ops: sample.ops,
+            errors: sample.errors,
+            seconds: sample.seconds,
+            cpu_server_s: cpu.0,
+            cpu_store_s: cpu.1,
+            cpu_bench_s: cpu.2,
+        }
+    }
+
+    /// `system/store`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.system, self.store)
+    }
+}
+
+/// `v` with `digits` decimals, or `-` when absent.
+pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// Writes `peer.csv` (every row so far) into `dir`.
+pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> anyhow::Result<()> {
+    let mut t = PEER_COLUMNS.join(",");
+    t.push('\n');
+    let opt = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
+    for r in rows {
+        let _ = writeln!(
+            t,
+            "{},{},{},{},{:.1},{},{},{},{},{},{},{:.4},{},{},{}",
+            r.system,
+            r.store,
+            r.op.as_str(),
+            r.conc,
+            r.ops_per_s,
+            r.p50_us,
+            r.p99_us,
+            r.repeat,
+            r.order,
+            r.ops,
+            r.errors,
+            r.seconds,
+            opt(r.cpu_server_s),
+            opt(r.cpu_store_s),
+            opt(r.cpu_bench_s),
+        );
+    }
+    let tmp = dir.join("peer.csv.tmp");
+    std::fs::write(&tmp, t)?;
+    std::fs::rename(&tmp, dir.join("peer.csv"))?;
+    Ok(())
+}
+
+/// Median, min, max and a 95 % t-interval of the mean of some repeats.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// How many values.
+    pub n: usize,
+    /// Their median.
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+    /// 95 % t-interval of the mean (`None` below 2 values).
+    pub ci95: Option<(f64, f64)>,
+}
+
+/// Student's t, two-sided 95 %, for `df` degrees of freedom (1.96 beyond 30).
+fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    T.get(df.wrapping_sub(1)).copied().unwrap_or(1.96)
+}
+
+impl Spread {
+    /// The spread of `values` (`None` when empty).
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let ci95 = (n >= 2).then(|| {
+            let mean = v.iter().sum::<f64>() / n as f64;
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let half = t95(n - 1) * (var / n as f64).sqrt();
+            (mean - half, mean + half)
+        });
+        Some(Spread {
+            n,
+            median,
+            min: v[0],
+            max: v[n - 1],
+            ci95,
+        })
+    }
+
+    /// The verdict of "at least `target`" from the interval (see the module doc).
+    pub fn verdict(&self, target: f64) -> String {
+        match self.ci95 {
+            Some((lo, _)) if lo >= target => "met".into(),
+            Some((_, hi)) if hi < target => "not met".into(),
+            Some(_) => format!("not resolved at {} repeats", self.n),
+            None if self.median >= target => "met (1 repeat, no interval)".into(),
+            None => "not met (1 repeat, no interval)".into(),
+        }
+    }
+}
+
+/// One fencepost store's ratio over etcd for one (op, conc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ratio {
+    /// The fencepost store.
+    pub store: String,
+    /// The operation.
+    pub op: PeerOp,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// fencepost ops/s ÷ etcd ops/s, one per repeat that measured both.
+    pub spread: Spread,
+}
+
+/// The ratios, per (store, op, conc), each taken within a repeat.
+pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
+    let etcd: BTreeMap<(PeerOp, usize, u32), f64> = rows
+        .iter()
+        .filter(|r| r.system == "etcd")
+        .map(|r| ((r.op, r.conc, r.repeat), r.ops_per_s))
+        .collect();
+    let mut per: BTreeMap<(String, PeerOp, usize), Vec<f64>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.system == "fencepost") {
+        if let Some(&e) = etcd.get(&(r.op, r.conc, r.repeat))
+            && e > 0.0
+        {
+            per.entry((r.store.clone(), r.op, r.conc))
+                .or_default()
+                .push(r.ops_per_s / e);
+        }
+    }
+    per.into_iter()
+        .filter_map(|((store, op, conc), v)| {
+            Spread::of(&v).map(|spread| Ratio {
+                store,
+                op,
+                conc,
+                spread,
+            })
+        })
+        .collect()
+}
+
+/// Rows grouped by (op, system/store, conc), in a stable order.
+fn groups(rows: &[PeerRow]) -> BTreeMap<(PeerOp, String, usize), Vec<&PeerRow>> {
+    let mut g: BTreeMap<(PeerOp, String, usize), Vec<&PeerRow>> = BTreeMap::new();
+    for r in rows {
+        g.entry((r.op, r.label(), r.conc)).or_default().push(r);
+    }
+    g
+}
+
+/// The median of some optional per-op CPU costs, µs of CPU per operation.
+fn cpu_us_per_op(rows: &[&PeerRow], f: fn(&PeerRow) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.ops > 0)
+        .filter_map(|r| f(r).map(|s| s * 1e6 / r.ops as f64))
+        .collect();
+    Spread::of(&v).map(|s| s.median)
+}
+
+fn interval(s: &Spread) -> String {
+    s.ci95
+        .map_or_else(|| "-".into(), |(lo, hi)| format!("{lo:.2}–{hi:.2}"))
+}
+
+/// The report section (`report.md` of the peer run).
+pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "# bench peer: fencepost vs etcd on one machine\n");
+    let _ = writeln!(
+        t,
+        "Seed {} · {} repeat(s) · {:.1} s measured after {:.1} s warm-up per measurement · \
+         concurrency {:?} · build {}.\n",
+        plan.seed,
+        plan.repeats,
+        plan.duration_s,
+        plan.warmup_s,
+        plan.concurrency,
+        if cfg!(debug_assertions) {
+            "debug (the driver is slower than a release build; compare ratios, not absolutes)"
+        } else {
+            "release"
+        }
+    );
+    let _ = writeln!(
+        t,
+        "One driver, closed loop, each client its own connection and session/lease: fencepost \
+         over HTTP/1.1 keep-alive, etcd over gRPC (`etcd-client`). heartbeat = L2 vs one \
+         LeaseKeepAlive on the client's stream; grant = L4 + L6 vs \
+         `txn(create_revision == 0 → put with lease)` + `txn(create_revision == token → delete)`. \
+         Same durability on every side: the lock-server's SQLite runs in WAL mode with \
+         `synchronous=FULL` (one fsync per write, today no group commit), PostgreSQL commits \
+         every write before the reply (`synchronous_commit` as configured, default on), etcd \
+         fsyncs its raft WAL before it acknowledges (batching concurrent writes into one fsync). \
+         Within each repeat the systems of one (op, concurrency) run back to back in a seeded \
+         order, so each ratio compares neighbours in time; the machine is a shared, noisy \
+         2-core box (other builds ran beside this one), so absolute numbers move between runs \
+         and only the within-run ratios are meant to be compared.\n"
+    );
+    for s in &plan.skipped {
+        let _ = writeln!(t, "Skipped: {s}.\n");
+    }
+    let _ = writeln!(
+        t,
+        "## Ratios: fencepost ÷ etcd (ops/s, per repeat)\n\n\
+         Median and min–max over repeats; 95 % interval: t on the mean of the per-repeat \
+         ratios. The verdict against the issue's target (heartbeat ≥ 2×, grant ≥ 1.5×, at \
+         {TARGET_CONCURRENCY} clients) is given only where the interval decides it.\n"
+    );
+    let _ = writeln!(
+        t,
+        "| store | op | conc | median | min–max | 95 % CI | target | verdict |\n|---|---|---:|---:|---:|---:|---:|---|"
+    );
+    for r in ratios(rows) {
+        let target = target_ratio(r.op);
+        let (tgt, verdict) = if r.conc == TARGET_CONCURRENCY {
+            (format!("{target}×"), r.spread.verdict(target))
+        } else {
+            ("-".into(), "-".into())
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {:.2}× | {:.2}–{:.2} | {} | {tgt} | {verdict} |",
+            r.store,
+            r.op.as_str(),
+            r.conc,
+            r.spread.median,
+            r.spread.min,
+            r.spread.max,
+            interval(&r.spread),
+        );
+    }
+    let _ = writeln!(
+        t,
+        "\n## Throughput, latency and CPU per system (median of repeats)\n\n\
+         CPU is per operation, µs: the server process (lock-server or etcd), the PostgreSQL \
+         backends serving the lock-server (postgres only), and this driver.\n"
+    );
+    let _ = writeln!(
+        t,
+        "| op | system | conc | ops/s | min–max | p50 ms | p99 ms | server CPU µs/op | store CPU µs/op | driver CPU µs/op | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for ((op, label, conc), g) in groups(rows) {
+        let ops: Vec<f64> = g.iter().map(|r| r.ops_per_s).collect();
+        let Some(s) = Spread::of(&ops) else { continue };
+        let med = |f: fn(&PeerRow) -> f64| {
+            Spread::of(&g.iter().map(|r| f(r)).collect::<Vec<_>>()).map_or(0.0, |s| s.median)
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {label} | {conc} | {:.0} | {:.0}–{:.0} | {:.2} | {:.2} | {} | {} | {} | {} |",
+            op.as_str(),
+            s.median,
+            s.min,
+            s.max,
+            med(|r| r.p50_us as f64) / 1e3,
+            med(|r| r.p99_us as f64) / 1e3,
+            fmt_opt(cpu_us_per_op(&g, |r| r.cpu_server_s), 1),
+            fmt_opt(cpu_us_per_op(&g, |r| r.cpu_store_s), 1),
+            fmt_opt(cpu_us_per_op(&g, |r| r.cpu_bench_s), 1),
+            g.iter().map(|r| r.errors).sum::<u64>(),
+        );
+    }
+    let _ = writeln!(
+        t,
+        "\n![throughput](peer_throughput.png)\n\n## Every measurement (`peer.csv`)\n"
+    );
+    let _ = writeln!(
+        t,
+        "| repeat | order | op | system | conc | ops/s | p50 ms | p99 ms | errors | server CPU s | store CPU s | driver CPU s |\n|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in rows {
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} |",
+            r.repeat,
+            r.order,
+            r.op.as_str(),
+            r.label(),
+            r.conc,
+            r.ops_per_s,
+            r.p50_us as f64 / 1e3,
+            r.p99_us as f64 / 1e3,
+            r.errors,
+            fmt_opt(r.cpu_server_s, 2),
+            fmt_opt(r.cpu_store_s, 2),
+            fmt_opt(r.cpu_bench_s, 2),
+        );
+    }
+    t
+}
+
+/// The printed summary: the ratios, and the verdicts at the target concurrency.
+pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "\n{:<10} {:<10} {:>5} {:>8} {:>15} {:>15}",
+        "store", "op", "conc", "median", "min–max", "95% CI"
+    );
+    let all = ratios(rows);
+    for r in &all {
+        let _ = writeln!(
+            t,
+            "{:<10} {:<10} {:>5} {:>7.2}× {:>15} {:>15}",
+            r.store,
+            r.op.as_str(),
+            r.conc,
+            r.spread.median,
+            format!("{:.2}–{:.2}", r.spread.min, r.spread.max),
+            interval(&r.spread),
+        );
+    }
+    t.push('\n');
+    for r in all.iter().filter(|r| r.conc == TARGET_CONCURRENCY) {
+        let target = target_ratio(r.op);
+        let _ = writeln!(
+            t,
+            "fencepost/{} {} at {TARGET_CONCURRENCY} clients: {:.2}× etcd (median of {}; {:.2}–{:.2}); target ≥ {target}×: {}",
+            r.store,
+            r.op.as_str(),
+            r.spread.median,
+            r.spread.n,
+            r.spread.min,
+            r.spread.max,
+            r.spread.verdict(target),
+        );
+    }
+    for s in &plan.skipped {
+        let _ = writeln!(t, "skipped: {s}");
+    }
+    t
+}
+
+/// A point of the throughput plot: (concurrency, median, min, max) ops/s.
+type Point = (usize, f64, f64, f64);
+
+/// One line of the throughput plot: a system's median ops/s per concurrency,
+/// with the min–max of its repeats.
+struct Line {
+    /// `system/store`.
+    label: String,
+    /// Its points, by concurrency.
+    points: Vec<Point>,
+}
+
+/// The throughput plot: one panel per operation, ops/s against concurrency.
+struct ThroughputPlot {
+    /// Per operation, its lines.
+    panels: Vec<(PeerOp, Vec<Line>)>,
+}
+
+impl Plot for ThroughputPlot {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let root = root.titled(
+            "bench peer: ops/s against concurrent clients (median, min–max bars)",
+            (FONT, 24),
+        )?;
+        let areas = root.split_evenly((1, self.panels.len().max(1)));
+        for (area, (op, lines)) in areas.iter().zip(&self.panels) {
+            let concs: Vec<usize> = lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|p| p.0))
+                .collect();
+            let x_hi = concs.iter().copied().max().unwrap_or(1) as f64 * 1.5;
+            let y_hi = lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|p| p.3))
+                .fold(1.0, f64::max)
+                * 1.1;
+            let mut chart = ChartBuilder::on(area)
+                .caption(op.as_str(), (FONT, 20))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d((0.7f64..x_hi).log_scale(), 0f64..y_hi)?;
+            chart
+                .configure_mesh()
+                .x_desc("concurrent clients")
+                .y_desc("ops/s")
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| format!("{v:.0}"))
+                .label_style((FONT, 14))
+                .axis_desc_style((FONT, 16))
+                .draw()?;
+            for (i, line) in lines.iter().enumerate() {
+                let c = color(i);
+                let pts: Vec<(f64, f64)> = line.points.iter().map(|p| (p.0 as f64, p.1)).collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(3)))?
+                    .label(line.label.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+                chart.draw_series(
+                    line.points
+                        .iter()
+                        .map(|p| PathElement::new(vec![(p.0 as f64, p.2), (p.0 as f64, p.3)], c)),
+                )?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font((FONT, 14))
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()?;
+        }
+        Ok(())
+    }
+}
+
+/// Draws `peer_throughput.svg` and `.png` into `dir`.
+pub fn plot(dir: &Path, rows: &[PeerRow]) -> anyhow::Result<()> {
+    let mut panels: BTreeMap<PeerOp, BTreeMap<String, Vec<Point>>> = BTreeMap::new();
+    for ((op, label, conc), g) in groups(rows) {
+        let v: Vec<f64> = g.iter().map(|r| r.ops_per_s).collect();
+        if let Some(s) = Spread::of(&v) {
+            panels
+                .entry(op)
+                .or_default()
+                .entry(label)
+                .or_default()
+                .push((conc, s.median, s.min, s.max));
+        }
+    }
+    let plot = ThroughputPlot {
+        panels: panels
+            .into_iter()
+            .map(|(op, lines)| {
+                let lines = lines
+                    .into_iter()
+                    .map(|(label, mut points)| {
+                        points.sort_by_key(|p| p.0);
+                        Line { label, points }
+                    })
+                    .collect();
+                (op, lines)
+            })
+            .collect(),
+    };
+    plots::render(dir, "peer_throughput", &plot)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hist;
+
+    fn row(system: &str, store: &str, op: PeerOp, conc: usize, repeat: u32, ops_s: f64) -> PeerRow {
+        let sample = Sample {
+            ops: (ops_s * 4.0) as u64,
+            errors: 0,
+            seconds: 4.0,
+            latency: hist::new_histogram(),
+            first_error: None,
+        };
+        PeerRow::new(
+            system,
+            store,
+            op,
+            conc,
+            repeat,
+            0,
+            &sample,
+            (Some(1.0), None, Some(0.5)),
+        )
+    }
+
+    #[test]
+    fn ratios_are_taken_within_each_repeat_never_across() {
+        let rows = vec![
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 1, 40_000.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 1, 20_000.0),
+            // A slow repeat for both: the ratio stays 2 even though the levels moved.
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 2, 20_000.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 2, 10_000.0),
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 3, 30_000.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 3, 15_000.0),
+        ];
+        let r = ratios(&rows);
+        assert_eq!(r.len(), 1);
+        let s = r[0].spread;
+        assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 2.0, 2.0));
+        let (lo, hi) = s.ci95.unwrap();
+        assert!((lo - 2.0).abs() < 1e-9 && (hi - 2.0).abs() < 1e-9);
+        assert_eq!(s.verdict(2.0), "met");
+    }
+
+    #[test]
+    fn a_verdict_needs_the_interval_to_decide() {
+        let wide = Spread::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(wide.median, 2.0);
+        // mean 2, s = 1, t(2) = 4.303: 2 ± 2.48.
+        let (lo, hi) = wide.ci95.unwrap();
+        assert!((lo - (2.0 - 4.303 / 3f64.sqrt())).abs() < 1e-9, "{lo}");
+        assert!((hi - (2.0 + 4.303 / 3f64.sqrt())).abs() < 1e-9, "{hi}");
+        assert_eq!(wide.verdict(1.5), "not resolved at 3 repeats");
+        let low = Spread::of(&[0.50, 0.52, 0.51]).unwrap();
+        assert_eq!(low.verdict(1.5), "not met");
+        assert_eq!(
+            Spread::of(&[2.5]).unwrap().verdict(2.0),
+            "met (1 repeat, no interval)"
+        );
+        assert_eq!(Spread::of(&[]), None);
+    }
+
+    #[test]
+    fn the_csv_has_every_column_and_empty_cells_for_missing_cpu() {
+        let dir = std::env::temp_dir().join(format!("peer-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows = vec![row("etcd", "bbolt", PeerOp::Grant, 1, 1, 100.0)];
+        write_csv(&dir, &rows).unwrap();
+        let text = std::fs::read_to_string(dir.join("peer.csv")).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next().unwrap(), PEER_COLUMNS.join(","));
+        let fields: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(fields.len(), PEER_COLUMNS.len());
+        assert_eq!(&fields[..4], ["etcd", "bbolt", "grant", "1"]);
+        assert_eq!(fields[4], "100.0");
+        assert_eq!(fields[13], "", "no store CPU for etcd");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
