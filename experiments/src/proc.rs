@@ -233,6 +233,7 @@ impl RemoteWorker for WorkerChild {
                             tick_lag: decode("tick lag", &tick_lag_hdr)?,
                             rail: decode("rail latency", &rail_hdr)?,
                         },
+                        margins: Default::default(),
                         cpu_s,
                     };
                 }

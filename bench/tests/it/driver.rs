@@ -33,7 +33,9 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         workers: 2,
         duration: Duration::from_secs(2),
         payouts: 2_000,
-        policy: PolicySpec::Fixed,
+        policies: vec![PolicySpec::Fixed],
+        repeat: 1,
+        projection: Default::default(),
         session_ttl: None,
         rail_latency: "fixed:30ms".parse().unwrap(),
         rail_read_timeout: Duration::from_secs(5),
@@ -59,10 +61,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_20ms_proxy_delay_shows_up_in_the_recorded_rtt() {
     let cfg = config(Some("fixed:20ms"));
-    let plan = cfg.plan(Cell {
-        lease: Duration::from_secs(1),
-        margin: 0.3,
-    });
+    let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
     let out = temp_dir("proxy");
     let (_tx, rx) = watch::channel(false);
     let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true)
