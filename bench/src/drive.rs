@@ -538,9 +538,10 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
 /// recommendation per TTL, where the report is.
 pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
     let mut t = String::new();
+    let w = rows.iter().map(|r| r.cell.len()).max().unwrap_or(0).max(24);
     let _ = writeln!(
         t,
-        "\n{:<24} {:>9} {:>9} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10} {:>11}",
+        "\n{:<w$} {:>9} {:>9} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10} {:>11}",
         "cell",
         "paid",
         "per_s",
@@ -556,7 +557,7 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
     for r in rows {
         let _ = writeln!(
             t,
-            "{:<24} {:>9} {:>9.1} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10.2} {:>11.2}",
+            "{:<w$} {:>9} {:>9.1} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10.2} {:>11.2}",
             r.cell,
             r.payouts_paid,
             r.throughput_per_s,

@@ -185,11 +185,16 @@ pub fn project(
                     "insufficient_data"
                 }
                 .to_owned(),
-                headroom_ms: (m - min_margin) * base as f64 / 3.0,
-                headroom_ci95_lo_ms: (m - hi) * base as f64 / 3.0,
+                headroom_ms: round3((m - min_margin) * base as f64 / 3.0),
+                headroom_ci95_lo_ms: round3((m - hi) * base as f64 / 3.0),
             }
         })
         .collect()
+}
+
+/// Rounds to 1e-3 (a µs, for values in ms).
+fn round3(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
 }
 
 /// Writes `projection.csv` into `dir`.

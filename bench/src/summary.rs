@@ -220,9 +220,15 @@ pub struct Floor {
     pub pooled_from: String,
 }
 
-/// `3 × rtt / base`: the margin whose trigger-1 budget (base × m / 3) equals `rtt_us`.
+/// `3 × rtt / base`: the margin whose trigger-1 budget (base × m / 3) equals
+/// `rtt_us`, rounded to 1e-6 (a ppm, the SDK's margin resolution).
 pub fn margin_for(rtt_us: u64, base_ms: u64) -> f64 {
-    3.0 * rtt_us as f64 / 1000.0 / base_ms.max(1) as f64
+    round6(3.0 * rtt_us as f64 / 1000.0 / base_ms.max(1) as f64)
+}
+
+/// Rounds to 1e-6, so the tables do not show float noise (0.30000000000000004).
+pub fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
 }
 
 /// The raw and corrected RTT histograms of a cell, when saved.
@@ -429,7 +435,9 @@ fn summarize_group(
             .map(|r| r.seed.to_string())
             .collect::<Vec<_>>()
             .join(";"),
-        margin_effective_mean: g.iter().map(|r| r.margin_effective).sum::<f64>() / g.len() as f64,
+        margin_effective_mean: round6(
+            g.iter().map(|r| r.margin_effective).sum::<f64>() / g.len() as f64,
+        ),
         throughput_median: tp.median,
         throughput_mean: tp.mean,
         throughput_min: tp.min,
