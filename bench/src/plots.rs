@@ -621,6 +621,13 @@ impl Plot for Throughput<'_> {
             .bands
             .iter()
             .flat_map(|b| b.rows.iter().map(|r| x_of(r)))
+            .chain(self.rows.iter().map(|r| {
+                if r.margin_policy == "fixed" {
+                    r.margin
+                } else {
+                    r.margin_effective
+                }
+            }))
             .collect();
         let (lo, hi) = xs
             .iter()

@@ -489,10 +489,10 @@ pub fn markdown_recommendations(recs: &[Recommendation]) -> String {
                     format!("**{m:.2}**")
                 }
             ),
-            if r.resolved {
-                "yes".to_owned()
-            } else {
-                format!("no, at {} repeat(s)", r.n_repeats)
+            match (r.margin, r.resolved) {
+                (None, _) => "—".to_owned(),
+                (Some(_), true) => "yes".to_owned(),
+                (Some(_), false) => format!("no, at {} repeat(s)", r.n_repeats),
             },
             r.cell
                 .as_deref()

@@ -273,9 +273,10 @@ pub fn projection_of(dir: &Path, rows: &[CellRow], prod: &Production) -> Vec<Pro
 /// The summary over repeats as a Markdown table.
 fn summary_table(summary: &Summary) -> String {
     let mut md = String::from(
-        "| point | policy | n | median throughput (payouts/s) | 95 % interval | min–max |          abandonment median [95 %] | margin used (mean) | pooled corrected p50 / p99 / p99.9 ≥ (ms) |          m_min [95 %] | triggers 1 / 3 / 4 fired (repeats) |
-         |---|---|---:|---:|---|---|---|---:|---|---|---|
-",
+        "| point | policy | n | median throughput (payouts/s) | 95 % interval | min–max | \
+         abandonment median [95 %] | margin used (mean) | pooled corrected p50 / p99 / p99.9 ≥ (ms) | \
+         m_min [95 %] | triggers 1 / 3 / 4 fired (repeats) |\n\
+         |---|---|---:|---:|---|---|---|---:|---|---|---|\n",
     );
     let pct = |x: f64| {
         if x.is_nan() {
@@ -328,23 +329,19 @@ fn summary_table(summary: &Summary) -> String {
 
 /// The projection as a Markdown section.
 fn projection_section(rows: &[ProjectionRow]) -> String {
-    let mut md = String::from(
-        "
-## Projection onto the production configuration
-
-",
-    );
+    let mut md = String::from("\n## Projection onto the production configuration\n\n");
     let Some(first) = rows.first() else {
-        md.push_str(
-            "No corrected RTT histograms (`hgrm/*.corrected.hdr`): nothing to project.
-",
-        );
+        md.push_str("No corrected RTT histograms (`hgrm/*.corrected.hdr`): nothing to project.\n");
         return md;
     };
     let _ = writeln!(
         md,
-        "The measured corrected heartbeat RTT, **unscaled** (the time base never scales the          network), pooled over {} cell(s) ({} samples: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3}          ms), held against lease {} ms, session TTL {} ms and a worst-case rail hop of {} ms          (read timeout {} ms + 2 s). The RTT was measured under the scaled cells' load          (heartbeats 30× more frequent at a 1 s lease), which this does not undo.          `projection.csv` has every column.
-",
+        "The measured corrected heartbeat RTT, **unscaled** (the time base never scales the \
+         network), pooled over {} cell(s) ({} samples: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} \
+         ms), held against lease {} ms, session TTL {} ms and a worst-case rail hop of {} ms \
+         (read timeout {} ms + 2 s). The RTT was measured under the scaled cells' load \
+         (heartbeats 30× more frequent at a 1 s lease), which this does not undo. \
+         `projection.csv` has every column.\n",
         first.cells_pooled,
         first.rtt_samples,
         first.rtt_corrected_p50_us as f64 / 1e3,
@@ -356,17 +353,19 @@ fn projection_section(rows: &[ProjectionRow]) -> String {
         first.rail_read_timeout_ms,
     );
     md.push_str(
-        "| backend | margin | trigger 1 budget (ms) | trigger 1 | trigger 3 window (ms) | trigger 3 | min_margin [95 %] | headroom (ms) [pessimistic] |
-         |---|---:|---:|---|---:|---|---|---:|
-",
+        "| backend | margin | trigger 1 budget (ms) | trigger 1 | trigger 3 window (ms) | trigger 3 | min_margin [95 %] | headroom (ms) [pessimistic] |\n\
+         |---|---:|---:|---|---:|---|---|---:|\n",
     );
     for r in rows {
         let _ = writeln!(
             md,
-            "| {} | {}{:.2} | {:.1} | {} | {:.1} | {} | {:.4} [{:.4}, {:.4}]{} | {:.1} [{:.1}] |",
+            "| {} | {} | {:.1} | {} | {:.1} | {} | {:.4} [{:.4}, {:.4}]{} | {:.1} [{:.1}] |",
             r.backend,
-            if r.production_margin { "**" } else { "" },
-            r.margin,
+            if r.production_margin {
+                format!("**{:.2}**", r.margin)
+            } else {
+                format!("{:.2}", r.margin)
+            },
             r.trigger1_budget_ms,
             r.trigger1_verdict,
             r.trigger3_window_ms,
@@ -386,8 +385,9 @@ fn projection_section(rows: &[ProjectionRow]) -> String {
     for r in rows.iter().filter(|r| r.production_margin) {
         let _ = writeln!(
             md,
-            "
-**Headroom of {:.2} on {}:** its trigger-1 budget is {:.1} ms; the pooled p99.9              uses {:.3} ms of it, leaving {:.1} ms ({:.1} ms at the interval's pessimistic end);              the smallest margin covering the p99.9 is {:.4}.",
+            "\n**Headroom of {:.2} on {}:** its trigger-1 budget is {:.1} ms; the pooled p99.9 \
+         uses {:.3} ms of it, leaving {:.1} ms ({:.1} ms at the interval's pessimistic end); \
+         the smallest margin covering the p99.9 is {:.4}.",
             r.margin,
             r.backend,
             r.trigger1_budget_ms,
