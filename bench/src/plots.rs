@@ -621,13 +621,7 @@ impl Plot for Throughput<'_> {
             .bands
             .iter()
             .flat_map(|b| b.rows.iter().map(|r| x_of(r)))
-            .chain(self.rows.iter().map(|r| {
-                if r.margin_policy == "fixed" {
-                    r.margin
-                } else {
-                    r.margin_effective
-                }
-            }))
+            .chain(self.rows.iter().map(row_x))
             .collect();
         let (lo, hi) = xs
             .iter()
@@ -665,15 +659,8 @@ impl Plot for Throughput<'_> {
                 };
                 groups.contains(&g)
             });
-            let x_for = |r: &CellRow| {
-                if r.margin_policy == "fixed" {
-                    r.margin
-                } else {
-                    r.margin_effective
-                }
-            };
             chart.draw_series(
-                dots.map(|r| Circle::new((x_for(r), r.throughput_per_s), 3, color(i).mix(0.6))),
+                dots.map(|r| Circle::new((row_x(r), r.throughput_per_s), 3, color(i).mix(0.6))),
             )?;
             entries.push(LegendEntry {
                 label: b.label.clone(),
@@ -690,6 +677,16 @@ impl Plot for Throughput<'_> {
 struct Abandonment<'a> {
     groups: &'a [Lines<'a>],
     bands: &'a [Band<'a>],
+}
+
+/// Where a cell sits on a margin axis: its margin, or for an adaptive
+/// policy the mean margin its workers used.
+fn row_x(r: &CellRow) -> f64 {
+    if r.margin_policy == "fixed" {
+        r.margin
+    } else {
+        r.margin_effective
+    }
 }
 
 /// `part / attempts` in %, 0 without attempts.
@@ -711,15 +708,28 @@ impl Plot for Abandonment<'_> {
             .groups
             .iter()
             .flat_map(|s| s.rows.iter().map(|r| pct_of_attempts(lost_work(r), r)))
+            .chain(
+                self.bands
+                    .iter()
+                    .flat_map(|b| b.rows.iter().map(|r| r.abandonment_ci95_hi * 100.0)),
+            )
+            .filter(|v| v.is_finite())
             .fold(0.0, f64::max);
+        let (x_lo, x_hi) = self
+            .groups
+            .iter()
+            .flat_map(|s| s.rows.iter().map(|r| row_x(r)))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), m| {
+                (lo.min(m), hi.max(m))
+            });
         let mut chart = ChartBuilder::on(&plot)
             .margin(16)
             .x_label_area_size(50)
             .y_label_area_size(80)
-            .build_cartesian_2d(margin_range(self.groups), 0.0..(y_max * 1.1).max(1.0))?;
+            .build_cartesian_2d(padded(x_lo, x_hi, 0.05), 0.0..(y_max * 1.1).max(1.0))?;
         chart
             .configure_mesh()
-            .x_desc("client safety margin (fraction of lease)")
+            .x_desc("client safety margin (fraction of lease; adaptive: mean margin used)")
             .y_desc("% of payout attempts")
             .axis_desc_style(desc_font())
             .label_style(label_font())
@@ -741,11 +751,12 @@ impl Plot for Abandonment<'_> {
             });
         }
         for (i, s) in self.groups.iter().enumerate() {
-            let lost: Vec<(f64, f64)> = s
+            let mut lost: Vec<(f64, f64)> = s
                 .rows
                 .iter()
-                .map(|r| (r.margin, pct_of_attempts(lost_work(r), r)))
+                .map(|r| (row_x(r), pct_of_attempts(lost_work(r), r)))
                 .collect();
+            lost.sort_by(|a, b| a.0.total_cmp(&b.0));
             chart.draw_series(DashedLineSeries::new(lost, 8, 6, color(i).stroke_width(2)))?;
             entries.push(LegendEntry {
                 label: format!("{}: all lost work", s.label),
