@@ -116,6 +116,24 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["run", "--margin", "0.1,0.2"], "--margin"),
         (&["run", "--runtime", "external"], "--lock-url"),
         (&["triggers", "/nonexistent/fencepost-dir"], "nonexistent"),
+        (&["run", "--repeat", "0"], "--repeat"),
+        (
+            &["sweep", "--margin-policy", "fixed,k=3"],
+            "--margin-policy",
+        ),
+        (
+            &["sweep", "--margin-policy", "fixed,fixed"],
+            "--margin-policy",
+        ),
+        (
+            &["run", "--margin-policy", "fixed,adaptive:k=3"],
+            "--margin-policy",
+        ),
+        (
+            &["run", "--projection-margin", "1.5"],
+            "--projection-margin",
+        ),
+        (&["replay", "/nonexistent/fencepost-dir"], "manifest.json"),
     ];
     for (args, needle) in cases {
         let out = bench().args(*args).output().unwrap();
