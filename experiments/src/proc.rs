@@ -216,6 +216,7 @@ impl RemoteWorker for WorkerChild {
                         tick_lag_hdr,
                         rail_hdr,
                         cpu_s,
+                        margins_ppm,
                     },
                 ) = self.next(left).await?
                 {
@@ -233,7 +234,15 @@ impl RemoteWorker for WorkerChild {
                             tick_lag: decode("tick lag", &tick_lag_hdr)?,
                             rail: decode("rail latency", &rail_hdr)?,
                         },
-                        margins: Default::default(),
+                        margins: {
+                            let [count, sum_ppm, min_ppm, max_ppm] = *margins_ppm;
+                            fencepost_sdk::MarginSummary {
+                                count,
+                                sum_ppm,
+                                min_ppm,
+                                max_ppm,
+                            }
+                        },
                         cpu_s,
                     };
                 }
