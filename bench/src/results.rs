@@ -1,6 +1,6 @@
 //! The results table (C4): one [`CellRow`] per grid cell, written as
 //! `results.parquet` and `results.csv` and read back for `bench report` and
-//! `bench triggers`. With [`crate::summary`], the only module that touches polars: the table is a
+//! `bench triggers`. With [`crate::summary`] and [`crate::projection`], the only modules that touch polars: the table is a
 //! few dozen rows, so the frame is built column by column from the rows and
 //! converted straight back; nothing else in the bench sees a `DataFrame`.
 //!
