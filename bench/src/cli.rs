@@ -28,6 +28,8 @@ use clap::{Args, Parser, Subcommand};
 ///   bench sweep ... --out data/runs/my-sweep --resume     # skip cells already done
 ///   bench report data/runs/my-sweep                       # redraw report.md and plots
 ///   bench triggers data/runs/my-sweep                     # exit 0: none fired, 3: one fired
+///   bench sweep --margin 0.1,0.3 --ttl 1s --repeat 3 --margin-policy fixed,adaptive:k=4,floor=0.05,ceiling=0.5
+///   bench replay data/runs/my-sweep --out data/runs/my-replay  # same (cell, seed) pairs again
 ///
 /// Exit codes: 0 ok, 1 a run failed (service, ledger invariant), 2 bad input,
 /// 3 (`triggers`) a trigger fired, 130 interrupted.
@@ -55,12 +57,22 @@ pub fn init_tracing() {
 pub enum Command {
     /// One configuration (one cell): prints a live line and a summary table.
     Run(RunArgs),
-    /// The grid: one run per (TTL, margin) cell, same seed per cell, resumable.
+    /// The grid: one run per (TTL, policy, margin) cell and repeat, resumable.
     Sweep(RunArgs),
     /// Redraw report.md, the plots and triggers.json from a results directory.
     Report {
         /// A results directory written by run or sweep.
         dir: PathBuf,
+    },
+    /// Re-run exactly the (cell, seed) pairs a results directory's
+    /// manifest.json records (its argv, grid and seeds) into a new directory;
+    /// refuses (exit 2) when this build would expand them differently.
+    Replay {
+        /// A results directory written by run or sweep.
+        dir: PathBuf,
+        /// The new results directory; default DIR-replay.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Evaluate ADR-006 §6.5's revisit triggers; exit 0 if none fires, 3 if one does.
     Triggers {
@@ -127,9 +139,34 @@ pub struct RunArgs {
     #[arg(long, env = "LOCK_CLIENT_SAFETY_MARGIN", default_value = "0.3")]
     pub margin: String,
 
-    /// `fixed`, or `adaptive:k=K,floor=F,ceiling=C` (margin = clamp(k * p99 RTT / lease, F, C)).
+    /// A list of policies, each a grid dimension: `fixed` (one cell per
+    /// --margin), `adaptive:k=K,floor=F,ceiling=C` (margin = clamp(k * p99 RTT
+    /// / lease, F, C); one cell per TTL, --margin does not apply), or both:
+    /// `fixed,adaptive:k=4,floor=0.05,ceiling=0.5`.
     #[arg(long, default_value = "fixed")]
     pub margin_policy: String,
+
+    /// Run every cell N times, with seeds seed, seed+1, … (column `repeat`);
+    /// summary.csv gives each (policy, TTL, margin) its median and 95 % interval.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+
+    /// projection.csv: the production lease the measured (unscaled) RTT is projected onto.
+    #[arg(long, default_value = "30s")]
+    pub projection_lease: String,
+
+    /// projection.csv: the production session TTL.
+    #[arg(long, default_value = "15s")]
+    pub projection_session_ttl: String,
+
+    /// projection.csv: the production rail read timeout (D4's hop = it + 2 s).
+    #[arg(long, default_value = "5s")]
+    pub projection_read_timeout: String,
+
+    /// projection.csv: the production margin whose headroom is reported (ADR-006: 0.30);
+    /// every fixed margin of the run is projected too.
+    #[arg(long, default_value = "0.3")]
+    pub projection_margin: String,
 
     /// Lease TTL(s) requested by every acquire: `1s`, or a list for sweep: `1s,2s,30s`.
     #[arg(long, default_value = "1s")]

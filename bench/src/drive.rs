@@ -18,6 +18,7 @@ use crate::grid::{self, Cell, FlagError};
 use crate::manifest::Manifest;
 use crate::runner::{self, Live, RunConfig, Runtime};
 use crate::{report, results};
+use clap::Parser as _;
 
 /// A checked `run`/`sweep`.
 #[derive(Debug)]
@@ -32,6 +33,14 @@ pub struct Plan {
     pub out: PathBuf,
     /// Skip cells already in `out`.
     pub resume: bool,
+    /// Whether `--seed` was given (a resume refuses a different one).
+    pub seed_given: bool,
+    /// The command line to record (`manifest.json` `argv`).
+    pub argv: Vec<String>,
+    /// The grid's flags as resolved, recorded so `--resume` can name a changed one.
+    pub grid_flags: serde_json::Value,
+    /// The results directory this plan replays, if it is a `bench replay`.
+    pub replay_of: Option<PathBuf>,
 }
 
 fn flag(flag: &'static str, value: &str, why: impl Into<String>) -> FlagError {
@@ -64,7 +73,34 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             "bench run takes one value; use bench sweep for a grid",
         ));
     }
-    let policy = grid::parse_policy(&args.margin_policy)?;
+    let policies = grid::parse_policies(&args.margin_policy)?;
+    let repeat = grid::parse_repeat(args.repeat)?;
+    if !sweep && policies.len() > 1 {
+        return Err(flag(
+            "--margin-policy",
+            &args.margin_policy,
+            "bench run takes one policy; use bench sweep for a list",
+        ));
+    }
+    let projection = crate::projection::Production {
+        lease_ms: grid::parse_ttls(&args.projection_lease)
+            .map_err(|e| flag("--projection-lease", &args.projection_lease, e.why))?[0]
+            .as_millis() as u64,
+        session_ttl_ms: grid::parse_ttls(&args.projection_session_ttl).map_err(|e| {
+            flag(
+                "--projection-session-ttl",
+                &args.projection_session_ttl,
+                e.why,
+            )
+        })?[0]
+            .as_millis() as u64,
+        read_timeout_ms: grid::parse_positive_duration(
+            "--projection-read-timeout",
+            &args.projection_read_timeout,
+        )?
+        .as_millis() as u64,
+        margin: grid::parse_margin("--projection-margin", &args.projection_margin)?,
+    };
     let duration = grid::parse_positive_duration("--duration", &args.duration)?;
     if !(1..=1_000_000).contains(&args.payouts) {
         return Err(flag(
@@ -200,7 +236,9 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             workers: args.workers,
             duration,
             payouts: args.payouts,
-            policy,
+            policies: policies.clone(),
+            repeat,
+            projection,
             session_ttl,
             rail_latency,
             rail_read_timeout,
@@ -213,9 +251,18 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             backends,
             etcd_url,
         },
-        cells: grid::cells(&ttls, &margins),
+        cells: grid::cells(&ttls, &margins, &policies, repeat),
         out,
         resume: args.resume,
+        seed_given: args.seed.is_some(),
+        argv: std::env::args().collect(),
+        grid_flags: serde_json::json!({
+            "--margin": margins,
+            "--ttl": ttls.iter().map(|t| fencepost_api::format_duration(*t)).collect::<Vec<_>>(),
+            "--margin-policy": policies.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "--repeat": repeat,
+        }),
+        replay_of: None,
     })
 }
 
@@ -285,6 +332,10 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         cells,
         out,
         resume,
+        seed_given,
+        argv,
+        grid_flags,
+        replay_of,
     } = plan;
     std::fs::create_dir_all(&out)?;
     let mut rows = Vec::new();
@@ -292,15 +343,32 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         let old = Manifest::read(&out).map_err(|e| {
             anyhow::anyhow!("--resume: cannot read {}/manifest.json: {e}", out.display())
         })?;
+        if seed_given && config.seed != old.seed {
+            eprintln!(
+                "bench: --resume: --seed {} differs from the run's seed {} in {}/manifest.json; \
+                 drop --seed to continue it",
+                config.seed,
+                old.seed,
+                out.display()
+            );
+            return Ok(2);
+        }
         // The earlier run's seed wins, so resumed cells replay the same way.
         config.seed = old.seed;
         let now = serde_json::to_value(&config)?;
-        if old.config != now {
+        let grid_now = grid_of(&config, &cells);
+        let changed = changed_flags(&old, &now, &grid_flags, &grid_now);
+        if !changed.is_empty() {
             eprintln!(
-                "bench: --resume: the configuration differs from {}/manifest.json:\n  was: {}\n  now: {}",
+                "bench: --resume refuses a changed configuration: {} differ(s) from {}/manifest.json \
+                 (start a new --out, or rerun with the recorded flags: {})",
+                changed.join(", "),
                 out.display(),
-                old.config,
-                now
+                if old.argv.is_empty() {
+                    "not recorded".to_owned()
+                } else {
+                    old.argv.join(" ")
+                }
             );
             return Ok(2);
         }
@@ -316,11 +384,17 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
             );
             return Ok(2);
         }
-        Manifest::new(
+        let mut m = Manifest::new(
             &format!("bench {command}"),
             config.seed,
             serde_json::to_value(&config)?,
-        )
+        );
+        m.argv = argv;
+        m.grid = grid_of(&config, &cells);
+        m.grid_flags = Some(grid_flags);
+        m.binaries = crate::manifest::binary_versions(&config.runtime);
+        m.replay_of = replay_of.map(|p| p.display().to_string());
+        m
     };
     manifest.finished_at = None;
     manifest.write(&out)?;
@@ -452,6 +526,11 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
     manifest.write(&out)?;
     report::write_report(&out)?;
     print!("{}", summary_text(&out, &rows));
+    eprintln!(
+        "bench: summary.csv, projection.csv and report.md in {}; replay with: bench replay {}",
+        out.display(),
+        out.display()
+    );
     Ok(if failed { 1 } else { 0 })
 }
 
@@ -459,9 +538,10 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
 /// recommendation per TTL, where the report is.
 pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
     let mut t = String::new();
+    let w = rows.iter().map(|r| r.cell.len()).max().unwrap_or(0).max(24);
     let _ = writeln!(
         t,
-        "\n{:<24} {:>9} {:>9} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10} {:>11}",
+        "\n{:<w$} {:>9} {:>9} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10} {:>11}",
         "cell",
         "paid",
         "per_s",
@@ -477,7 +557,7 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
     for r in rows {
         let _ = writeln!(
             t,
-            "{:<24} {:>9} {:>9.1} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10.2} {:>11.2}",
+            "{:<w$} {:>9} {:>9.1} {:>9} {:>6} {:>6} {:>7} {:>5} {:>9} {:>10.2} {:>11.2}",
             r.cell,
             r.payouts_paid,
             r.throughput_per_s,
@@ -492,9 +572,217 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
         );
     }
     t.push('\n');
-    for rec in report::recommendations(rows) {
+    let summary = crate::summary::build(rows, &|cell| crate::summary::load_cell_hists(out, cell));
+    if summary.rows.len() < rows.len() {
+        let _ = writeln!(
+            t,
+            "{:<52} {:>3} {:>9} {:>19} {:>10} {:>17}",
+            "point (over repeats)", "n", "median/s", "95 % (t)", "used m", "m_min [95 %]"
+        );
+        for s in &summary.rows {
+            let _ = writeln!(
+                t,
+                "{:<52} {:>3} {:>9.2} {:>19} {:>10.3} {:>17}",
+                s.group,
+                s.n_repeats,
+                s.throughput_median,
+                if s.throughput_ci95_lo.is_nan() {
+                    "—".to_owned()
+                } else {
+                    format!("[{:.2}, {:.2}]", s.throughput_ci95_lo, s.throughput_ci95_hi)
+                },
+                s.margin_effective_mean,
+                format!(
+                    "{:.3} [{:.3}, {:.3}]",
+                    s.m_min, s.m_min_ci95_lo, s.m_min_ci95_hi
+                ),
+            );
+        }
+        t.push('\n');
+    }
+    for rec in crate::recommend::recommendations_from(&summary) {
         let _ = writeln!(t, "{rec}");
     }
     let _ = writeln!(t, "\nreport: {}", out.join("report.md").display());
     t
+}
+
+/// The expanded grid of a run as `manifest.json` records it: every cell on
+/// every backend, in run order, with its seed.
+pub fn grid_of(config: &RunConfig, cells: &[Cell]) -> Vec<crate::manifest::GridCell> {
+    cells
+        .iter()
+        .flat_map(|c| {
+            config.backends.iter().map(move |&b| {
+                let plan = config.on_backend(b).plan(*c);
+                crate::manifest::GridCell {
+                    cell: plan.id,
+                    backend: b.to_string(),
+                    policy: c.policy.to_string(),
+                    lease_ms: c.lease.as_millis() as u64,
+                    margin: c.margin,
+                    repeat: c.repeat,
+                    seed: plan.seed,
+                }
+            })
+        })
+        .collect()
+}
+
+/// The flag a key of the recorded configuration comes from.
+fn flag_of_config_key(key: &str) -> String {
+    match key {
+        "runtime" => {
+            "--runtime/--store/--pg-url/--lock-url/--rail-url/--lock-image/--rail-image".into()
+        }
+        "policies" => "--margin-policy".into(),
+        "time_scale" => "--no-time-scale".into(),
+        "client_check" => "--disable-client-check".into(),
+        "backends" => "--backend".into(),
+        "projection" => "--projection-*".into(),
+        other => format!("--{}", other.replace('_', "-")),
+    }
+}
+
+/// The flags whose values differ between a recorded run and a resumed one:
+/// every configuration key, the grid flags (`--margin`, `--ttl`,
+/// `--margin-policy`, `--repeat`), and, should those agree, the expanded
+/// grid itself. Empty when the resume may go on.
+pub fn changed_flags(
+    old: &Manifest,
+    config_now: &serde_json::Value,
+    grid_flags_now: &serde_json::Value,
+    grid_now: &[crate::manifest::GridCell],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let (was, now) = (old.config.as_object(), config_now.as_object());
+    if let (Some(was), Some(now)) = (was, now) {
+        let mut keys: Vec<&String> = was.keys().chain(now.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            if k != "seed" && was.get(k) != now.get(k) {
+                out.push(flag_of_config_key(k));
+            }
+        }
+    } else if old.config != *config_now {
+        out.push("the configuration".into());
+    }
+    match (&old.grid_flags, grid_flags_now.as_object()) {
+        (Some(was), Some(now)) => {
+            for (k, v) in now {
+                if was.get(k) != Some(v) {
+                    out.push(k.clone());
+                }
+            }
+        }
+        _ => out.push("--margin/--ttl (the manifest records no grid)".into()),
+    }
+    if out.is_empty() && !old.grid.is_empty() && old.grid != grid_now {
+        out.push("the expanded grid (--margin/--ttl/--margin-policy/--repeat)".into());
+    }
+    out.dedup();
+    out
+}
+
+/// Why `bench replay` cannot re-run a directory.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The manifest is missing or unreadable; the path names it.
+    #[error("cannot read {0}/manifest.json: {1}")]
+    Manifest(PathBuf, String),
+    /// The manifest predates issue 13 (no argv/grid): it cannot be replayed exactly.
+    #[error("{0}/manifest.json records no argv or grid (written before `bench replay` existed)")]
+    NotRecorded(PathBuf),
+    /// The recorded command line does not parse or resolve with this build.
+    #[error("the recorded argv no longer resolves: {0}")]
+    Argv(String),
+    /// This build expands the recorded command line into other cells, seeds or configuration.
+    #[error("this build would not run the recorded (cell, seed) pairs: {0}")]
+    Differs(String),
+}
+
+/// Drops `--out`, `--resume` and `--seed` (both `--flag V` and `--flag=V` forms) from `argv`.
+fn strip_flags(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in argv {
+        if skip {
+            skip = false;
+            continue;
+        }
+        match a.as_str() {
+            "--out" | "--seed" => skip = true,
+            "--resume" => {}
+            s if s.starts_with("--out=") || s.starts_with("--seed=") => {}
+            _ => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+/// `bench replay DIR [--out NEW]`: the plan that re-runs exactly the (cell,
+/// seed) pairs `DIR/manifest.json` records — its argv with the recorded
+/// seed and the new `--out` — checked against the recorded grid and
+/// configuration before anything runs.
+pub fn replay_plan(dir: &Path, out: Option<PathBuf>) -> Result<Plan, ReplayError> {
+    let old =
+        Manifest::read(dir).map_err(|e| ReplayError::Manifest(dir.to_owned(), format!("{e:#}")))?;
+    if old.argv.len() < 2 || old.grid.is_empty() {
+        return Err(ReplayError::NotRecorded(dir.to_owned()));
+    }
+    let out = out.unwrap_or_else(|| {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into());
+        dir.with_file_name(format!("{name}-replay"))
+    });
+    let mut argv = strip_flags(&old.argv);
+    argv.extend([
+        "--seed".to_string(),
+        old.seed.to_string(),
+        "--out".to_string(),
+        out.display().to_string(),
+    ]);
+    let cli =
+        crate::cli::Cli::try_parse_from(&argv).map_err(|e| ReplayError::Argv(e.to_string()))?;
+    let (args, sweep) = match cli.command {
+        crate::cli::Command::Run(a) => (a, false),
+        crate::cli::Command::Sweep(a) => (a, true),
+        _ => {
+            return Err(ReplayError::Argv(format!(
+                "{:?} is not bench run or sweep",
+                argv.get(1)
+            )));
+        }
+    };
+    let mut plan = resolve(&args, sweep).map_err(|e| ReplayError::Argv(e.to_string()))?;
+    let grid = grid_of(&plan.config, &plan.cells);
+    if grid != old.grid {
+        let first = grid
+            .iter()
+            .zip(&old.grid)
+            .find(|(a, b)| a != b)
+            .map(|(a, b)| {
+                format!(
+                    "now {} seed {}, recorded {} seed {}",
+                    a.cell, a.seed, b.cell, b.seed
+                )
+            })
+            .unwrap_or_else(|| format!("now {} cells, recorded {}", grid.len(), old.grid.len()));
+        return Err(ReplayError::Differs(first));
+    }
+    let config =
+        serde_json::to_value(&plan.config).map_err(|e| ReplayError::Differs(e.to_string()))?;
+    if config != old.config {
+        let changed = changed_flags(&old, &config, &plan.grid_flags, &grid);
+        return Err(ReplayError::Differs(format!(
+            "configuration: {} (an environment variable such as LOCK_CLIENT_SAFETY_MARGIN or RAIL_LATENCY may differ)",
+            changed.join(", ")
+        )));
+    }
+    plan.argv = argv;
+    plan.replay_of = Some(dir.to_owned());
+    Ok(plan)
 }

@@ -250,31 +250,147 @@ pub fn parse_policy(text: &str) -> Result<PolicySpec, FlagError> {
     Ok(PolicySpec::Adaptive { k, floor, ceiling })
 }
 
-/// One cell of the grid.
+/// `--margin-policy`: a comma list of policies, e.g.
+/// `fixed,adaptive:k=4,floor=0.05,ceiling=0.5`. A `NAME=VALUE` part belongs
+/// to the adaptive policy before it; each policy may appear once.
+pub fn parse_policies(text: &str) -> Result<Vec<PolicySpec>, FlagError> {
+    const FLAG: &str = "--margin-policy";
+    let mut groups: Vec<String> = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let starts_policy = part == "fixed" || part.starts_with("adaptive");
+        match groups.last_mut() {
+            Some(g) if !starts_policy && part.contains('=') => {
+                g.push(',');
+                g.push_str(part);
+            }
+            _ if starts_policy => groups.push(part.to_string()),
+            _ => {
+                return Err(flag_err(
+                    FLAG,
+                    text,
+                    format!(
+                        "{part:?} is not a policy; expected fixed or adaptive:k=K,floor=F,ceiling=C"
+                    ),
+                ));
+            }
+        }
+    }
+    let mut out: Vec<PolicySpec> = Vec::new();
+    for g in groups {
+        let p = parse_policy(&g)?;
+        if out.contains(&p) {
+            return Err(flag_err(FLAG, text, format!("names {p} twice")));
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// `--repeat N`: 1..=100 repetitions of every cell.
+pub fn parse_repeat(n: u32) -> Result<u32, FlagError> {
+    if !(1..=100).contains(&n) {
+        return Err(flag_err(
+            "--repeat",
+            &n.to_string(),
+            "must be 1..100 (each repeat runs every cell once more)",
+        ));
+    }
+    Ok(n)
+}
+
+/// One cell of the grid: a (TTL, policy, margin) point and its repetition.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cell {
     /// The lease requested (and, with the default clamps, granted).
     pub lease: Duration,
     /// The margin (for adaptive: its ceiling, used until warmed up).
     pub margin: f64,
+    /// The margin policy of the cell's workers.
+    pub policy: PolicySpec,
+    /// The repetition index, 0-based; its seed is the run's seed + `repeat`.
+    pub repeat: u32,
+    /// Whether the run repeats its cells (then the id names the repeat).
+    pub repeated: bool,
 }
 
 impl Cell {
-    /// A stable id for file names and `--resume`: `ttl=1s_margin=0.30`.
+    /// A fixed-margin cell, not repeated.
+    pub fn fixed(lease: Duration, margin: f64) -> Self {
+        Cell {
+            lease,
+            margin,
+            policy: PolicySpec::Fixed,
+            repeat: 0,
+            repeated: false,
+        }
+    }
+
+    /// The id of the (TTL, policy, margin) point, without the repeat:
+    /// `ttl=1s_margin=0.30` (fixed) or `ttl=1s_adaptive_k=4_floor=0.05_ceiling=0.50`.
+    pub fn group_id(&self) -> String {
+        let ttl = format_duration(self.lease);
+        match self.policy {
+            PolicySpec::Fixed => format!("ttl={ttl}_margin={:.2}", self.margin),
+            PolicySpec::Adaptive { k, floor, ceiling } => {
+                format!("ttl={ttl}_adaptive_k={k}_floor={floor:.2}_ceiling={ceiling:.2}")
+            }
+        }
+    }
+
+    /// A stable id for file names and `--resume`: the [`Cell::group_id`],
+    /// with `_rep=I` when the run repeats its cells.
     pub fn id(&self) -> String {
-        format!(
-            "ttl={}_margin={:.2}",
-            format_duration(self.lease),
-            self.margin
-        )
+        if self.repeated {
+            format!("{}_rep={}", self.group_id(), self.repeat)
+        } else {
+            self.group_id()
+        }
     }
 }
 
-/// The grid in run order: TTLs outer, margins inner.
-pub fn cells(ttls: &[Duration], margins: &[f64]) -> Vec<Cell> {
-    ttls.iter()
-        .flat_map(|&lease| margins.iter().map(move |&margin| Cell { lease, margin }))
-        .collect()
+/// The (policy, TTL, margin) point of a cell id: the id without its `_rep=I` suffix.
+pub fn group_of(id: &str) -> &str {
+    match id.rsplit_once("_rep=") {
+        Some((group, rep)) if !rep.is_empty() && rep.bytes().all(|b| b.is_ascii_digit()) => group,
+        _ => id,
+    }
+}
+
+/// The grid in run order: TTLs outer, then the repeats, then the policies
+/// (fixed: one cell per margin; adaptive: one cell per TTL, the margin list
+/// does not apply, its margin column is the ceiling). Within a TTL every
+/// repeat runs all configurations before the next starts (A B A B …), so a
+/// comparison is taken across interleaved runs, not runs minutes apart.
+pub fn cells(
+    ttls: &[Duration],
+    margins: &[f64],
+    policies: &[PolicySpec],
+    repeats: u32,
+) -> Vec<Cell> {
+    let mut out = Vec::new();
+    for &lease in ttls {
+        for repeat in 0..repeats {
+            for &policy in policies {
+                let base = Cell {
+                    lease,
+                    margin: 0.0,
+                    policy,
+                    repeat,
+                    repeated: repeats > 1,
+                };
+                match policy {
+                    PolicySpec::Fixed => {
+                        out.extend(margins.iter().map(|&margin| Cell { margin, ..base }))
+                    }
+                    PolicySpec::Adaptive { ceiling, .. } => out.push(Cell {
+                        margin: ceiling,
+                        ..base
+                    }),
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -355,7 +471,48 @@ mod tests {
 
     #[test]
     fn cell_ids_are_stable() {
-        let c = cells(&[Duration::from_secs(1)], &[0.3]);
+        let c = cells(&[Duration::from_secs(1)], &[0.3], &[PolicySpec::Fixed], 1);
         assert_eq!(c[0].id(), "ttl=1s_margin=0.30");
+    }
+
+    #[test]
+    fn a_policy_list_is_a_grid_dimension_and_adaptive_runs_once_per_ttl() {
+        let p = parse_policies("fixed,adaptive:k=4,floor=0.05,ceiling=0.5").unwrap();
+        assert_eq!(
+            p,
+            vec![
+                PolicySpec::Fixed,
+                PolicySpec::Adaptive {
+                    k: 4.0,
+                    floor: 0.05,
+                    ceiling: 0.5
+                }
+            ]
+        );
+        let c = cells(&[Duration::from_secs(1)], &[0.1, 0.3], &p, 3);
+        assert_eq!(c.len(), 9, "3 repeats × (2 fixed + 1 adaptive)");
+        let ids: Vec<String> = c.iter().take(3).map(Cell::id).collect();
+        assert_eq!(
+            ids,
+            [
+                "ttl=1s_margin=0.10_rep=0",
+                "ttl=1s_margin=0.30_rep=0",
+                "ttl=1s_adaptive_k=4_floor=0.05_ceiling=0.50_rep=0"
+            ]
+        );
+        assert_eq!(c[8].repeat, 2);
+        assert_eq!(group_of(&c[0].id()), "ttl=1s_margin=0.10");
+        assert_eq!(group_of("ttl=1s_margin=0.10"), "ttl=1s_margin=0.10");
+        assert_eq!(c[2].margin, 0.5, "adaptive's margin column is its ceiling");
+        for bad in ["", "fixed,k=3", "fixed,fixed", "adaptive:k=0", "sometimes"] {
+            assert!(
+                parse_policies(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .starts_with("--margin-policy"),
+                "{bad}"
+            );
+        }
+        assert!(parse_repeat(0).is_err() && parse_repeat(3).is_ok());
     }
 }

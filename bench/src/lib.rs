@@ -14,7 +14,8 @@
 //! delay proxy and its zero-delay baseline), [`cpu`] (CPU seconds from
 //! `/proc`), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
-//! [`report`], [`plots`].
+//! [`report`], [`plots`], and issue 13's evidence: [`stats`] (intervals),
+//! [`summary`] (`summary.csv`), [`projection`] (`projection.csv`).
 
 pub mod backend;
 pub mod cell;
@@ -27,12 +28,15 @@ pub mod hist;
 pub mod manifest;
 pub mod peer;
 pub mod plots;
+pub mod projection;
 pub mod proxy;
 pub mod rail;
 pub mod recommend;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod stats;
+pub mod summary;
 pub mod timebase;
 pub mod triggers;
 pub mod worker;

@@ -20,6 +20,21 @@ fn main() {
                 2
             }
         },
+        Command::Replay { dir, out } => match bench::drive::replay_plan(&dir, out) {
+            Ok(plan) => {
+                eprintln!(
+                    "bench replay: {} cell(s) of {} with seed {}",
+                    plan.cells.len() * plan.config.backends.len(),
+                    dir.display(),
+                    plan.config.seed
+                );
+                block_on(bench::drive::execute(plan), "bench replay")
+            }
+            Err(e) => {
+                eprintln!("bench replay: {e}");
+                2
+            }
+        },
         Command::Peer(args) => match bench::peer::resolve(&args) {
             Ok(plan) => block_on(bench::peer::execute(plan), "bench peer"),
             Err(e) => {

@@ -1,7 +1,10 @@
 //! `manifest.json`: everything needed to reproduce or judge a results
-//! directory — the seed, the full configuration, the git commit, tool
-//! versions and the machine it ran on.
+//! directory — the argv, the seed, the full configuration, the expanded grid
+//! with every cell's seed, the git commit, tool and binary versions and the
+//! machine it ran on. `bench replay` re-runs a directory from it and
+//! `--resume` refuses a run whose flags differ from it.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -28,9 +31,72 @@ pub struct Manifest {
     pub finished_at: Option<String>,
     /// Cell ids finished so far, in order.
     pub cells_done: Vec<String>,
+    /// The command line, argv[0] first (`bench replay` re-parses it).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// Every cell of the run in order, on every backend, with its seed.
+    #[serde(default)]
+    pub grid: Vec<GridCell>,
+    /// The grid's flags as resolved (`--margin`, `--ttl`, `--margin-policy`, `--repeat`).
+    #[serde(default)]
+    pub grid_flags: Option<serde_json::Value>,
+    /// `--version` of each service binary the run starts (process runtime), with its path.
+    #[serde(default)]
+    pub binaries: BTreeMap<String, String>,
+    /// The results directory this run replays (`bench replay`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
     /// The delay proxy's own overhead, measured once per run with `--net-delay`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_overhead: Option<crate::proxy::ProxyOverhead>,
+}
+
+/// One cell of the expanded grid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GridCell {
+    /// The cell id (results column `cell`).
+    pub cell: String,
+    /// `fencepost` or `etcd`.
+    pub backend: String,
+    /// The margin policy.
+    pub policy: String,
+    /// The lease, ms.
+    pub lease_ms: u64,
+    /// The margin (adaptive: its ceiling).
+    pub margin: f64,
+    /// The repeat index.
+    pub repeat: u32,
+    /// The cell's seed (the run's seed + repeat).
+    pub seed: u64,
+}
+
+/// `lock-server --version` and `rail-stub --version` with their paths, for
+/// the runtimes that start them as processes; empty otherwise.
+pub fn binary_versions(runtime: &crate::runner::Runtime) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let local = matches!(
+        runtime,
+        crate::runner::Runtime::Process { .. } | crate::runner::Runtime::Etcd { .. }
+    );
+    if !local {
+        return out;
+    }
+    for name in ["lock-server", "rail-stub"] {
+        let v = match fencepost_harness::binary(name, name) {
+            Ok(path) => {
+                let version = first_line(&path.to_string_lossy(), &["--version"])
+                    .unwrap_or_else(|| "unknown".into());
+                format!("{version} ({})", path.display())
+            }
+            Err(e) => format!("not found: {e}"),
+        };
+        out.insert(name.to_owned(), v);
+    }
+    out.insert(
+        "bench".to_owned(),
+        format!("bench {}", env!("CARGO_PKG_VERSION")),
+    );
+    out
 }
 
 /// Versions of what produced the data.
@@ -124,6 +190,11 @@ impl Manifest {
             started_at: now_rfc3339(),
             finished_at: None,
             cells_done: Vec::new(),
+            argv: Vec::new(),
+            grid: Vec::new(),
+            grid_flags: None,
+            binaries: BTreeMap::new(),
+            replay_of: None,
             proxy_overhead: None,
         }
     }

@@ -4,9 +4,13 @@
 //! - `rtt_spectrum`: the same histograms as a percentile spectrum, x = 1/(1 − q)
 //!   on a log scale (p90, p99, p99.9, p99.99 at 10, 100, 1,000, 10,000), log y
 //!   in ms, so the tail is as readable as the median;
-//! - `throughput_vs_margin`: payouts/s against margin, one line per TTL;
-//! - `abandonment_vs_margin`: insufficient-lease abandonments and all lost work
-//!   (% of attempts) against margin, one colour per TTL;
+//! - `throughput_vs_margin`: median payouts/s over repeats against margin, one
+//!   line per TTL (and policy), the 95 % interval as a shaded band with error
+//!   bars, every repeat as a dot; an adaptive point sits at the mean margin
+//!   its workers used;
+//! - `abandonment_vs_margin`: insufficient-lease abandonments (median over
+//!   repeats, 95 % band) and all lost work (% of attempts, each cell, dashed)
+//!   against margin, one colour per TTL;
 //! - `p99_vs_budget`: corrected heartbeat RTT p99 against trigger 1's
 //!   `min(lease, session TTL) × margin / 3` budget, log y in ms, one colour per TTL.
 //!
@@ -26,6 +30,7 @@ use plotters::style::FontStyle;
 
 use crate::hist::{Series, cdf_points_ms, load_series, spectrum_points_ms};
 use crate::results::CellRow;
+use crate::summary::SummaryRow;
 use crate::triggers::{lost_work, rtt_budget_ms};
 
 /// Pixel size of every plot.
@@ -64,7 +69,13 @@ pub struct PlotOutput {
 }
 
 /// Draws all plots of [`PLOT_STEMS`] into `dir` as `<stem>.svg` and `<stem>.png`.
-pub fn draw_plots(dir: &Path, rows: &[CellRow]) -> anyhow::Result<PlotOutput> {
+/// `summary` is the table's [`crate::summary`] (the throughput and
+/// abandonment intervals over repeats).
+pub fn draw_plots(
+    dir: &Path,
+    rows: &[CellRow],
+    summary: &[SummaryRow],
+) -> anyhow::Result<PlotOutput> {
     register_fonts()?;
     let mut out = PlotOutput::default();
 
@@ -98,6 +109,7 @@ pub fn draw_plots(dir: &Path, rows: &[CellRow]) -> anyhow::Result<PlotOutput> {
         }
     }
     let groups = group_series(rows);
+    let bands = band_groups(summary);
 
     out.files
         .extend(render(dir, PLOT_STEMS[0], &RttCdf { cells: &cdfs })?);
@@ -106,12 +118,21 @@ pub fn draw_plots(dir: &Path, rows: &[CellRow]) -> anyhow::Result<PlotOutput> {
         PLOT_STEMS[1],
         &RttSpectrum { cells: &spectra },
     )?);
-    out.files
-        .extend(render(dir, PLOT_STEMS[2], &Throughput { groups: &groups })?);
+    out.files.extend(render(
+        dir,
+        PLOT_STEMS[2],
+        &Throughput {
+            bands: &bands,
+            rows,
+        },
+    )?);
     out.files.extend(render(
         dir,
         PLOT_STEMS[3],
-        &Abandonment { groups: &groups },
+        &Abandonment {
+            groups: &groups,
+            bands: &bands,
+        },
     )?);
     out.files
         .extend(render(dir, PLOT_STEMS[4], &P99Budget { groups: &groups })?);
@@ -475,9 +496,105 @@ impl Plot for RttSpectrum<'_> {
     }
 }
 
-/// Throughput against margin, one line per TTL.
+/// Summary points of one (backend, TTL, policy), sorted by the margin they are drawn at.
+struct Band<'a> {
+    /// Legend label, e.g. `TTL 1s, fixed`.
+    label: String,
+    /// The points.
+    rows: Vec<&'a SummaryRow>,
+}
+
+/// Where a summary point sits on the margin axis: its margin, or for an
+/// adaptive policy the mean margin its workers used.
+fn x_of(r: &SummaryRow) -> f64 {
+    if r.is_fixed() {
+        r.margin
+    } else {
+        r.margin_effective_mean
+    }
+}
+
+/// Groups summary rows into bands by (backend, TTL, policy).
+fn band_groups(summary: &[SummaryRow]) -> Vec<Band<'_>> {
+    let mut groups: BTreeMap<(String, u64, String), Vec<&SummaryRow>> = BTreeMap::new();
+    for r in summary {
+        groups
+            .entry((r.backend.clone(), r.lease_ms, r.margin_policy.clone()))
+            .or_default()
+            .push(r);
+    }
+    let backends = summary.iter().any(|r| r.backend != summary[0].backend);
+    groups
+        .into_iter()
+        .map(|((backend, lease_ms, policy), mut rows)| {
+            rows.sort_by(|a, b| x_of(a).total_cmp(&x_of(b)));
+            let mut label = format!("TTL {}, {policy}", human_ms(lease_ms));
+            if backends {
+                label.push_str(&format!(", {backend}"));
+            }
+            Band { label, rows }
+        })
+        .collect()
+}
+
+/// Draws one band: the 95 % interval shaded and as error bars, the median as
+/// a line with points. `get` gives (median, lo, hi) of a point; NaN ends
+/// (one repeat) draw no bar.
+fn draw_band<DB, F>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    band: &Band<'_>,
+    i: usize,
+    get: F,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    F: Fn(&SummaryRow) -> (f64, f64, f64),
+{
+    let known: Vec<(f64, f64, f64)> = band
+        .rows
+        .iter()
+        .map(|r| {
+            let (_, lo, hi) = get(r);
+            (x_of(r), lo, hi)
+        })
+        .filter(|(_, lo, hi)| lo.is_finite() && hi.is_finite())
+        .collect();
+    if known.len() > 1 {
+        let mut poly: Vec<(f64, f64)> = known.iter().map(|(x, lo, _)| (*x, *lo)).collect();
+        poly.extend(known.iter().rev().map(|(x, _, hi)| (*x, *hi)));
+        chart.draw_series(std::iter::once(Polygon::new(
+            poly,
+            color(i).mix(0.15).filled(),
+        )))?;
+    }
+    let w = 0.004;
+    for (x, lo, hi) in &known {
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(*x, *lo), (*x, *hi)],
+            color(i).stroke_width(2),
+        )))?;
+        for y in [*lo, *hi] {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x - w, y), (x + w, y)],
+                color(i).stroke_width(2),
+            )))?;
+        }
+    }
+    let points: Vec<(f64, f64)> = band.rows.iter().map(|r| (x_of(r), get(r).0)).collect();
+    chart.draw_series(LineSeries::new(points, color(i).stroke_width(2)).point_size(5))?;
+    Ok(())
+}
+
+/// Median throughput over repeats against margin with its 95 % band, one line per TTL and policy.
 struct Throughput<'a> {
-    groups: &'a [Lines<'a>],
+    bands: &'a [Band<'a>],
+    /// Every repeat, drawn as a dot at its margin.
+    rows: &'a [CellRow],
 }
 
 impl Plot for Throughput<'_> {
@@ -485,42 +602,91 @@ impl Plot for Throughput<'_> {
     where
         DB::ErrorType: 'static,
     {
-        let (plot, legend) = layout(root, "Throughput vs client safety margin")?;
+        let (plot, legend) = layout(
+            root,
+            "Throughput vs client safety margin (median, 95 % interval over repeats)",
+        )?;
         let y_max = self
-            .groups
+            .bands
             .iter()
-            .flat_map(|s| s.rows.iter().map(|r| r.throughput_per_s))
+            .flat_map(|s| {
+                s.rows
+                    .iter()
+                    .map(|r| r.throughput_ci95_hi.max(r.throughput_max))
+            })
+            .chain(self.rows.iter().map(|r| r.throughput_per_s))
+            .filter(|v| v.is_finite())
             .fold(0.0, f64::max);
+        let xs: Vec<f64> = self
+            .bands
+            .iter()
+            .flat_map(|b| b.rows.iter().map(|r| x_of(r)))
+            .chain(self.rows.iter().map(row_x))
+            .collect();
+        let (lo, hi) = xs
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), m| {
+                (lo.min(*m), hi.max(*m))
+            });
         let mut chart = ChartBuilder::on(&plot)
             .margin(16)
             .x_label_area_size(50)
             .y_label_area_size(80)
-            .build_cartesian_2d(margin_range(self.groups), 0.0..(y_max * 1.1).max(1.0))?;
+            .build_cartesian_2d(padded(lo, hi, 0.05), 0.0..(y_max * 1.1).max(1.0))?;
         chart
             .configure_mesh()
-            .x_desc("client safety margin (fraction of lease)")
+            .x_desc("client safety margin (fraction of lease; adaptive: mean margin used)")
             .y_desc("throughput (payouts/s)")
             .axis_desc_style(desc_font())
             .label_style(label_font())
             .x_label_formatter(&|v| format!("{v:.2}"))
             .draw()?;
         let mut entries = Vec::new();
-        for (i, s) in self.groups.iter().enumerate() {
-            let points = s.rows.iter().map(|r| (r.margin, r.throughput_per_s));
-            chart.draw_series(LineSeries::new(points, color(i).stroke_width(2)).point_size(4))?;
+        for (i, b) in self.bands.iter().enumerate() {
+            draw_band(&mut chart, b, i, |r| {
+                (
+                    r.throughput_median,
+                    r.throughput_ci95_lo,
+                    r.throughput_ci95_hi,
+                )
+            })?;
+            let groups: Vec<&str> = b.rows.iter().map(|r| r.group.as_str()).collect();
+            let dots = self.rows.iter().filter(|r| {
+                let g = if r.group.is_empty() {
+                    crate::grid::group_of(&r.cell)
+                } else {
+                    r.group.as_str()
+                };
+                groups.contains(&g)
+            });
+            chart.draw_series(
+                dots.map(|r| Circle::new((row_x(r), r.throughput_per_s), 3, color(i).mix(0.6))),
+            )?;
             entries.push(LegendEntry {
-                label: s.label.clone(),
+                label: b.label.clone(),
                 color: color(i),
                 dashed: false,
             });
         }
-        draw_legend(&legend, "line = TTL", &entries)
+        draw_legend(&legend, "line = TTL, policy; dots = repeats", &entries)
     }
 }
 
-/// Abandonment against margin: solid = insufficient lease, dashed = all lost work.
+/// Abandonment against margin: solid = insufficient lease (median over
+/// repeats with its 95 % band), dashed = all lost work of every cell.
 struct Abandonment<'a> {
     groups: &'a [Lines<'a>],
+    bands: &'a [Band<'a>],
+}
+
+/// Where a cell sits on a margin axis: its margin, or for an adaptive
+/// policy the mean margin its workers used.
+fn row_x(r: &CellRow) -> f64 {
+    if r.margin_policy == "fixed" {
+        r.margin
+    } else {
+        r.margin_effective
+    }
 }
 
 /// `part / attempts` in %, 0 without attempts.
@@ -542,38 +708,56 @@ impl Plot for Abandonment<'_> {
             .groups
             .iter()
             .flat_map(|s| s.rows.iter().map(|r| pct_of_attempts(lost_work(r), r)))
+            .chain(
+                self.bands
+                    .iter()
+                    .flat_map(|b| b.rows.iter().map(|r| r.abandonment_ci95_hi * 100.0)),
+            )
+            .filter(|v| v.is_finite())
             .fold(0.0, f64::max);
+        let (x_lo, x_hi) = self
+            .groups
+            .iter()
+            .flat_map(|s| s.rows.iter().map(|r| row_x(r)))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), m| {
+                (lo.min(m), hi.max(m))
+            });
         let mut chart = ChartBuilder::on(&plot)
             .margin(16)
             .x_label_area_size(50)
             .y_label_area_size(80)
-            .build_cartesian_2d(margin_range(self.groups), 0.0..(y_max * 1.1).max(1.0))?;
+            .build_cartesian_2d(padded(x_lo, x_hi, 0.05), 0.0..(y_max * 1.1).max(1.0))?;
         chart
             .configure_mesh()
-            .x_desc("client safety margin (fraction of lease)")
+            .x_desc("client safety margin (fraction of lease; adaptive: mean margin used)")
             .y_desc("% of payout attempts")
             .axis_desc_style(desc_font())
             .label_style(label_font())
             .x_label_formatter(&|v| format!("{v:.2}"))
             .draw()?;
         let mut entries = Vec::new();
-        for (i, s) in self.groups.iter().enumerate() {
-            let points = s
-                .rows
-                .iter()
-                .map(|r| (r.margin, pct_of_attempts(r.abandoned_insufficient_lease, r)));
-            chart.draw_series(LineSeries::new(points, color(i).stroke_width(2)).point_size(4))?;
-            let lost: Vec<(f64, f64)> = s
-                .rows
-                .iter()
-                .map(|r| (r.margin, pct_of_attempts(lost_work(r), r)))
-                .collect();
-            chart.draw_series(DashedLineSeries::new(lost, 8, 6, color(i).stroke_width(2)))?;
+        for (i, b) in self.bands.iter().enumerate() {
+            draw_band(&mut chart, b, i, |r| {
+                (
+                    r.abandonment_median * 100.0,
+                    r.abandonment_ci95_lo * 100.0,
+                    r.abandonment_ci95_hi * 100.0,
+                )
+            })?;
             entries.push(LegendEntry {
-                label: format!("{}: insufficient lease", s.label),
+                label: format!("{}: insufficient lease, median [95 %]", b.label),
                 color: color(i),
                 dashed: false,
             });
+        }
+        for (i, s) in self.groups.iter().enumerate() {
+            let mut lost: Vec<(f64, f64)> = s
+                .rows
+                .iter()
+                .map(|r| (row_x(r), pct_of_attempts(lost_work(r), r)))
+                .collect();
+            lost.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart.draw_series(DashedLineSeries::new(lost, 8, 6, color(i).stroke_width(2)))?;
             entries.push(LegendEntry {
                 label: format!("{}: all lost work", s.label),
                 color: color(i),

@@ -12,12 +12,14 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 
 use crate::plots::{PLOT_STEMS, draw_plots};
+use crate::projection::{Production, ProjectionRow, project, write_projection};
 use crate::recommend::human_ms;
 pub use crate::recommend::{
-    Recommendation, THROUGHPUT_TIE_FRACTION, format_recommendations, markdown_recommendations,
-    recommendations,
+    Recommendation, format_recommendations, markdown_recommendations, recommendations,
+    recommendations_from,
 };
 use crate::results::{BadInput, CellRow, read_nonempty_results};
+use crate::summary::{Summary, build, load_cell_hists, write_summary};
 use crate::triggers::{
     MIN_SAMPLES_P99, TRIGGERS, TriggerResult, Verdict, evaluate, fmt_value, lost_work,
     markdown_table, write_triggers,
@@ -51,6 +53,10 @@ pub struct ReportInput<'a> {
     pub skipped_cells: &'a [(String, String)],
     /// The recommended margin per TTL.
     pub recommendations: &'a [Recommendation],
+    /// The per-(policy, TTL, margin) summary over repeats (`summary.csv`).
+    pub summary: &'a Summary,
+    /// The production projection (`projection.csv`); empty without histograms.
+    pub projection: &'a [ProjectionRow],
     /// When the report is generated (shown in its header).
     pub generated_at: SystemTime,
 }
@@ -206,19 +212,192 @@ pub fn write_report(dir: &Path) -> anyhow::Result<PathBuf> {
     let manifest = read_manifest(dir);
     let triggers = evaluate(&rows);
     write_triggers(dir, &triggers)?;
-    let plots = draw_plots(dir, &rows)?;
-    let recs = recommendations(&rows);
+    let summary = build(&rows, &|cell| load_cell_hists(dir, cell));
+    write_summary(dir, &summary.rows)?;
+    let production = manifest
+        .as_ref()
+        .ok()
+        .and_then(|m| m.as_ref())
+        .and_then(|m| m.pointer("/config/projection"))
+        .and_then(|v| serde_json::from_value::<Production>(v.clone()).ok())
+        .unwrap_or_default();
+    let projection = projection_of(dir, &rows, &production);
+    write_projection(dir, &projection)?;
+    let plots = draw_plots(dir, &rows, &summary.rows)?;
+    let recs = recommendations_from(&summary);
     let md = render_report(&ReportInput {
         rows: &rows,
         manifest: &manifest,
         triggers: &triggers,
         skipped_cells: &plots.skipped_cells,
         recommendations: &recs,
+        summary: &summary,
+        projection: &projection,
         generated_at: SystemTime::now(),
     });
     let path = dir.join(REPORT_MD);
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
+}
+
+/// The production projection of every backend's cells: their corrected RTT
+/// histograms pooled (cells without a saved histogram are left out and not
+/// counted), projected for the run's fixed margins and the production margin.
+pub fn projection_of(dir: &Path, rows: &[CellRow], prod: &Production) -> Vec<ProjectionRow> {
+    let mut backends: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
+    backends.sort();
+    backends.dedup();
+    let mut margins: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.margin_policy == "fixed")
+        .map(|r| r.margin)
+        .collect();
+    margins.sort_by(f64::total_cmp);
+    margins.dedup();
+    let mut out = Vec::new();
+    for backend in backends {
+        let mut pooled = crate::hist::new_histogram();
+        let mut cells = 0u64;
+        for r in rows.iter().filter(|r| r.backend == backend) {
+            if let Some((_, corrected)) = load_cell_hists(dir, &r.cell)
+                && pooled.add(&corrected).is_ok()
+            {
+                cells += 1;
+            }
+        }
+        out.extend(project(backend, &pooled, cells, prod, &margins));
+    }
+    out
+}
+
+/// The summary over repeats as a Markdown table.
+fn summary_table(summary: &Summary) -> String {
+    let mut md = String::from(
+        "| point | policy | n | median throughput (payouts/s) | 95 % interval | min–max | \
+         abandonment median [95 %] | margin used (mean) | pooled corrected p50 / p99 / p99.9 ≥ (ms) | \
+         m_min [95 %] | triggers 1 / 3 / 4 fired (repeats) |\n\
+         |---|---|---:|---:|---|---|---|---:|---|---|---|\n",
+    );
+    let pct = |x: f64| {
+        if x.is_nan() {
+            "—".to_owned()
+        } else {
+            format!("{:.1} %", x * 100.0)
+        }
+    };
+    let iv = |lo: f64, hi: f64, f: &dyn Fn(f64) -> String| {
+        if lo.is_nan() {
+            "— (1 repeat)".to_owned()
+        } else {
+            format!("[{}, {}]", f(lo), f(hi))
+        }
+    };
+    for r in &summary.rows {
+        let _ = writeln!(
+            md,
+            "| `{}` | `{}` | {} | {:.2} | {} | {:.2}–{:.2} | {} {} | {:.3} | {:.3} / {:.3} / {:.3} | {:.3} [{:.3}, {:.3}]{} | {} / {} / {} |",
+            r.group,
+            r.margin_policy,
+            r.n_repeats,
+            r.throughput_median,
+            iv(r.throughput_ci95_lo, r.throughput_ci95_hi, &|x| format!(
+                "{x:.2}"
+            )),
+            r.throughput_min,
+            r.throughput_max,
+            pct(r.abandonment_median),
+            iv(r.abandonment_ci95_lo, r.abandonment_ci95_hi, &pct),
+            r.margin_effective_mean,
+            r.hb_rtt_corrected_p50_us as f64 / 1e3,
+            r.hb_rtt_corrected_p99_us as f64 / 1e3,
+            r.hb_rtt_corrected_p999_us as f64 / 1e3,
+            r.m_min,
+            r.m_min_ci95_lo,
+            r.m_min_ci95_hi,
+            if r.m_min_verdict == "ok" {
+                ""
+            } else {
+                " (insufficient_data)"
+            },
+            r.trigger1_fired,
+            r.trigger3_fired,
+            r.trigger4_fired,
+        );
+    }
+    md
+}
+
+/// The projection as a Markdown section.
+fn projection_section(rows: &[ProjectionRow]) -> String {
+    let mut md = String::from("\n## Projection onto the production configuration\n\n");
+    let Some(first) = rows.first() else {
+        md.push_str("No corrected RTT histograms (`hgrm/*.corrected.hdr`): nothing to project.\n");
+        return md;
+    };
+    let _ = writeln!(
+        md,
+        "The measured corrected heartbeat RTT, **unscaled** (the time base never scales the \
+         network), pooled over {} cell(s) ({} samples: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} \
+         ms), held against lease {} ms, session TTL {} ms and a worst-case rail hop of {} ms \
+         (read timeout {} ms + 2 s). The RTT was measured under the scaled cells' load \
+         (heartbeats 30× more frequent at a 1 s lease), which this does not undo. \
+         `projection.csv` has every column.\n",
+        first.cells_pooled,
+        first.rtt_samples,
+        first.rtt_corrected_p50_us as f64 / 1e3,
+        first.rtt_corrected_p99_us as f64 / 1e3,
+        first.rtt_corrected_p999_us as f64 / 1e3,
+        first.lease_ms,
+        first.session_ttl_ms,
+        first.worst_case_hop_ms,
+        first.rail_read_timeout_ms,
+    );
+    md.push_str(
+        "| backend | margin | trigger 1 budget (ms) | trigger 1 | trigger 3 window (ms) | trigger 3 | min_margin [95 %] | headroom (ms) [pessimistic] |\n\
+         |---|---:|---:|---|---:|---|---|---:|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {} | {:.1} | {} | {:.4} [{:.4}, {:.4}]{} | {:.1} [{:.1}] |",
+            r.backend,
+            if r.production_margin {
+                format!("**{:.2}**", r.margin)
+            } else {
+                format!("{:.2}", r.margin)
+            },
+            r.trigger1_budget_ms,
+            r.trigger1_verdict,
+            r.trigger3_window_ms,
+            r.trigger3_verdict,
+            r.min_margin,
+            r.min_margin_ci95_lo,
+            r.min_margin_ci95_hi,
+            if r.min_margin_verdict == "ok" {
+                ""
+            } else {
+                " (insufficient_data)"
+            },
+            r.headroom_ms,
+            r.headroom_ci95_lo_ms,
+        );
+    }
+    for r in rows.iter().filter(|r| r.production_margin) {
+        let _ = writeln!(
+            md,
+            "\n**Headroom of {:.2} on {}:** its trigger-1 budget is {:.1} ms; the pooled p99.9 \
+         uses {:.3} ms of it, leaving {:.1} ms ({:.1} ms at the interval's pessimistic end); \
+         the smallest margin covering the p99.9 is {:.4}.",
+            r.margin,
+            r.backend,
+            r.trigger1_budget_ms,
+            r.rtt_corrected_p999_us as f64 / 1e3,
+            r.headroom_ms,
+            r.headroom_ci95_lo_ms,
+            r.min_margin,
+        );
+    }
+    md
 }
 
 /// The text of `report.md`: what was run, the results table, the §6.5
@@ -437,15 +616,30 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         md.push('\n');
     }
 
-    let _ = writeln!(md, "## Summary: recommended margin per TTL\n");
+    let _ = writeln!(md, "## Repeats: median and 95 % interval per point\n");
     let _ = writeln!(
         md,
-        "Rule: among a TTL's cells where triggers 1, 3 and 4 do not fire, the ledger check \
-         passed, heartbeats were measured and payouts were made, take the highest throughput; \
-         throughputs within {:.0} % of the best are a tie, and a tie goes to the larger margin. \
-         A recommendation is *provisional* when its cell's trigger 1 has fewer than 1,000 \
-         corrected samples (`insufficient_data`).\n",
-        THROUGHPUT_TIE_FRACTION * 100.0
+        "One row per (policy, TTL, margin) over its repeats (seed, seed + 1, …; interleaved \
+         within a TTL). Intervals: Student t over the repeat values (`mean ± t(0.975, n − 1) · s \
+         / √n`, widened to hold the median); with a few repeats they are wide, which is the \
+         honest answer on a shared machine. Heartbeat percentiles are from the repeats' merged \
+         HDR histograms; `m_min = 3 × p99.9 / min(lease, session TTL)` with the p99.9's \
+         exact-bootstrap interval (independent samples assumed: too narrow when stalls dominate \
+         the tail). `summary.csv` has every column.\n"
+    );
+    md.push_str(&summary_table(input.summary));
+    md.push_str(&projection_section(input.projection));
+
+    let _ = writeln!(md, "\n## Summary: recommended margin per TTL\n");
+    let _ = writeln!(
+        md,
+        "Rule (`bench/src/recommend.rs`): (1) the derived floor `m_min` from the TTL's pooled \
+         corrected RTT, a margin below its 95 % upper end is out; (2) on every repeat: ledger ok, \
+         no believed fence-out (trigger 4), no D4 sawtooth (trigger 3), trigger 1 quiet, \
+         payouts made; (3) throughput decides only where 95 % intervals separate: every margin \
+         overlapping the best is tied with it and the tie goes to the larger margin (\"not \
+         resolved at N repeats\"). Trigger 2 is evaluated on the sweep: `1 − T(m) / T(best)`. \
+         *Provisional*: the floor rests on fewer than 10,000 samples.\n"
     );
     md.push_str(&markdown_recommendations(recs));
     md

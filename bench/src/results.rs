@@ -1,6 +1,6 @@
 //! The results table (C4): one [`CellRow`] per grid cell, written as
 //! `results.parquet` and `results.csv` and read back for `bench report` and
-//! `bench triggers`. This is the only module that touches polars: the table is a
+//! `bench triggers`. With [`crate::summary`] and [`crate::projection`], the only modules that touch polars: the table is a
 //! few dozen rows, so the frame is built column by column from the rows and
 //! converted straight back; nothing else in the bench sees a `DataFrame`.
 //!
@@ -274,7 +274,7 @@ cell_row! {
     cpu_lock_server_s: f64,
     /// CPU seconds of the rail-stub over the window; NaN where it is not a local process.
     cpu_rail_stub_s: f64,
-    /// Repeat index of the cell (0 until `--repeat` exists).
+    /// Repeat index of the cell, 0-based (`--repeat N`: 0..N; its seed is the run seed + repeat).
     repeat: u32,
     /// Stable cell id, e.g. `ttl=1s_margin=0.30`; also the histogram file stem under `hgrm/`.
     cell: String,
@@ -304,7 +304,8 @@ cell_row! {
     stale_paid: u64,
     /// Whether the ledger invariant check passed after the cell.
     ledger_ok: bool,
-    /// Margin in force at the end of the cell (= `margin` for the fixed policy).
+    /// Mean of the margins the workers' SDKs applied to lease deadlines (L4, L5) in the
+    /// window, warm-up excluded (= `margin` for the fixed policy; see `margin_applied_count`).
     margin_effective: f64,
     /// Mean raw heartbeat RTT (≥: timeouts censored), in µs.
     hb_rtt_mean_us: f64,
@@ -353,6 +354,12 @@ cell_row! {
     cpu_quota: String,
     /// The lock service the workers ran on: `fencepost` or `etcd` (issue 15).
     backend: String,
+    /// Lease deadlines (L4 grants, L5 renewals) `margin_effective` is the mean over; 0 when
+    /// the window had none (then `margin_effective` is what the policy computes at the end).
+    margin_applied_count: u64,
+    /// The (policy, TTL, margin) point without the repeat, e.g. `ttl=1s_margin=0.30`: the
+    /// key of `summary.csv` (issue 13).
+    group: String,
 }
 
 /// What the ledger's counts did over a measured window: `after − before` for
@@ -411,9 +418,14 @@ impl Measurement {
         self.workers.hists.save(dir, &self.plan.id)
     }
 
-    /// The margin in force at the end: the fixed margin, or what the
-    /// adaptive policy computes from the cell's RTTs.
+    /// The margin the workers used: the mean of the margins their SDKs
+    /// applied to lease deadlines in the window (warm-up excluded); without
+    /// any, the fixed margin, or what the adaptive policy computes from the
+    /// cell's RTTs.
     pub fn margin_effective(&self) -> f64 {
+        if let Some(mean) = self.workers.margins.mean() {
+            return (mean * 1e6).round() / 1e6;
+        }
         match self.plan.policy {
             PolicySpec::Fixed => self.plan.margin,
             PolicySpec::Adaptive { k, floor, ceiling } => {
@@ -512,7 +524,7 @@ impl CellRow {
             cpu_bench_s: m.cpu.bench_s,
             cpu_lock_server_s: m.cpu.lock_server_s,
             cpu_rail_stub_s: m.cpu.rail_stub_s,
-            repeat: 0,
+            repeat: plan.repeat,
             cell: plan.id.clone(),
             seed: plan.seed,
             net_delay: spec_or_none(plan.conditions.net_delay.map(|d| d.to_string())),
@@ -551,6 +563,8 @@ impl CellRow {
             build_profile: BUILD_PROFILE.to_owned(),
             cpu_quota: plan.cpu_quota.clone().unwrap_or_default(),
             backend: m.backend.to_string(),
+            margin_applied_count: m.workers.margins.count,
+            group: crate::grid::group_of(&plan.id).to_owned(),
         }
     }
 }
@@ -643,6 +657,7 @@ mod tests {
             lease,
             margin: 0.3,
             policy: PolicySpec::Fixed,
+            repeat: 0,
             session_ttl: Duration::from_millis(500),
             time_base: TimeBase::for_lease(lease, true),
             rail_latency: "fixed:2ms".parse().unwrap(),

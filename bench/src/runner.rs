@@ -30,6 +30,7 @@ pub use crate::cell::{CellPlan, Live, Runtime};
 use crate::cell::{Conditions, Hooks, Stack, Steady, default_warmup, measure};
 use crate::grid::{Cell, PauseSpec, PolicySpec};
 use crate::hist::Histograms;
+pub use crate::projection::Production;
 use crate::proxy::{BASELINE_PAIRS, ProxyOverhead};
 use crate::results::CellRow;
 use crate::timebase::TimeBase;
@@ -49,9 +50,13 @@ pub struct RunConfig {
     pub duration: Duration,
     /// How many payouts the backlog holds (R7).
     pub payouts: u64,
-    /// Fixed or adaptive margin.
-    #[serde(serialize_with = "display")]
-    pub policy: PolicySpec,
+    /// The margin policies, a grid dimension (`--margin-policy`).
+    #[serde(serialize_with = "display_list")]
+    pub policies: Vec<PolicySpec>,
+    /// Repetitions of every cell (`--repeat`); repeat `i` runs with seed `seed + i`.
+    pub repeat: u32,
+    /// The production configuration `projection.csv` projects the measured RTT onto.
+    pub projection: Production,
     /// `--session-ttl`, if given (else production 15 s, scaled).
     #[serde(serialize_with = "dur_opt")]
     pub session_ttl: Option<Duration>,
@@ -69,7 +74,7 @@ pub struct RunConfig {
     /// SIGSTOP/SIGCONT the lock-server on this schedule.
     #[serde(serialize_with = "display_opt")]
     pub server_pause: Option<PauseSpec>,
-    /// The run's seed (every cell uses it).
+    /// The run's seed: repeat `i` of every cell uses `seed + i`.
     pub seed: u64,
     /// Whether workers run `check_still_held` + `ensure_time_for` before submitting.
     pub client_check: bool,
@@ -95,6 +100,13 @@ fn warmup<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::
 
 fn display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&v.to_string())
+}
+
+fn display_list<T: std::fmt::Display, S: serde::Serializer>(
+    v: &[T],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|x| x.to_string()))
 }
 
 fn dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -159,7 +171,8 @@ impl RunConfig {
             run_id: String::new(),
             lease: cell.lease,
             margin: cell.margin,
-            policy: self.policy,
+            policy: cell.policy,
+            repeat: cell.repeat,
             session_ttl,
             time_base,
             rail_latency: time_base.latency(self.rail_latency),
@@ -171,7 +184,7 @@ impl RunConfig {
             duration: self.duration,
             payouts: self.payouts,
             payout_prefix: PAYOUT_PREFIX.to_string(),
-            seed: self.seed,
+            seed: self.seed.wrapping_add(u64::from(cell.repeat)),
             conditions: Conditions {
                 net_delay: self.net_delay,
                 server_pause: self.server_pause,

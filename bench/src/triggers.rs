@@ -275,22 +275,32 @@ pub fn margin_needed(row: &CellRow, p99_us: u64) -> f64 {
     3.0 * p99_us as f64 / 1000.0 / usable_base_ms(row).max(1) as f64
 }
 
+/// With fewer than 1,000 samples, padding to 1,000 with samples inside the
+/// budget leaves the p99 above it when more than this many (1 % of 1,000) are above it.
+const OVER_BUDGET_FLOOR: u64 = (MIN_SAMPLES_P99 as f64 * 0.01) as u64;
+
+/// Trigger 1's verdict on `n` corrected samples, `over` of them above the
+/// budget: on ≥ 1,000 samples fired iff p99 > budget; with fewer, fired when
+/// more than 10 are above it (any 1,000-sample p99 would be), else
+/// `insufficient_data`. Shared with `projection.csv`.
+pub fn trigger1_verdict(n: u64, over: u64, p99_ms: f64, budget_ms: f64) -> Verdict {
+    if n >= MIN_SAMPLES_P99 {
+        Verdict::of(p99_ms > budget_ms)
+    } else if over > OVER_BUDGET_FLOOR {
+        Verdict::Fired
+    } else {
+        Verdict::InsufficientData
+    }
+}
+
 /// Trigger 1, in ms, on the corrected RTT.
 fn rtt_p99_vs_margin(row: &CellRow) -> TriggerResult {
     let p99_ms = row.hb_rtt_corrected_p99_us as f64 / 1000.0;
     let budget_ms = rtt_budget_ms(row.lease_ms, row.session_ttl_ms, row.margin_effective);
     let n = row.hb_corrected_count;
     let over = row.hb_corrected_over_budget;
-    // With n < 1,000, padding to 1,000 with samples inside the budget leaves
-    // the p99 above it when more than 1 % of 1,000 samples are above it.
-    let over_floor = ((1.0 - 0.99) * MIN_SAMPLES_P99 as f64).round() as u64;
-    let verdict = if n >= MIN_SAMPLES_P99 {
-        Verdict::of(p99_ms > budget_ms)
-    } else if over > over_floor {
-        Verdict::Fired
-    } else {
-        Verdict::InsufficientData
-    };
+    let over_floor = OVER_BUDGET_FLOOR;
+    let verdict = trigger1_verdict(n, over, p99_ms, budget_ms);
     let cmp = if p99_ms > budget_ms { ">" } else { "≤" };
     let mut detail = format!(
         "corrected p99 {p99_ms:.3} ms {cmp} min(lease {} ms, session {} ms) × {:.2} / 3 = \

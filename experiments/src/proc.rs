@@ -216,6 +216,7 @@ impl RemoteWorker for WorkerChild {
                         tick_lag_hdr,
                         rail_hdr,
                         cpu_s,
+                        margins_ppm,
                     },
                 ) = self.next(left).await?
                 {
@@ -232,6 +233,15 @@ impl RemoteWorker for WorkerChild {
                             corrected: decode("corrected RTT", &corrected_hdr)?,
                             tick_lag: decode("tick lag", &tick_lag_hdr)?,
                             rail: decode("rail latency", &rail_hdr)?,
+                        },
+                        margins: {
+                            let [count, sum_ppm, min_ppm, max_ppm] = *margins_ppm;
+                            fencepost_sdk::MarginSummary {
+                                count,
+                                sum_ppm,
+                                min_ppm,
+                                max_ppm,
+                            }
                         },
                         cpu_s,
                     };

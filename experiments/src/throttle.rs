@@ -116,6 +116,7 @@ fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> anyhow::Result<CellP
         lease: args.ttl,
         margin: args.margin,
         policy: PolicySpec::Fixed,
+        repeat: 0,
         session_ttl,
         time_base: tb,
         rail_latency: tb.latency(latency),

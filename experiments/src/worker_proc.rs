@@ -98,6 +98,11 @@ pub enum WorkerLine {
         /// CPU seconds this process used since its start or its last `reset`.
         #[serde(default)]
         cpu_s: Option<f64>,
+        /// The margins the SDK applied to lease deadlines (L4, L5) since the
+        /// last `reset`: `[count, sum, min, max]` in ppm (`margin_effective`);
+        /// boxed to keep the enum small.
+        #[serde(default)]
+        margins_ppm: Box<[u64; 4]>,
     },
 }
 
@@ -266,6 +271,10 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
             cpu_s: cpu_seconds(None)
                 .zip(cpu_from)
                 .map(|(now, from)| (now - from).max(0.0)),
+            margins_ppm: {
+                let m = client.margin_stats().leases();
+                Box::new([m.count, m.sum_ppm, m.min_ppm, m.max_ppm])
+            },
         });
         return Ok(());
     }

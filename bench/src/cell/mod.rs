@@ -126,6 +126,8 @@ pub struct CellPlan {
     pub margin: f64,
     /// Fixed or adaptive margin.
     pub policy: PolicySpec,
+    /// The repetition index of the cell (0 outside `--repeat`; the `repeat` column).
+    pub repeat: u32,
     /// The session TTL.
     pub session_ttl: Duration,
     /// The time base the numbers below were scaled with.

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencepost_sdk::ClientStats;
+use fencepost_sdk::{ClientStats, MarginSummary};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -97,6 +97,9 @@ pub struct WorkerReport {
     pub heartbeat: HeartbeatCounts,
     /// Its histograms, µs.
     pub hists: Histograms,
+    /// The margins its SDK applied to lease deadlines (L4, L5) in the window;
+    /// empty where a worker process does not report them.
+    pub margins: MarginSummary,
     /// CPU seconds its own process used over the window (a worker process;
     /// `None` for an in-process worker, whose CPU is the bench's).
     pub cpu_s: Option<f64>,
@@ -138,6 +141,8 @@ pub struct PoolReport {
     pub heartbeat: HeartbeatCounts,
     /// The members' histograms, merged (µs).
     pub hists: Histograms,
+    /// The margins the members' SDKs applied to lease deadlines, merged.
+    pub margins: MarginSummary,
     /// CPU seconds of the members' own processes (0 for in-process members).
     pub cpu_workers_s: f64,
     /// Members that joined.
@@ -153,6 +158,7 @@ impl PoolReport {
         self.renewals += r.renewals;
         self.heartbeat.add(&r.heartbeat);
         self.hists.add(&r.hists)?;
+        self.margins = self.margins.merge(&r.margins);
         self.cpu_workers_s += r.cpu_s.unwrap_or(0.0);
         self.members += 1;
         Ok(())
@@ -279,6 +285,7 @@ impl Pool {
                     tick_lag: client.tick_lag_histogram(),
                     rail: worker.rail_histogram(),
                 },
+                margins: client.margin_stats().leases(),
                 cpu_s: None,
             })?;
         }

@@ -33,7 +33,9 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         workers: 2,
         duration: Duration::from_secs(2),
         payouts: 2_000,
-        policy: PolicySpec::Fixed,
+        policies: vec![PolicySpec::Fixed],
+        repeat: 1,
+        projection: Default::default(),
         session_ttl: None,
         rail_latency: "fixed:30ms".parse().unwrap(),
         rail_read_timeout: Duration::from_secs(5),
@@ -59,10 +61,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_20ms_proxy_delay_shows_up_in_the_recorded_rtt() {
     let cfg = config(Some("fixed:20ms"));
-    let plan = cfg.plan(Cell {
-        lease: Duration::from_secs(1),
-        margin: 0.3,
-    });
+    let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
     let out = temp_dir("proxy");
     let (_tx, rx) = watch::channel(false);
     let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true)
@@ -117,6 +116,24 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["run", "--margin", "0.1,0.2"], "--margin"),
         (&["run", "--runtime", "external"], "--lock-url"),
         (&["triggers", "/nonexistent/fencepost-dir"], "nonexistent"),
+        (&["run", "--repeat", "0"], "--repeat"),
+        (
+            &["sweep", "--margin-policy", "fixed,k=3"],
+            "--margin-policy",
+        ),
+        (
+            &["sweep", "--margin-policy", "fixed,fixed"],
+            "--margin-policy",
+        ),
+        (
+            &["run", "--margin-policy", "fixed,adaptive:k=3"],
+            "--margin-policy",
+        ),
+        (
+            &["run", "--projection-margin", "1.5"],
+            "--projection-margin",
+        ),
+        (&["replay", "/nonexistent/fencepost-dir"], "manifest.json"),
     ];
     for (args, needle) in cases {
         let out = bench().args(*args).output().unwrap();
@@ -207,4 +224,117 @@ fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
     // triggers reads it back: 0 (none fired) or 3 (one fired), never 2.
     let code = bench().arg("triggers").arg(&out).status().unwrap().code();
     assert!(matches!(code, Some(0) | Some(3)), "{code:?}");
+}
+
+/// `(cell, seed, repeat)` of every row of a results directory.
+fn cell_seeds(dir: &std::path::Path) -> Vec<(String, u64, u32)> {
+    bench::results::read_results(dir)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.cell, r.seed, r.repeat))
+        .collect()
+}
+
+/// Issue 13's done-when, shortened: two repeats of a fixed and an adaptive
+/// cell write one row per (cell, repeat) with seeds seed + repeat, a summary
+/// row per point with lo ≤ median ≤ hi, and projection.csv; `bench replay`
+/// runs the same (cell, seed) pairs; `--resume` with another `--margin` is
+/// refused, naming the flag.
+#[test]
+fn repeats_and_policies_summarise_replay_and_refuse_a_changed_resume() {
+    let base = temp_dir("repeat");
+    let out = base.join("run");
+    let sweep = |out: &std::path::Path, margin: &str, extra: &[&str]| {
+        bench()
+            .args([
+                "sweep",
+                "--margin",
+                margin,
+                "--ttl",
+                "1s",
+                "--duration",
+                "1s",
+            ])
+            .args(["--repeat", "2", "--margin-policy"])
+            .arg("fixed,adaptive:k=4,floor=0.05,ceiling=0.5")
+            .args(["--workers", "2", "--payouts", "2000", "--store", "memory:"])
+            .args(extra)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let first = sweep(&out, "0.3", &["--seed", "21"]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let rows = cell_seeds(&out);
+    assert_eq!(
+        rows,
+        [
+            ("ttl=1s_margin=0.30_rep=0".to_owned(), 21, 0),
+            (
+                "ttl=1s_adaptive_k=4_floor=0.05_ceiling=0.50_rep=0".to_owned(),
+                21,
+                0
+            ),
+            ("ttl=1s_margin=0.30_rep=1".to_owned(), 22, 1),
+            (
+                "ttl=1s_adaptive_k=4_floor=0.05_ceiling=0.50_rep=1".to_owned(),
+                22,
+                1
+            ),
+        ]
+    );
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    let lines: Vec<&str> = summary.lines().collect();
+    assert_eq!(lines.len(), 3, "{summary}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for line in &lines[1..] {
+        // The adaptive policy's name is quoted (it holds commas): read from the right.
+        let cells: Vec<&str> = line.rsplitn(header.len() - 1, ',').collect();
+        let get =
+            |name: &str| -> f64 { cells[header.len() - 2 - (col(name) - 1)].parse().unwrap() };
+        let (lo, med, hi) = (
+            get("throughput_ci95_lo"),
+            get("throughput_median"),
+            get("throughput_ci95_hi"),
+        );
+        assert!(lo <= med && med <= hi, "{line}");
+        assert_eq!(get("n_repeats"), 2.0);
+    }
+    let projection = std::fs::read_to_string(out.join("projection.csv")).unwrap();
+    assert!(projection.lines().count() >= 2, "{projection}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["grid"].as_array().unwrap().len(), 4);
+    assert!(manifest["argv"].as_array().unwrap().len() > 5);
+
+    let refused = sweep(&out, "0.1", &["--resume"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--margin"), "{err}");
+
+    let replay_dir = base.join("replay");
+    let replay = bench()
+        .arg("replay")
+        .arg(&out)
+        .arg("--out")
+        .arg(&replay_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        replay.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    assert_eq!(cell_seeds(&replay_dir), rows, "the same (cell, seed) pairs");
+    let again: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(replay_dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(again["grid"], manifest["grid"]);
 }

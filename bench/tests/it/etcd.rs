@@ -191,10 +191,7 @@ async fn a_bench_cell_on_etcd_pays_with_no_duplicate_and_no_fence_out() {
     cfg.duration = Duration::from_secs(3);
     cfg.backends = vec![BackendKind::Etcd];
     let cfg = cfg.on_backend(BackendKind::Etcd);
-    let plan = cfg.plan(Cell {
-        lease: Duration::from_secs(2),
-        margin: 0.3,
-    });
+    let plan = cfg.plan(Cell::fixed(Duration::from_secs(2), 0.3));
     assert_eq!(plan.id, "backend=etcd_ttl=2s_margin=0.30");
     let out = temp_dir("cell");
     let (_tx, rx) = watch::channel(false);

@@ -53,7 +53,7 @@ fn plan(lease: Duration, margin: f64, workers: u32, duration: Duration) -> CellP
     cfg.workers = workers;
     cfg.duration = duration;
     cfg.warmup = Some(Duration::ZERO);
-    cfg.plan(Cell { lease, margin }).in_run("issue12")
+    cfg.plan(Cell::fixed(lease, margin)).in_run("issue12")
 }
 
 /// Samples of `h` at or above `us`.
@@ -251,10 +251,7 @@ async fn a_submit_that_times_out_keeps_the_lock_for_the_worst_case_hop() {
     cfg.duration = Duration::from_secs(2);
     cfg.warmup = Some(Duration::ZERO);
     let p = cfg
-        .plan(Cell {
-            lease: Duration::from_secs(1),
-            margin: 0.1,
-        })
+        .plan(Cell::fixed(Duration::from_secs(1), 0.1))
         .in_run("issue12");
     assert!(
         p.rail_read_timeout < Duration::from_millis(200)

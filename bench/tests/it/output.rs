@@ -131,6 +131,8 @@ fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         build_profile: "release".into(),
         cpu_quota: String::new(),
         backend: "fencepost".into(),
+        margin_applied_count: 300,
+        group: String::new(),
     }
 }
 
@@ -644,8 +646,11 @@ fn sweep_rows() -> Vec<CellRow> {
     rows
 }
 
+/// One repeat gives no interval, so no throughput difference is resolved:
+/// the recommendation is the largest margin that passes every check (the old
+/// rule's "best throughput within 1 %" picked noise).
 #[test]
-fn recommendation_takes_the_best_qualifying_throughput_and_breaks_ties_upwards() {
+fn one_repeat_resolves_nothing_so_the_largest_qualifying_margin_is_taken() {
     let recs = recommendations(&sweep_rows());
     assert_eq!(recs.len(), 2);
     let short = &recs[0];
@@ -654,17 +659,75 @@ fn recommendation_takes_the_best_qualifying_throughput_and_breaks_ties_upwards()
     assert!(short.reason.contains("raise the TTL"), "{}", short.reason);
     let long = &recs[1];
     assert_eq!(long.lease_ms, 1000);
-    assert_eq!(long.margin, Some(0.30));
+    assert_eq!(long.margin, Some(0.50));
     assert_eq!(long.qualifying, 4);
+    assert!(!long.resolved);
     assert!(
-        long.reason.contains("larger margin wins the tie"),
+        long.reason.contains("not resolved at 1 repeat(s)"),
         "{}",
         long.reason
     );
     assert!(
         long.to_string()
-            .starts_with("TTL 1s: recommended margin 0.30")
+            .starts_with("TTL 1s: recommended margin 0.50 (not resolved, the larger margin)"),
+        "{long}"
     );
+}
+
+/// Three repeats of a 1 s sweep: each margin's throughputs, one per repeat.
+fn repeated_rows(throughputs: &[(f64, [f64; 3])]) -> Vec<CellRow> {
+    let mut rows = Vec::new();
+    for (margin, tps) in throughputs {
+        for (rep, tp) in tps.iter().enumerate() {
+            let group = format!("ttl=1s_margin={margin:.2}");
+            let mut r = healthy(&format!("{group}_rep={rep}"), *margin, 1000);
+            r.group = group;
+            r.repeat = rep as u32;
+            r.seed = 5 + rep as u64;
+            r.throughput_per_s = *tp;
+            rows.push(r);
+        }
+    }
+    rows
+}
+
+/// Done-when: the recommendation does not change between two runs whose
+/// only difference is noise within the intervals (the same seed twice), and
+/// margins whose intervals overlap are reported "not resolved".
+#[test]
+fn noise_within_the_intervals_does_not_change_the_recommendation() {
+    let first = repeated_rows(&[
+        (0.10, [30.0, 30.6, 29.4]),
+        (0.30, [25.0, 25.4, 24.7]),
+        (0.50, [18.0, 18.5, 17.6]),
+    ]);
+    let second = repeated_rows(&[
+        (0.10, [30.3, 29.8, 29.9]),
+        (0.30, [24.8, 25.3, 25.1]),
+        (0.50, [18.3, 17.9, 18.1]),
+    ]);
+    let (a, b) = (&recommendations(&first)[0], &recommendations(&second)[0]);
+    assert_eq!((a.margin, a.resolved), (Some(0.10), true), "{a}");
+    assert_eq!(
+        (a.margin, a.resolved, &a.cell),
+        (b.margin, b.resolved, &b.cell)
+    );
+    assert_eq!(recommendations(&first), recommendations(&first.clone()));
+    assert_eq!(a.n_repeats, 3);
+}
+
+#[test]
+fn overlapping_intervals_are_not_resolved_and_the_larger_margin_is_taken() {
+    let rows = repeated_rows(&[(0.10, [30.0, 24.0, 27.0]), (0.30, [26.0, 29.0, 23.0])]);
+    let r = &recommendations(&rows)[0];
+    assert_eq!(r.margin, Some(0.30));
+    assert!(!r.resolved);
+    assert!(
+        r.reason.contains("not resolved at 3 repeat(s)"),
+        "{}",
+        r.reason
+    );
+    assert_eq!(r.trigger2_sweep, bench::triggers::Verdict::InsufficientData);
 }
 
 #[test]
@@ -700,7 +763,7 @@ fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
     assert!(md.contains("Raise the margin or shorten the heartbeat period"));
     assert!(md.contains("## Summary: recommended margin per TTL"));
     assert!(
-        md.contains("| 1s | **0.30** | `ttl=1s_margin=0.30` | 19.90 | 4/5 |"),
+        md.contains("| 1s | **0.50** | no, at 1 repeat(s) | `ttl=1s_margin=0.50` | 15.00 |"),
         "{md}"
     );
     assert!(md.contains("| 300ms | **none** |"));
@@ -714,7 +777,11 @@ fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
     assert!(md.contains("### Heartbeats: every exchange and tick"));
     assert!(md.contains("### Fences, rail latency, CPU"));
     assert!(md.contains("**Time base.**"));
+    assert!(md.contains("## Repeats: median and 95 % interval per point"));
     assert!(dir.path().join("triggers.json").is_file());
+    assert!(dir.path().join("summary.csv").is_file());
+    assert!(dir.path().join("summary.parquet").is_file());
+    assert!(dir.path().join("projection.csv").is_file());
 
     for stem in PLOT_STEMS {
         for ext in ["svg", "png"] {
@@ -769,7 +836,12 @@ fn plots_of_a_large_grid_are_drawn() {
             rows.push(r);
         }
     }
-    let out = bench::plots::draw_plots(dir.path(), &rows).unwrap();
+    let out = bench::plots::draw_plots(
+        dir.path(),
+        &rows,
+        &bench::summary::build(&rows, &|_| None).rows,
+    )
+    .unwrap();
     assert_eq!(out.files.len(), 2 * PLOT_STEMS.len());
     assert!(out.skipped_cells.is_empty());
     if let Some(keep) = std::env::var_os("KEEP_GRID") {
@@ -811,7 +883,8 @@ fn the_report_is_a_pure_function_of_its_input() {
     use bench::report::{ManifestError, ReportInput, render_report};
     let rows = sweep_rows();
     let triggers = evaluate(&rows);
-    let recs = recommendations(&rows);
+    let summary = bench::summary::build(&rows, &|_| None);
+    let recs = bench::report::recommendations_from(&summary);
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
     let bad: Result<Option<serde_json::Value>, ManifestError> =
         Err(serde_json::from_str::<serde_json::Value>("{")
@@ -823,6 +896,8 @@ fn the_report_is_a_pure_function_of_its_input() {
         triggers: &triggers,
         skipped_cells: &[("ttl=1s_margin=0.10".into(), "no .hdr file".into())],
         recommendations: &recs,
+        summary: &summary,
+        projection: &[],
         generated_at: at,
     };
     let md = render_report(&input);

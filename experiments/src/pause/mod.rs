@@ -139,6 +139,7 @@ impl PauseConfig {
             lease,
             margin: self.margin,
             policy: PolicySpec::Fixed,
+            repeat: 0,
             session_ttl: Duration::from_millis(self.session_ttl_ms),
             time_base: TimeBase::for_lease(lease, true),
             rail_latency: self.rail_latency.parse()?,
