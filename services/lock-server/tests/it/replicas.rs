@@ -555,3 +555,78 @@ async fn contention_across_a_forced_failover_never_overlaps() {
         );
     }
 }
+
+/// The fence itself, two stores on one schema: once another replica took the
+/// leader row, every write of the deposed epoch fails and persists nothing,
+/// and a standby's writes fail without a query; the takeover waited for the
+/// old lease plus grace, and a live leader's row is not taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_epoch_cannot_write_and_a_live_leader_row_is_not_taken() {
+    use lock_server::store::{self, Fence, LeaderBid, SessionRecord, StoreError};
+    let Some(url) = StoreKind::Postgres.fresh_url().await else {
+        return;
+    };
+    let (a, b) = (
+        store::open(&url).await.unwrap(),
+        store::open(&url).await.unwrap(),
+    );
+    let bid = |node: &str, renew: Option<u64>| LeaderBid {
+        node: node.into(),
+        advertise: Some(format!("http://{node}")),
+        lease: Duration::from_millis(300),
+        grace: Duration::from_millis(100),
+        renew,
+    };
+    let won = a.claim_leadership(&bid("a", None)).await.unwrap();
+    assert!(won.ours, "{won:?}");
+    let fence_a = |epoch| Fence::Leader {
+        epoch,
+        idle_limit: Duration::from_secs(1),
+    };
+    a.set_fence(fence_a(won.epoch));
+    let sess = |id: &str| SessionRecord {
+        id: id.into(),
+        owner_id: "o".into(),
+        ttl_ms: 1_000,
+    };
+    a.create_session(&sess("s1")).await.unwrap();
+    assert_eq!(a.grant("k", "s1", 1_000).await.unwrap(), 1);
+    // While a's lease is live, b cannot take the row and names a.
+    let seen = b.claim_leadership(&bid("b", None)).await.unwrap();
+    assert!(!seen.ours, "{seen:?}");
+    assert_eq!(seen.leader.as_deref(), Some("http://a"));
+    b.set_fence(Fence::Standby);
+    assert!(matches!(
+        b.grant("k", "s1", 1_000).await,
+        Err(StoreError::Fenced(_))
+    ));
+    // After lease + grace (database clock), b takes it with a higher epoch.
+    let started = Instant::now();
+    let taken = loop {
+        let row = b.claim_leadership(&bid("b", None)).await.unwrap();
+        if row.ours {
+            break row;
+        }
+        assert!(started.elapsed() < PATIENCE, "never taken: {row:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(taken.epoch > won.epoch, "{taken:?} after {won:?}");
+    // a's renewal fails; each of a's writes fails and persists nothing.
+    let renewed = a.claim_leadership(&bid("a", Some(won.epoch))).await.unwrap();
+    assert!(!renewed.ours, "{renewed:?}");
+    assert_eq!(renewed.leader.as_deref(), Some("http://b"));
+    let before = a.load().await.unwrap();
+    for r in [
+        a.grant("k", "s1", 1_000).await.map(|_| ()),
+        a.create_session(&sess("s2")).await,
+        a.set_lease("k", 1, 5_000).await,
+        a.clear_grant("k", 1).await,
+        a.delete_session("s1").await,
+    ] {
+        assert!(matches!(r, Err(StoreError::Fenced(_))), "{r:?}");
+    }
+    assert_eq!(a.load().await.unwrap(), before, "a fenced write persisted");
+    // b, fenced with its own epoch, writes; the token keeps rising.
+    b.set_fence(fence_a(taken.epoch));
+    assert_eq!(b.grant("k", "s1", 1_000).await.unwrap(), 2);
+}
