@@ -596,6 +596,11 @@ pub fn summary(r: &FailoverResult, dir: &Path) -> String {
     s
 }
 
+/// `replica N`, or `none`.
+fn replica(i: Option<usize>) -> String {
+    i.map_or_else(|| "none".into(), |i| format!("replica {i}"))
+}
+
 /// The `report.md` section.
 pub fn report_section(r: &FailoverResult) -> String {
     let mut s = format!(
@@ -610,11 +615,11 @@ pub fn report_section(r: &FailoverResult) -> String {
     );
     for f in &r.faults {
         s.push_str(&format!(
-            "| {} | {:.2} | {:?} → {:?} | {} | {} | {} | {} |\n",
+            "| {} | {:.2} | {} → {} | {} | {} | {} | {} |\n",
             f.fault,
             f.at_s,
-            f.leader_before,
-            f.leader_after,
+            replica(f.leader_before),
+            replica(f.leader_after),
             f.time_to_leader_ms.map_or_else(
                 || f.skipped.clone().unwrap_or_else(|| "none".into()),
                 |v| format!("{v:.0}")
