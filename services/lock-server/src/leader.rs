@@ -246,6 +246,29 @@ impl LockService {
         }
     }
 
+    /// At a clean shutdown, once nothing more is served: steps down and hands
+    /// the leader row back, so a standby takes over without waiting out the
+    /// lease. Best effort (a failure only means the standby waits).
+    pub async fn resign(&self) {
+        let (role, epoch) = {
+            let l = self.leadership();
+            (l.role, l.epoch)
+        };
+        let Some(cfg) = self.leader_config() else {
+            return;
+        };
+        if role != Role::Leader {
+            return;
+        }
+        self.step_down("shutting down");
+        match self.store().resign_leadership(&cfg.node, epoch).await {
+            Ok(()) => tracing::info!(event = "leader_resign", epoch, "handed the leader row back"),
+            Err(e) => {
+                tracing::warn!(error = %e, epoch, "could not hand the leader row back; a standby takes over after the lease")
+            }
+        }
+    }
+
     /// Stops serving at once (a fenced write, or a lost renewal).
     pub fn step_down(&self, why: &str) {
         let mut l = self.leadership();

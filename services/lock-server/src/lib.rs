@@ -62,7 +62,7 @@ pub async fn run(
             }
         })
     });
-    let served = axum::serve(listener, http::app(service))
+    let served = axum::serve(listener, http::app(service.clone()))
         .with_graceful_shutdown(async move {
             tokio::select! {
                 _ = shutdown => {}
@@ -75,6 +75,8 @@ pub async fn run(
     if let Some(elector) = elector {
         let _ = elector.await;
     }
+    // Every request has been answered: hand leadership back at once.
+    service.resign().await;
     served
 }
 

@@ -252,6 +252,13 @@ pub trait LockStore: Send + Sync {
             leader: None,
         })
     }
+
+    /// Gives up the leader row of `epoch` held by `node` at once (a clean
+    /// shutdown that serves nothing more), so a standby need not wait out the
+    /// lease. A no-op when the row has moved on, and on single-node stores.
+    async fn resign_leadership(&self, _node: &str, _epoch: u64) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// The SQLite file `lock.store` means by default (and by `sqlite:` alone):

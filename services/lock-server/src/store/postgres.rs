@@ -61,6 +61,10 @@ WHERE fp_leader.node = excluded.node
    OR fp_leader.expires_at + $4::bigint * interval '1 millisecond' <= clock_timestamp()
 RETURNING epoch";
 
+/// Ends this node's lease of its epoch now (`-infinity`: takeable at once).
+const RESIGN_LEADER_SQL: &str =
+    "UPDATE fp_leader SET expires_at = '-infinity' WHERE id = 1 AND node = $1 AND epoch = $2";
+
 /// The row as a standby sees it: epoch, the leader's URL while its lease is
 /// live, and whether [`TAKE_LEADER_SQL`] could take it now. Read without a
 /// lock first, so standbys polling a live leader never queue behind (or
@@ -269,6 +273,15 @@ impl LockStore for PostgresStore {
 
     fn replicated(&self) -> bool {
         true
+    }
+
+    async fn resign_leadership(&self, node: &str, epoch: u64) -> Result<(), StoreError> {
+        self.set_fence(Fence::Standby);
+        self.client()
+            .await?
+            .execute(RESIGN_LEADER_SQL, &[&node, &(epoch as i64)])
+            .await?;
+        Ok(())
     }
 
     fn set_fence(&self, fence: Fence) {

@@ -612,7 +612,10 @@ async fn a_deposed_epoch_cannot_write_and_a_live_leader_row_is_not_taken() {
     };
     assert!(taken.epoch > won.epoch, "{taken:?} after {won:?}");
     // a's renewal fails; each of a's writes fails and persists nothing.
-    let renewed = a.claim_leadership(&bid("a", Some(won.epoch))).await.unwrap();
+    let renewed = a
+        .claim_leadership(&bid("a", Some(won.epoch)))
+        .await
+        .unwrap();
     assert!(!renewed.ours, "{renewed:?}");
     assert_eq!(renewed.leader.as_deref(), Some("http://b"));
     let before = a.load().await.unwrap();
@@ -629,4 +632,48 @@ async fn a_deposed_epoch_cannot_write_and_a_live_leader_row_is_not_taken() {
     // b, fenced with its own epoch, writes; the token keeps rising.
     b.set_fence(fence_a(taken.epoch));
     assert_eq!(b.grant("k", "s1", 1_000).await.unwrap(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_cleanly_hands_over_without_waiting_out_its_lease() {
+    let Some(url) = StoreKind::Postgres.fresh_url().await else {
+        return;
+    };
+    let bin = fencepost_harness::binary("lock-server", "lock-server").expect("lock-server binary");
+    let start = |lease: &'static str, tag: &str| {
+        let log = temp_dir(tag).join("stderr.log");
+        ChildService::start(
+            &bin,
+            ["--store", url.as_str(), "--leader-lease", lease],
+            &log,
+        )
+        .expect("replica starts")
+    };
+    // A long leader lease: a standby would wait a minute for a dead leader.
+    let mut first = start("60s", "resign-a");
+    let second = start("60s", "resign-b");
+    let c = reqwest::Client::new();
+    let ready = |u: String| {
+        let c = c.clone();
+        async move {
+            c.get(format!("{u}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        }
+    };
+    assert!(ready(first.url()).await, "{}", first.stderr_tail(10));
+    assert!(
+        first.terminate(Duration::from_secs(10)).is_some(),
+        "SIGTERM"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready(second.url()).await {
+        assert!(
+            Instant::now() < deadline,
+            "the standby did not take over a resigned row within 30 s (lease 60 s)\n{}",
+            second.stderr_tail(10)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
