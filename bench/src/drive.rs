@@ -110,6 +110,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
     let runtime = match args.runtime.as_str() {
         "process" => Runtime::Process {
             store: args.store.clone(),
+            replicas: args.replicas,
         },
         "external" => {
             let need = |f: &'static str, v: &Option<String>| {

@@ -29,6 +29,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
     RunConfig {
         runtime: Runtime::Process {
             store: Some("memory:".into()),
+            replicas: 1,
         },
         workers: 2,
         duration: Duration::from_secs(2),
