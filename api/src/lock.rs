@@ -259,6 +259,19 @@ pub struct ServerConfigView {
     /// across restarts).
     #[serde(default)]
     pub durable: bool,
+    /// `single-node` (memory, SQLite), `leader` (serving) or `standby` (C1 §6:
+    /// answers every L1–L8 with `503 NOT_LEADER`). Absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The leader epoch this replica last saw (PostgreSQL replicas only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// The serving leader's advertised base URL, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// This replica's `lock.leader.lease`, ms (PostgreSQL replicas only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_lease_ms: Option<u64>,
 }
 
 /// The rule for lock keys, in words.

@@ -233,6 +233,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub store: Option<String>,
 
+    /// Lock-server replicas for the process runtime (issue 14): N > 1 needs a
+    /// postgres:// --store; they elect one leader (leader lease 1 s) and the
+    /// workers get every URL and follow NOT_LEADER.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub replicas: u32,
+
     /// The lock service the workers run on: fencepost, etcd, or both
     /// (`fencepost,etcd`: every cell runs on each, one after the other, and
     /// the report compares them cell by cell). etcd runs as a child process

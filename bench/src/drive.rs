@@ -146,6 +146,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
     let runtime = match args.runtime.as_str() {
         "process" => Runtime::Process {
             store: args.store.clone(),
+            replicas: args.replicas,
         },
         "external" => {
             let need = |f: &'static str, v: &Option<String>| {
@@ -213,6 +214,26 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             ));
         }
     };
+    if args.replicas > 1 {
+        let pg = args
+            .store
+            .as_deref()
+            .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"));
+        if args.runtime != "process" || !pg {
+            return Err(flag(
+                "--replicas",
+                &args.replicas.to_string(),
+                "more than one lock-server needs --runtime process and a --store postgres://… (memory: and sqlite: are single-node)",
+            ));
+        }
+        if let Some(d) = &args.net_delay {
+            return Err(flag(
+                "--net-delay",
+                d,
+                "the delay proxy fronts one lock-server; it needs --replicas 1",
+            ));
+        }
+    }
     let (backends, etcd_url) = resolve_backends(args, &runtime)?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let out = match &args.out {

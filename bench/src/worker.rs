@@ -335,7 +335,14 @@ pub struct Worker<B: LockBackend = LockClient> {
 impl Worker<LockClient> {
     /// Builds worker `idx` on fencepost's SDK. Fails only on an SDK configuration error.
     pub fn new(idx: u64, env: WorkerEnv) -> anyhow::Result<Self> {
+        // Several lock-server replicas (issue 14): a comma-separated list.
         let config = LockClientConfig::new(env.lock_url.clone())
+            .with_urls(
+                env.lock_url
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty()),
+            )
             .with_margin(env.margin)
             .with_session_ttl(env.session_ttl)
             .with_default_ttl(env.lease)

@@ -34,6 +34,9 @@ use crate::cgroup::{QuotaError, QuotaSpec};
 ///       the same with ADR-006's client margin: it adds 0.3 × lease of slack
 ///   experiments throttle --quota 10% --ttl 1s --duration 10s
 ///       worker processes in a cgroup limited to 10 % of a core vs none
+///   experiments failover --seed 1 --pg-url postgres://postgres@127.0.0.1:5432/fencepost
+///       3 lock-server replicas on PostgreSQL: kill -9 the leader, SIGSTOP the
+///       next one, restart PostgreSQL (--pg-dir); time to a new leader, dip
 ///
 /// Exit codes: 0 ok, 1 the experiment failed (a service, an expectation, the
 /// ledger invariant), 2 bad input, 4 (throttle) cgroups cannot be written.
@@ -54,6 +57,8 @@ pub enum Command {
     Clock(ClockArgs),
     /// Worker processes under a cgroup CPU quota vs unthrottled (ADR-006's Autopilot case).
     Throttle(ThrottleArgs),
+    /// Three lock-server replicas on PostgreSQL through kill -9, SIGSTOP and a database restart (issue 14).
+    Failover(FailoverArgs),
     /// (internal) One SDK payout worker as its own OS process, driven over stdin.
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -188,6 +193,47 @@ pub struct ThrottleArgs {
     pub seed: Option<u64>,
 
     /// Results directory; default data/runs/<timestamp>-throttle/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `experiments failover`.
+#[derive(Debug, Args, Clone)]
+pub struct FailoverArgs {
+    /// The PostgreSQL the replicas share (a fresh schema is created in it).
+    #[arg(long, env = "FENCEPOST_TEST_PG_URL")]
+    pub pg_url: String,
+
+    /// The data directory's parent of that PostgreSQL (scripts/pg-test-cluster.sh's
+    /// FENCEPOST_PG_DIR), to restart it with pg_ctl; without it that fault is skipped and says so.
+    #[arg(long, env = "FENCEPOST_PG_DIR")]
+    pub pg_dir: Option<PathBuf>,
+
+    /// Every replica's --leader-lease.
+    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    pub leader_lease: Duration,
+
+    /// Lease TTL of every acquire; the session TTL and rail timeouts scale with it.
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    pub ttl: Duration,
+
+    /// In-process SDK payout workers, each given all three replica URLs.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+
+    /// lock.client.safety-margin of every worker, 0 <= m < 1.
+    #[arg(long, default_value_t = 0.3, value_parser = parse_margin)]
+    pub margin: f64,
+
+    /// Steady running before, between and after the faults.
+    #[arg(long, default_value = "4s", value_parser = parse_positive_duration)]
+    pub phase: Duration,
+
+    /// Seed of the workers' jitter and the rail's latency; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Results directory; default data/runs/<timestamp>-failover/.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

@@ -23,6 +23,7 @@
 pub mod cgroup;
 pub mod cli;
 pub mod clock;
+pub mod failover;
 pub mod output;
 pub mod pause;
 pub mod plots;

@@ -158,7 +158,14 @@ async fn run(args: &ThrottleArgs, group: &CpuCgroup) -> anyhow::Result<(Throttle
     });
     let run_dir = RunDir::create("throttle", args.out.as_deref(), seed, &config)?;
     let dir = run_dir.dir.clone();
-    let mut stack = Stack::start(&p.stack_spec(&Runtime::Process { store: None }), &dir).await?;
+    let mut stack = Stack::start(
+        &p.stack_spec(&Runtime::Process {
+            store: None,
+            replicas: 1,
+        }),
+        &dir,
+    )
+    .await?;
     let measured = run_both(args, &dir, &mut stack, &plans, group).await;
     stack.stop().await;
     let (runs, histograms) = measured?;

@@ -60,7 +60,7 @@ impl LockClient {
     pub fn new(config: LockClientConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let http =
-            Http::new(&config.base_url, config.request_timeout).map_err(ConfigError::HttpClient)?;
+            Http::new(&config.urls(), config.request_timeout).map_err(ConfigError::HttpClient)?;
         let adaptive = config.margin.is_adaptive();
         Ok(LockClient {
             inner: Arc::new(ClientInner {

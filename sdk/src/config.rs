@@ -24,6 +24,12 @@ pub const KEY_REQUEST_TIMEOUT: &str = "lock.client.request-timeout";
 /// The SDK's name for the lock-server base URL (not a C4 key).
 pub const KEY_BASE_URL: &str = "lock.client.base-url";
 
+/// The SDK's name for the list of replica URLs (not a C4 key).
+pub const KEY_URLS: &str = "lock.client.urls";
+/// Environment variable of [`KEY_URLS`]: comma-separated base URLs of the
+/// lock-server replicas; when set it replaces the base URL given in code.
+pub const ENV_URLS: &str = "LOCK_URLS";
+
 /// Environment variable of [`KEY_MARGIN`].
 pub const ENV_MARGIN: &str = "LOCK_CLIENT_SAFETY_MARGIN";
 /// Environment variable of [`KEY_DEFAULT_TTL`].
@@ -202,8 +208,13 @@ pub enum ConfigError {
 /// methods; [`LockClient::new`](crate::LockClient::new) validates it.
 #[derive(Clone)]
 pub struct LockClientConfig {
-    /// The lock-server's base URL, `http://HOST:PORT` (no trailing path).
+    /// The lock-server's base URL, `http://HOST:PORT` (no trailing path): the
+    /// first replica tried.
     pub base_url: String,
+    /// Further replicas' base URLs (C1 §6), tried after `base_url` when a
+    /// replica answers `503 NOT_LEADER` without naming the leader or cannot be
+    /// reached. Empty for a single server.
+    pub replica_urls: Vec<String>,
     /// `lock.client.safety-margin`: fixed 0.30 by default.
     pub margin: MarginPolicy,
     /// `lock.session.ttl`: the TTL asked for in L1 (the server may clamp it). Default 15 s.
@@ -231,6 +242,7 @@ impl fmt::Debug for LockClientConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockClientConfig")
             .field("base_url", &self.base_url)
+            .field("replica_urls", &self.replica_urls)
             .field("margin", &self.margin)
             .field("session_ttl", &self.session_ttl)
             .field("default_ttl", &self.default_ttl)
@@ -246,6 +258,7 @@ impl LockClientConfig {
     pub fn new(base_url: impl Into<String>) -> Self {
         LockClientConfig {
             base_url: base_url.into(),
+            replica_urls: Vec::new(),
             margin: MarginPolicy::default(),
             session_ttl: Duration::from_secs(15),
             default_ttl: Duration::from_secs(30),
@@ -256,7 +269,8 @@ impl LockClientConfig {
         }
     }
 
-    /// The defaults overridden by `LOCK_CLIENT_SAFETY_MARGIN`, `LOCK_DEFAULT_TTL`
+    /// The defaults overridden by `LOCK_URLS` (comma-separated replica URLs,
+    /// replacing `base_url`), `LOCK_CLIENT_SAFETY_MARGIN`, `LOCK_DEFAULT_TTL`
     /// and `LOCK_SESSION_TTL` when set; refuses bad values naming the key.
     pub fn from_env(base_url: impl Into<String>) -> Result<Self, ConfigError> {
         Self::from_lookup(base_url, |name| std::env::var(name).ok())
@@ -269,6 +283,22 @@ impl LockClientConfig {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let mut cfg = Self::new(base_url);
+        if let Some(v) = lookup(ENV_URLS) {
+            let urls: Vec<String> = v
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .map(String::from)
+                .collect();
+            if urls.is_empty() {
+                return Err(ConfigError::Invalid {
+                    key: KEY_URLS,
+                    value: v,
+                    reason: "must list at least one http:// URL, comma-separated",
+                });
+            }
+            cfg = cfg.with_urls(urls);
+        }
         if let Some(v) = lookup(ENV_MARGIN) {
             cfg.margin = v.parse()?;
         }
@@ -279,6 +309,24 @@ impl LockClientConfig {
             cfg.session_ttl = parse_ttl(KEY_SESSION_TTL, &v)?;
         }
         Ok(cfg)
+    }
+
+    /// Several replicas (C1 §6): the first URL becomes `base_url`, the rest
+    /// `replica_urls`. An empty list changes nothing.
+    pub fn with_urls<S: Into<String>>(mut self, urls: impl IntoIterator<Item = S>) -> Self {
+        let mut urls = urls.into_iter().map(Into::into);
+        if let Some(first) = urls.next() {
+            self.base_url = first;
+            self.replica_urls = urls.collect();
+        }
+        self
+    }
+
+    /// Every replica URL, `base_url` first.
+    pub fn urls(&self) -> Vec<String> {
+        std::iter::once(self.base_url.clone())
+            .chain(self.replica_urls.iter().cloned())
+            .collect()
     }
 
     /// Sets the margin policy.
@@ -339,15 +387,19 @@ impl LockClientConfig {
                 });
             }
         }
-        let url_ok = reqwest::Url::parse(&self.base_url)
-            .map(|u| u.scheme() == "http" || u.scheme() == "https")
-            .unwrap_or(false);
-        if !url_ok {
-            return Err(ConfigError::Invalid {
-                key: KEY_BASE_URL,
-                value: self.base_url.clone(),
-                reason: "must be an http:// URL such as http://127.0.0.1:7070",
-            });
+        for (key, url) in std::iter::once((KEY_BASE_URL, &self.base_url))
+            .chain(self.replica_urls.iter().map(|u| (KEY_URLS, u)))
+        {
+            let url_ok = reqwest::Url::parse(url)
+                .map(|u| u.scheme() == "http" || u.scheme() == "https")
+                .unwrap_or(false);
+            if !url_ok {
+                return Err(ConfigError::Invalid {
+                    key,
+                    value: url.clone(),
+                    reason: "must be an http:// URL such as http://127.0.0.1:7070",
+                });
+            }
         }
         Ok(())
     }

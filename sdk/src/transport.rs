@@ -1,9 +1,17 @@
 //! The thin HTTP layer over C1 (L1–L7): builds each request, reads `send`
 //! from the clock immediately before handing it to the connection (D2), and
-//! maps status and `code` to [`LockError`]. It keeps no state and never
-//! touches a deadline; the session does that with the `send` it returns.
+//! maps status and `code` to [`LockError`]. It never touches a deadline; the
+//! session does that with the `send` it returns.
+//!
+//! **Replicas (C1 §6).** With several base URLs, an exchange answered
+//! `503 NOT_LEADER` (nothing changed on the server) or refused at connect is
+//! sent again at once to the `leader` the reply named, else to the next URL,
+//! within the same timeout: every hop gets only what is left of it, and the
+//! `send` returned is the *first* attempt's, so the time spent finding the
+//! leader counts against the lease and failover never extends a deadline.
+//! The replica that served last is remembered for the next exchange.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::lock::{
@@ -51,27 +59,72 @@ pub(crate) struct GrantRef<'a> {
     pub token: u64,
 }
 
-/// One lock-server, reached through one pooled HTTP client.
+/// Builds one attempt of a request for a base URL.
+type MakeRequest<'a> = &'a (dyn Fn(&str) -> reqwest::RequestBuilder + Send + Sync);
+
+/// The lock-server replicas, reached through one pooled HTTP client.
 pub(crate) struct Http {
     /// Connection pool shared by every session of the client.
     client: reqwest::Client,
-    /// Base URL without a trailing slash.
-    base: String,
+    /// The configured base URLs, without trailing slashes (at least one).
+    bases: Vec<String>,
+    /// Where the next exchange goes: the replica that served last, or the
+    /// leader a NOT_LEADER named.
+    current: Mutex<String>,
 }
 
 impl Http {
-    /// A client for `base_url` whose connections time out after `connect_timeout`.
-    pub(crate) fn new(base_url: &str, connect_timeout: Duration) -> Result<Self, reqwest::Error> {
+    /// A client for `base_urls` (the first is tried first) whose connections
+    /// time out after `connect_timeout`.
+    pub(crate) fn new(
+        base_urls: &[String],
+        connect_timeout: Duration,
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             // The lock-server is a local service; a proxy would only add RTT.
             .no_proxy()
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true)
             .build()?;
+        let bases: Vec<String> = base_urls
+            .iter()
+            .map(|b| b.trim_end_matches('/').to_string())
+            .collect();
+        let current = Mutex::new(bases.first().cloned().unwrap_or_default());
         Ok(Http {
             client,
-            base: base_url.trim_end_matches('/').to_string(),
+            bases,
+            current,
         })
+    }
+
+    /// The base URL the next exchange goes to.
+    pub(crate) fn current(&self) -> String {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// After `from` refused (NOT_LEADER) or could not be reached: go to
+    /// `leader` if named, else to the next configured URL. Another exchange
+    /// may have moved on already; then its choice stands.
+    fn follow(&self, from: &str, leader: Option<&str>) {
+        let mut cur = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if *cur != from {
+            return;
+        }
+        *cur = match leader {
+            Some(l) if l.trim_end_matches('/') != from => l.trim_end_matches('/').to_string(),
+            _ => {
+                let next = self
+                    .bases
+                    .iter()
+                    .position(|b| b == from)
+                    .map_or(0, |i| (i + 1) % self.bases.len());
+                self.bases[next].clone()
+            }
+        };
     }
 
     /// L1 `POST /v1/sessions`.
@@ -86,11 +139,8 @@ impl Http {
             owner_id: owner_id.to_string(),
             ttl_ms: Some(ttl_ms),
         };
-        let req = self
-            .client
-            .post(format!("{}/v1/sessions", self.base))
-            .json(&body);
-        self.json(clock, req, timeout, None).await
+        let req = |base: &str| self.client.post(format!("{base}/v1/sessions")).json(&body);
+        self.json(clock, &req, timeout, None).await
     }
 
     /// L2 `POST /v1/sessions/{id}/heartbeat`.
@@ -100,13 +150,13 @@ impl Http {
         session_id: &str,
         timeout: Duration,
     ) -> Reply<HeartbeatReply> {
-        let url = format!(
-            "{}/v1/sessions/{}/heartbeat",
-            self.base,
-            encode_key(session_id)
-        );
-        let req = self.client.post(url).json(&serde_json::json!({}));
-        self.json(clock, req, timeout, None).await
+        let id = encode_key(session_id);
+        let req = |base: &str| {
+            self.client
+                .post(format!("{base}/v1/sessions/{id}/heartbeat"))
+                .json(&serde_json::json!({}))
+        };
+        self.json(clock, &req, timeout, None).await
     }
 
     /// L3 `DELETE /v1/sessions/{id}`.
@@ -116,9 +166,9 @@ impl Http {
         session_id: &str,
         timeout: Duration,
     ) -> Reply<()> {
-        let url = format!("{}/v1/sessions/{}", self.base, encode_key(session_id));
-        self.empty(clock, self.client.delete(url), timeout, None)
-            .await
+        let id = encode_key(session_id);
+        let req = |base: &str| self.client.delete(format!("{base}/v1/sessions/{id}"));
+        self.empty(clock, &req, timeout, None).await
     }
 
     /// L4 `POST /v1/locks/{key}/acquire`.
@@ -134,9 +184,13 @@ impl Http {
             session_id: session_id.to_string(),
             ttl_ms: Some(ttl_ms),
         };
-        let url = format!("{}/v1/locks/{}/acquire", self.base, encode_key(key));
-        self.json(clock, self.client.post(url).json(&body), timeout, None)
-            .await
+        let key = encode_key(key);
+        let req = |base: &str| {
+            self.client
+                .post(format!("{base}/v1/locks/{key}/acquire"))
+                .json(&body)
+        };
+        self.json(clock, &req, timeout, None).await
     }
 
     /// L5 `POST /v1/locks/{key}/renew`.
@@ -153,14 +207,13 @@ impl Http {
             token: grant.token,
             ttl_ms: Some(ttl_ms),
         };
-        let url = format!("{}/v1/locks/{}/renew", self.base, encode_key(grant.key));
-        self.json(
-            clock,
-            self.client.post(url).json(&body),
-            timeout,
-            Some(grant),
-        )
-        .await
+        let key = encode_key(grant.key);
+        let req = |base: &str| {
+            self.client
+                .post(format!("{base}/v1/locks/{key}/renew"))
+                .json(&body)
+        };
+        self.json(clock, &req, timeout, Some(grant)).await
     }
 
     /// L6 `POST /v1/locks/{key}/release`.
@@ -175,14 +228,13 @@ impl Http {
             session_id: session_id.to_string(),
             token: grant.token,
         };
-        let url = format!("{}/v1/locks/{}/release", self.base, encode_key(grant.key));
-        self.empty(
-            clock,
-            self.client.post(url).json(&body),
-            timeout,
-            Some(grant),
-        )
-        .await
+        let key = encode_key(grant.key);
+        let req = |base: &str| {
+            self.client
+                .post(format!("{base}/v1/locks/{key}/release"))
+                .json(&body)
+        };
+        self.empty(clock, &req, timeout, Some(grant)).await
     }
 
     /// L7 `GET /v1/locks/{key}`.
@@ -192,15 +244,16 @@ impl Http {
         key: &str,
         timeout: Duration,
     ) -> Reply<LockInfo> {
-        let url = format!("{}/v1/locks/{}", self.base, encode_key(key));
-        self.json(clock, self.client.get(url), timeout, None).await
+        let key = encode_key(key);
+        let req = |base: &str| self.client.get(format!("{base}/v1/locks/{key}"));
+        self.json(clock, &req, timeout, None).await
     }
 
     /// An exchange whose success carries a JSON body.
     async fn json<T: DeserializeOwned>(
         &self,
         clock: &dyn Clock,
-        req: reqwest::RequestBuilder,
+        req: MakeRequest<'_>,
         timeout: Duration,
         grant: Option<GrantRef<'_>>,
     ) -> Reply<T> {
@@ -226,7 +279,7 @@ impl Http {
     async fn empty(
         &self,
         clock: &dyn Clock,
-        req: reqwest::RequestBuilder,
+        req: MakeRequest<'_>,
         timeout: Duration,
         grant: Option<GrantRef<'_>>,
     ) -> Reply<()> {
@@ -246,37 +299,73 @@ impl Http {
     }
 
     /// Builds the request, reads `send`, performs the exchange and reads the
-    /// whole body (the timeout covers all of it).
+    /// whole body (the timeout covers all of it). A NOT_LEADER reply or a
+    /// refused connection is sent again to the leader it named or the next
+    /// replica, at most once per replica plus one, each hop with what is left
+    /// of `timeout` after the first attempt's `send`, which is the one returned.
     async fn raw(
         &self,
         clock: &dyn Clock,
-        req: reqwest::RequestBuilder,
+        req: MakeRequest<'_>,
         timeout: Duration,
     ) -> (MonoTime, MonoTime, Result<(u16, Vec<u8>), LockError>) {
-        // Serialise and build first, so `send` is as close as possible to the write.
-        let request = match req.timeout(timeout).build() {
-            Ok(r) => r,
-            Err(e) => {
+        let hops = self.bases.len() + 1;
+        let mut first: Option<MonoTime> = None;
+        let mut hop = 0;
+        loop {
+            hop += 1;
+            let base = self.current();
+            let left = match first {
+                None => timeout,
+                Some(s) => timeout.saturating_sub(clock.now().saturating_duration_since(s)),
+            };
+            if left.is_zero() {
                 let now = clock.now();
-                return (now, now, Err(LockError::Transport(e)));
+                let send = first.unwrap_or(now);
+                return (send, now, Err(LockError::Timeout { after: timeout }));
             }
-        };
-        let send = clock.now();
-        let result = async {
-            let resp = self.client.execute(request).await?;
-            let status = resp.status().as_u16();
-            let bytes = resp.bytes().await?;
-            Ok::<_, reqwest::Error>((status, bytes.to_vec()))
+            // Serialise and build first, so `send` is as close as possible to the write.
+            let request = match req(&base).timeout(left).build() {
+                Ok(r) => r,
+                Err(e) => {
+                    let now = clock.now();
+                    return (first.unwrap_or(now), now, Err(LockError::Transport(e)));
+                }
+            };
+            let send = clock.now();
+            let send = *first.get_or_insert(send);
+            let result = async {
+                let resp = self.client.execute(request).await?;
+                let status = resp.status().as_u16();
+                let bytes = resp.bytes().await?;
+                Ok::<_, reqwest::Error>((status, bytes.to_vec()))
+            }
+            .await;
+            let last = hop >= hops;
+            match &result {
+                Ok((503, bytes)) if !last => {
+                    if let Ok(body) = serde_json::from_slice::<ErrorBody>(bytes)
+                        && body.code == LockErrorCode::NotLeader.as_str()
+                    {
+                        self.follow(&base, body.leader.as_deref());
+                        continue;
+                    }
+                }
+                Err(e) if !last && e.is_connect() => {
+                    self.follow(&base, None);
+                    continue;
+                }
+                _ => {}
+            }
+            let result = result.map_err(|e| {
+                if e.is_timeout() {
+                    LockError::Timeout { after: timeout }
+                } else {
+                    LockError::Transport(e)
+                }
+            });
+            return (send, clock.now(), result);
         }
-        .await
-        .map_err(|e| {
-            if e.is_timeout() {
-                LockError::Timeout { after: timeout }
-            } else {
-                LockError::Transport(e)
-            }
-        });
-        (send, clock.now(), result)
     }
 }
 

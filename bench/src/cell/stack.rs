@@ -10,8 +10,9 @@
 //! in [`Stack::lock_url`] and [`Stack::backend`] telling workers which
 //! client to build; the pause fault and the pids work on it unchanged.
 //!
-//! Seams: replicas (issue
-//! 16) turn the lock child into a list; CPU seconds per process (issue 12)
+//! Replicas (issue 14): `Runtime::Process { replicas: N }` on a
+//! `postgres://` store starts N lock-servers (leader lease 1 s) and gives the
+//! workers every URL (comma-separated `lock_url`); CPU seconds per process (issue 12)
 //! read the pids from [`Stack::pids`], the fence-1 trace the rail-stub's log
 //! from [`Stack::rail_log`].
 
@@ -42,6 +43,9 @@ pub enum Runtime {
     Process {
         /// `--store` for the lock-server; `None` = SQLite in the stack's directory.
         store: Option<String>,
+        /// Lock-server replicas on that store (issue 14; more than 1 needs
+        /// `postgres://`). Workers get every URL; the first started leads.
+        replicas: u32,
     },
     /// Containers (testcontainers) on a private network, one fresh pair per
     /// stack, the lock-server on PostgreSQL ([`crate::docker`]).
@@ -69,6 +73,39 @@ pub enum Runtime {
     },
 }
 
+/// The leader lease of replicas the bench starts: short, so a cell whose
+/// predecessor's replicas were killed is served soon.
+const REPLICA_LEADER_LEASE: &str = "1s";
+
+/// How long a started lock-server may take to serve (`/readyz`).
+const READY_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits until one of `urls` answers `/readyz` 200 (a replica on PostgreSQL
+/// first takes the leader row, which after a killed predecessor waits out its
+/// lease plus grace).
+async fn await_ready(urls: &[String]) -> anyhow::Result<()> {
+    let c = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()?;
+    let t = tokio::time::Instant::now();
+    loop {
+        for u in urls {
+            if c.get(format!("{u}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            t.elapsed() < READY_PATIENCE,
+            "no lock-server of {urls:?} served within {READY_PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// What a stack starts.
 #[derive(Clone, Debug)]
 pub struct StackSpec {
@@ -92,10 +129,12 @@ pub struct StackSpec {
 enum Services {
     /// Child processes; the lock child is shared with the fault tasks.
     Process {
-        /// The lock-server.
+        /// The lock-server (the first replica: the leader at start).
         lock: Arc<Mutex<ChildService>>,
         /// The rail-stub.
         rail: ChildService,
+        /// Further lock-server replicas (issue 14), stopped with the stack.
+        standbys: Vec<ChildService>,
     },
     /// Containers, removed when dropped (boxed: the guard is large).
     Docker(Box<DockerServices>),
@@ -164,17 +203,50 @@ impl Stack {
             "memory".into(),
         ];
         let (services, lock_url, rail_url) = match &spec.runtime {
-            Runtime::Process { store } => {
+            Runtime::Process { store, replicas } => {
                 let store = store
                     .clone()
                     .unwrap_or_else(|| format!("sqlite:{}", dir.join("lock.sqlite").display()));
+                let replicated =
+                    store.starts_with("postgres://") || store.starts_with("postgresql://");
+                if *replicas > 1 && !replicated {
+                    anyhow::bail!(
+                        "--replicas {replicas} needs a postgres:// --store (memory: and sqlite: are single-node)"
+                    );
+                }
+                if *replicas > 1 && spec.net_delay.is_some() {
+                    anyhow::bail!("--net-delay proxies one lock-server; it needs --replicas 1");
+                }
                 let mut args = vec!["--store".to_string(), store];
                 args.extend(lock_args);
-                let lock = spawn_child("lock-server", args, dir.join("lock-server.log")).await?;
+                if replicated {
+                    args.extend(["--leader-lease".to_string(), REPLICA_LEADER_LEASE.into()]);
+                }
+                let lock =
+                    spawn_child("lock-server", args.clone(), dir.join("lock-server.log")).await?;
+                let mut standbys = Vec::new();
+                for i in 1..*replicas {
+                    let log = dir.join(format!("lock-server-{i}.log"));
+                    standbys.push(spawn_child("lock-server", args.clone(), log).await?);
+                }
                 let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
-                let urls = (lock.url(), rail.url());
+                let lock_urls: Vec<String> = std::iter::once(lock.url())
+                    .chain(standbys.iter().map(|s| s.url()))
+                    .collect();
+                if replicated {
+                    await_ready(&lock_urls).await?;
+                }
+                let rail_url = rail.url();
                 let lock = Arc::new(Mutex::new(lock));
-                (Services::Process { lock, rail }, urls.0, urls.1)
+                (
+                    Services::Process {
+                        lock,
+                        rail,
+                        standbys,
+                    },
+                    lock_urls.join(","),
+                    rail_url,
+                )
             }
             Runtime::Docker {
                 pg_url,
@@ -202,7 +274,16 @@ impl Stack {
                         let etcd = EtcdServer::start(dir).await?;
                         let url = etcd.url().to_string();
                         let lock = Arc::new(Mutex::new(etcd.into_child()));
-                        (Services::Process { lock, rail }, url, rail_url)
+                        let standbys = Vec::new();
+                        (
+                            Services::Process {
+                                lock,
+                                rail,
+                                standbys,
+                            },
+                            url,
+                            rail_url,
+                        )
                     }
                 }
             }
@@ -266,7 +347,7 @@ impl Stack {
     /// The pids of the services this stack started as processes: (lock-server, rail-stub).
     pub fn pids(&self) -> Option<(i32, i32)> {
         match &self.services {
-            Some(Services::Process { lock, rail }) => Some((
+            Some(Services::Process { lock, rail, .. }) => Some((
                 lock.lock().unwrap_or_else(|e| e.into_inner()).pid(),
                 rail.pid(),
             )),
@@ -329,11 +410,16 @@ impl Stack {
     fn shut_down(&mut self) {
         self.proxy.take();
         match self.services.take() {
-            Some(Services::Process { lock, rail }) => {
+            Some(Services::Process {
+                lock,
+                rail,
+                standbys,
+            }) => {
                 // Resume a paused server so it can be killed and reaped cleanly.
                 let mut l = lock.lock().unwrap_or_else(|e| e.into_inner());
                 let _ = l.resume();
                 l.kill9();
+                drop(standbys);
                 drop(rail);
             }
             // Containers, relay and network are removed by its own Drop.

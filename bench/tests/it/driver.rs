@@ -29,6 +29,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
     RunConfig {
         runtime: Runtime::Process {
             store: Some("memory:".into()),
+            replicas: 1,
         },
         workers: 2,
         duration: Duration::from_secs(2),
@@ -115,6 +116,12 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["run", "--server-pause", "1s:2s"], "--server-pause"),
         (&["run", "--margin", "0.1,0.2"], "--margin"),
         (&["run", "--runtime", "external"], "--lock-url"),
+        (&["run", "--replicas", "3"], "--replicas"),
+        (
+            &["run", "--replicas", "3", "--store", "memory:"],
+            "--replicas",
+        ),
+        (&["run", "--replicas", "0"], "--replicas"),
         (&["triggers", "/nonexistent/fencepost-dir"], "nonexistent"),
         (&["run", "--repeat", "0"], "--repeat"),
         (
@@ -337,4 +344,73 @@ fn repeats_and_policies_summarise_replay_and_refuse_a_changed_resume() {
     let again: serde_json::Value =
         serde_json::from_slice(&std::fs::read(replay_dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(again["grid"], manifest["grid"]);
+}
+
+/// `--replicas 3` on PostgreSQL: three lock-servers per cell, the workers
+/// given every URL; the cell pays with a sound ledger. Needs
+/// `FENCEPOST_TEST_PG_URL` (fails under `CI=true` without it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_postgres_serve_a_cell() {
+    let url = match std::env::var("FENCEPOST_TEST_PG_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but FENCEPOST_TEST_PG_URL is not set: .ci/run must start PostgreSQL")
+        }
+        _ => {
+            eprintln!("skipping: set FENCEPOST_TEST_PG_URL (scripts/pg-test-cluster.sh start)");
+            return;
+        }
+    };
+    let schema = format!("bench_replicas_{}", std::process::id());
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+        ))
+        .await
+        .expect("schema");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let mut cfg = config(None);
+    cfg.runtime = Runtime::Process {
+        store: Some(format!("{url}{sep}options=-csearch_path%3D{schema}")),
+        replicas: 3,
+    };
+    let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
+    let out = temp_dir("replicas");
+    let (_tx, rx) = watch::channel(false);
+    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true)
+        .await
+        .unwrap()
+        .unwrap();
+    let r = &result.row;
+    assert!(r.payouts_paid > 0, "{r:?}");
+    assert!(
+        r.ledger_ok && r.duplicate_attempted == 0 && r.paid_twice == 0,
+        "{r:?}"
+    );
+    let logs: Vec<_> = walk(&out)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("lock-server"))
+        })
+        .collect();
+    assert_eq!(logs.len(), 3, "one log per replica: {logs:?}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

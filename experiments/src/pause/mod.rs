@@ -121,7 +121,10 @@ impl PauseConfig {
     /// Where the services come from: the lock-server, or etcd, beside a rail-stub child.
     pub fn runtime(&self) -> Runtime {
         match self.backend {
-            BackendKind::Fencepost => Runtime::Process { store: None },
+            BackendKind::Fencepost => Runtime::Process {
+                store: None,
+                replicas: 1,
+            },
             BackendKind::Etcd => Runtime::Etcd { etcd_url: None },
         }
     }

@@ -23,6 +23,7 @@ fn help_lists_every_experiment_with_examples() {
         "pause",
         "clock",
         "throttle",
+        "failover",
         "--disable-client-check",
         "Examples",
     ] {

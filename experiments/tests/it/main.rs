@@ -5,6 +5,7 @@
 
 mod cli;
 mod clock;
+mod failover;
 mod pause;
 mod throttle;
 

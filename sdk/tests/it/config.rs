@@ -106,3 +106,28 @@ fn environment_is_read_then_explicit_values_override_it() {
     assert_eq!(d.default_ttl, Duration::from_secs(30));
     assert!(LockClient::new(d).is_ok());
 }
+
+#[test]
+fn lock_urls_lists_the_replicas_and_a_single_url_still_works() {
+    let one = from(&[]).unwrap();
+    assert_eq!(one.urls(), vec!["http://127.0.0.1:7070".to_string()]);
+    let three = from(&[("LOCK_URLS", "http://a:7070, http://b:7070,http://c:7070")]).unwrap();
+    assert_eq!(three.base_url, "http://a:7070");
+    assert_eq!(
+        three.urls(),
+        ["http://a:7070", "http://b:7070", "http://c:7070"]
+    );
+    three.validate().unwrap();
+    let err = from(&[("LOCK_URLS", " , ")]).unwrap_err().to_string();
+    assert!(err.starts_with("lock.client.urls="), "{err}");
+    let err = from(&[("LOCK_URLS", "http://a:7070,b:7070")])
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("lock.client.urls=\"b:7070\"")
+            || err.starts_with("lock.client.urls=b:7070"),
+        "{err}"
+    );
+}

@@ -11,6 +11,7 @@ mod hygiene;
 mod measurement;
 mod mock;
 mod real_server;
+mod replicas;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -21,12 +21,21 @@ use crate::core::Limits;
 /// $HOME/.local/state/fencepost/lock.sqlite, else ./fencepost-lock.sqlite.
 /// memory: is for tests only: its tokens start again at 1 after a restart.
 ///
+/// Replicas (C1 §6): several lock-servers on one postgres:// store elect one
+/// leader through a leader row in the database (epoch + leader lease on the
+/// database's clock). Only the leader serves; the others answer every request
+/// 503 NOT_LEADER naming the leader's --advertise URL, and take over once its
+/// leader lease plus grace has passed. memory: and sqlite: are single-node:
+/// one server per store, nothing is elected (/v1/config says "single-node").
+///
 /// Examples:
 ///   lock-server                                  # the default SQLite file, 127.0.0.1:7070
 ///   lock-server --store sqlite:/var/lib/fp/lock.sqlite --listen 0.0.0.0:7070
 ///   lock-server --store postgres://fencepost@127.0.0.1:5432/fencepost
 ///   lock-server --listen 127.0.0.1:0 --store memory: --default-ttl 1s --session-ttl 1s
 ///   lock-server --grace 200ms                    # fixed grace instead of the derived one
+///   lock-server --store postgres://fp@db:5432/fp --listen 0.0.0.0:7070 \
+///       --advertise http://lock-1:7070 --leader-lease 5s   # one of several replicas
 #[derive(Debug, Parser)]
 #[command(name = "lock-server", version, verbatim_doc_comment)]
 pub struct Args {
@@ -72,6 +81,19 @@ pub struct Args {
     /// lock.clock.quantum: clock and timer quantisation (derived grace).
     #[arg(long, env = "LOCK_CLOCK_QUANTUM")]
     pub clock_quantum: Option<String>,
+
+    /// lock.advertise: the base URL other replicas name in NOT_LEADER's
+    /// `leader` when this one leads (postgres:// only). Default: http:// and the
+    /// bound address, unless that is 0.0.0.0 or [::] (then none is named).
+    #[arg(long, env = "LOCK_ADVERTISE")]
+    pub advertise: Option<String>,
+
+    /// lock.leader.lease: the leader lease in the database (postgres:// only).
+    /// The leader serves for lease x 0.7 after each renewal's send and renews
+    /// every lease x 0.7 / 3; a standby takes over lease + grace after the
+    /// last renewal. Ignored (single-node) on memory: and sqlite:.
+    #[arg(long, env = "LOCK_LEADER_LEASE", default_value = "5s")]
+    pub leader_lease: String,
 }
 
 /// A configuration value that was refused; the message names the key.
@@ -98,6 +120,34 @@ fn duration(key: &'static str, value: &str) -> Result<Duration, ConfigError> {
 const TTL_CEILING: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Args {
+    /// The election settings for a server bound to `bound` (a fresh node id).
+    pub fn leader(&self, bound: SocketAddr) -> Result<crate::leader::LeaderConfig, ConfigError> {
+        let lease = duration("lock.leader.lease", &self.leader_lease)?;
+        if lease < Duration::from_millis(100) || lease > Duration::from_secs(3600) {
+            return Err(ConfigError {
+                key: "lock.leader.lease",
+                value: self.leader_lease.clone(),
+                why: "must be between 100ms and 1h".into(),
+            });
+        }
+        let advertise = match &self.advertise {
+            Some(url) => {
+                let url = url.trim_end_matches('/').to_string();
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(ConfigError {
+                        key: "lock.advertise",
+                        value: url,
+                        why: "must be a base URL such as http://lock-1:7070".into(),
+                    });
+                }
+                Some(url)
+            }
+            None if bound.ip().is_unspecified() => None,
+            None => Some(format!("http://{bound}")),
+        };
+        Ok(crate::leader::LeaderConfig::new(advertise, lease))
+    }
+
     /// Checks every value and builds the server's [`Limits`].
     pub fn limits(&self) -> Result<Limits, ConfigError> {
         let ttl_min = duration("lock.ttl.min", &self.ttl_min)?;
@@ -200,6 +250,27 @@ mod tests {
         assert!(e.to_string().contains("lock.clock.drift-ppm"), "{e}");
         let e = args(&["--ttl-min", "0s"]).limits().unwrap_err();
         assert!(e.to_string().contains("lock.ttl.min"), "{e}");
+    }
+
+    #[test]
+    fn leader_settings_default_and_refuse_bad_values() {
+        let bound: SocketAddr = "127.0.0.1:7070".parse().unwrap();
+        let l = args(&[]).leader(bound).unwrap();
+        assert_eq!(l.lease, crate::leader::DEFAULT_LEADER_LEASE);
+        assert_eq!(l.advertise.as_deref(), Some("http://127.0.0.1:7070"));
+        let any: SocketAddr = "0.0.0.0:7070".parse().unwrap();
+        assert_eq!(args(&[]).leader(any).unwrap().advertise, None);
+        let l = args(&["--advertise", "http://lock-1:7070/", "--leader-lease", "1s"])
+            .leader(any)
+            .unwrap();
+        assert_eq!(l.advertise.as_deref(), Some("http://lock-1:7070"));
+        assert_eq!(l.lease, Duration::from_secs(1));
+        let e = args(&["--leader-lease", "10ms"]).leader(bound).unwrap_err();
+        assert!(e.to_string().starts_with("lock.leader.lease="), "{e}");
+        let e = args(&["--advertise", "lock-1:7070"])
+            .leader(bound)
+            .unwrap_err();
+        assert!(e.to_string().starts_with("lock.advertise="), "{e}");
     }
 
     #[test]

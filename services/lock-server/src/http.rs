@@ -56,6 +56,17 @@ impl From<ServiceError> for ApiError {
                 err.body.retry_after_ms = c.retry_after_ms;
                 err
             }
+            ServiceError::NotLeader { leader } => {
+                let mut err = ApiError::new(
+                    LockErrorCode::NotLeader,
+                    match &leader {
+                        Some(url) => format!("this replica does not serve; the leader is {url}"),
+                        None => "this replica does not serve and knows no live leader yet; retry another replica or shortly".to_string(),
+                    },
+                );
+                err.body.leader = leader;
+                err
+            }
             ServiceError::Store(s) => {
                 tracing::error!(error = %s, "store failure");
                 ApiError::new(
@@ -294,10 +305,8 @@ async fn config(State(s): State<Arc<LockService>>) -> Response {
 }
 
 async fn readyz(State(s): State<Arc<LockService>>) -> ApiResult<&'static str> {
-    s.ready()
-        .await
-        .map_err(|e| ServiceError::Store(e).into())
-        .map(|_| "ready\n")
+    s.ready().await?;
+    Ok("ready\n")
 }
 
 async fn metrics(State(s): State<Arc<LockService>>) -> Response {

@@ -11,6 +11,7 @@
 pub mod config;
 pub mod core;
 pub mod http;
+pub mod leader;
 pub mod service;
 pub mod store;
 
@@ -45,7 +46,23 @@ pub async fn run(
             }
         })
     };
-    let served = axum::serve(listener, http::app(service))
+    // The election (replicas on PostgreSQL only): renew or take the leader row.
+    let elector = service.leader_config().map(|cfg| {
+        let service = service.clone();
+        let period = cfg.period();
+        let mut stop = stop_tx.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => service.elect_once().await,
+                    _ = stop.changed() => break,
+                }
+            }
+        })
+    });
+    let served = axum::serve(listener, http::app(service.clone()))
         .with_graceful_shutdown(async move {
             tokio::select! {
                 _ = shutdown => {}
@@ -55,6 +72,11 @@ pub async fn run(
         .await;
     let _ = stop_tx.send(true);
     let _ = sweeper.await;
+    if let Some(elector) = elector {
+        let _ = elector.await;
+    }
+    // Every request has been answered: hand leadership back at once.
+    service.resign().await;
     served
 }
 
@@ -66,4 +88,17 @@ pub async fn start_service(
 ) -> Result<Arc<LockService>, store::StoreError> {
     let store = store::open(store_url).await?;
     LockService::start(limits, store, clock).await
+}
+
+/// Opens the store named by `url` and starts a replica: on PostgreSQL it
+/// takes part in the leader election with `leader` ([`leader`], C1 §6); on
+/// `memory:` and `sqlite:` it is a single node, as [`start_service`].
+pub async fn start_replica_service(
+    limits: Limits,
+    store_url: &str,
+    clock: Arc<dyn Clock>,
+    leader: leader::LeaderConfig,
+) -> Result<Arc<LockService>, store::StoreError> {
+    let store = store::open(store_url).await?;
+    LockService::start_replica(limits, core::Caps::default(), store, clock, leader).await
 }

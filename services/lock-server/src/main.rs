@@ -26,19 +26,6 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let service = match lock_server::start_service(
-        limits,
-        &args.store,
-        Arc::new(MonotonicClock::new()),
-    )
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("lock-server: cannot open the store: {e}");
-            std::process::exit(1);
-        }
-    };
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -52,11 +39,38 @@ async fn main() {
     let addr = listener
         .local_addr()
         .expect("bound listener has an address");
+    let leader = match args.leader(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("lock-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    let service = match lock_server::start_replica_service(
+        limits,
+        &args.store,
+        Arc::new(MonotonicClock::new()),
+        leader,
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lock-server: cannot open the store: {e}");
+            std::process::exit(1);
+        }
+    };
+    // One election round before announcing: a replica on a free leader row
+    // serves from its first request; otherwise it starts as a standby.
+    service.elect_once().await;
     let view = service.config_view();
     tracing::info!(
         store = %view.store,
         store_path = view.store_path.as_deref().unwrap_or(""),
         durable = view.durable,
+        role = view.role.as_deref().unwrap_or(""),
+        advertise = service.leader_config().and_then(|c| c.advertise.as_deref()).unwrap_or(""),
+        leader_lease_ms = view.leader_lease_ms.unwrap_or(0),
         %addr,
         "lock-server ready"
     );

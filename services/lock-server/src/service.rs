@@ -26,7 +26,8 @@ use fencepost_api::lock::{
 };
 
 use crate::core::{Caps, CoreError, Limits, LockTable, Swept, ceil_ms};
-use crate::store::{LockStore, SessionRecord, StoreError};
+use crate::leader::{LeaderConfig, LeaderState, Role};
+use crate::store::{Fence, LockStore, SessionRecord, StoreError};
 
 /// Why an operation failed: a refusal (a C1 code) or the store.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,13 @@ pub enum ServiceError {
     /// The store failed; nothing changed. Retry later.
     #[error("the lock store is unavailable: {0}")]
     Store(#[from] StoreError),
+    /// This replica does not serve (C1 §6): a standby, a leader whose leader
+    /// lease may have run out, or one deposed mid-request. Nothing changed.
+    #[error("this replica is not the leader")]
+    NotLeader {
+        /// The serving leader's base URL, when known.
+        leader: Option<String>,
+    },
 }
 
 /// The C5 counters the server keeps (gauges are computed at scrape time).
@@ -67,11 +75,35 @@ pub struct LockService {
     /// Every expiry decision reads this clock, and only this clock.
     clock: Arc<dyn Clock>,
     /// Sessions, grants and tokens in memory; the mutex is never held across an await.
-    table: Mutex<LockTable>,
+    table: Mutex<Table>,
+    /// The election's view (C1 §6); `Role::Single` on memory and SQLite.
+    leadership: Mutex<LeaderState>,
+    /// How this replica takes part in the election; `None` when single-node.
+    leader_cfg: Option<LeaderConfig>,
     /// Durable tokens, holders and sessions.
     store: Arc<dyn LockStore>,
     /// C5 counters.
     pub counters: Counters,
+}
+
+/// The lock table and the takeover it was loaded at.
+pub(crate) struct Table {
+    table: LockTable,
+    /// [`LeaderState::generation`] of the takeover that loaded `table`.
+    generation: u64,
+}
+
+impl std::ops::Deref for Table {
+    type Target = LockTable;
+    fn deref(&self) -> &LockTable {
+        &self.table
+    }
+}
+
+impl std::ops::DerefMut for Table {
+    fn deref_mut(&mut self) -> &mut LockTable {
+        &mut self.table
+    }
 }
 
 /// Runs a mutation's persist-and-apply half on its own task and waits for it.
@@ -143,14 +175,97 @@ impl LockService {
         store.clear_grants(&orphans).await?;
         Ok(Arc::new(LockService {
             clock,
-            table: Mutex::new(table),
+            table: Mutex::new(Table {
+                table,
+                generation: 0,
+            }),
+            leadership: Mutex::new(LeaderState::new(Role::Single)),
+            leader_cfg: None,
             store,
             counters: Counters::default(),
         }))
     }
 
-    fn table(&self) -> MutexGuard<'_, LockTable> {
+    /// Builds a replica over a shared (PostgreSQL) store: it starts as a
+    /// standby, loads nothing and writes nothing; [`elect_once`](Self::elect_once)
+    /// (run by [`crate::run`]) takes the leader row when it may, then loads
+    /// the store. A single-node store starts as [`start_with_caps`](Self::start_with_caps) does.
+    pub async fn start_replica(
+        limits: Limits,
+        caps: Caps,
+        store: Arc<dyn LockStore>,
+        clock: Arc<dyn Clock>,
+        leader: LeaderConfig,
+    ) -> Result<Arc<Self>, StoreError> {
+        if !store.replicated() {
+            return Self::start_with_caps(limits, caps, store, clock).await;
+        }
+        store.set_fence(Fence::Standby);
+        Ok(Arc::new(LockService {
+            clock,
+            table: Mutex::new(Table {
+                table: LockTable::with_caps(limits, caps),
+                generation: 0,
+            }),
+            leadership: Mutex::new(LeaderState::new(Role::Standby)),
+            leader_cfg: Some(leader),
+            store,
+            counters: Counters::default(),
+        }))
+    }
+
+    pub(crate) fn table(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The table, if it is still the one loaded at takeover `generation`
+    /// (else the work was decided by an earlier leadership: not applied).
+    fn table_in(&self, generation: u64) -> Result<MutexGuard<'_, Table>, ServiceError> {
+        let t = self.table();
+        if t.generation == generation {
+            Ok(t)
+        } else {
+            Err(ServiceError::NotLeader { leader: None })
+        }
+    }
+
+    /// Installs the table a takeover loaded; returns its generation.
+    pub(crate) fn replace_table(&self, table: LockTable) -> u64 {
+        let mut t = self.table();
+        t.table = table;
+        t.generation += 1;
+        t.generation
+    }
+
+    /// The election's view.
+    pub(crate) fn leadership(&self) -> MutexGuard<'_, LeaderState> {
+        self.leadership.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How this replica takes part in the election (`None`: single-node).
+    pub fn leader_config(&self) -> Option<&LeaderConfig> {
+        self.leader_cfg.as_ref()
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &Arc<dyn LockStore> {
+        &self.store
+    }
+
+    /// This replica's role, epoch and known leader now.
+    pub fn leader_state(&self) -> LeaderState {
+        self.leadership().clone()
+    }
+
+    /// Refuses a request received at `now` unless this replica serves; else
+    /// the generation of the table it serves from.
+    fn serving(&self, now: MonoTime) -> Result<u64, ServiceError> {
+        let l = self.leadership();
+        if l.serves(now) {
+            Ok(l.generation)
+        } else {
+            Err(ServiceError::NotLeader { leader: l.hint() })
+        }
     }
 
     /// The clock (for the sweeper).
@@ -165,6 +280,7 @@ impl LockService {
         ttl_ms: Option<u64>,
     ) -> Result<SessionGranted, ServiceError> {
         let now = self.clock.now();
+        let generation = self.serving(now)?;
         let ttl = {
             let t = self.table();
             t.check_create_session()?;
@@ -176,22 +292,25 @@ impl LockService {
             ttl_ms: ttl.as_millis() as u64,
         };
         let this = Arc::clone(self);
-        detached(async move {
+        let created = detached(async move {
             this.store.create_session(&record).await?;
             let SessionRecord { id, owner_id, .. } = record;
-            this.table().insert_session(id.clone(), owner_id, ttl, now);
+            this.table_in(generation)?
+                .insert_session(id.clone(), owner_id, ttl, now);
             Ok(SessionGranted {
                 session_id: id,
                 ttl_ms: ttl.as_millis() as u64,
                 expires_at: wall_clock_rfc3339_after(ttl),
             })
         })
-        .await
+        .await;
+        self.fenced(created)
     }
 
     /// L2: restarts the session's TTL from this request's receipt. Memory only.
     pub async fn heartbeat(&self, session_id: &str) -> Result<Duration, ServiceError> {
         let now = self.clock.now();
+        self.serving(now)?;
         let ttl = self.table().heartbeat(session_id, now)?;
         self.counters.heartbeats.fetch_add(1, Ordering::Relaxed);
         Ok(ttl)
@@ -200,11 +319,12 @@ impl LockService {
     /// L3: deletes the session and releases its keys at once.
     pub async fn delete_session(self: &Arc<Self>, session_id: &str) -> Result<(), ServiceError> {
         let now = self.clock.now();
+        let generation = self.serving(now)?;
         let held_before = self.table().check_delete_session(session_id, now)?;
         let (this, id) = (Arc::clone(self), session_id.to_string());
-        detached(async move {
+        let deleted = detached(async move {
             this.store.delete_session(&id).await?;
-            let released = this.table().apply_delete_session(&id);
+            let released = this.table_in(generation)?.apply_delete_session(&id);
             bump(&this.counters.releases, released.len());
             // A grant that finished while the delete was being written may
             // have reached the store after it: clear those rows too.
@@ -220,7 +340,8 @@ impl LockService {
             );
             Ok(())
         })
-        .await
+        .await;
+        self.fenced(deleted)
     }
 
     /// Clears holder rows that memory already let go of (best effort: a row
@@ -245,6 +366,7 @@ impl LockService {
         ttl_ms: Option<u64>,
     ) -> Result<LeaseGranted, ServiceError> {
         let now = self.clock.now();
+        let generation = self.serving(now)?;
         let (plan, persist) = {
             let mut t = self.table();
             let plan = t.begin_acquire(key, session_id, ttl_ms, now)?;
@@ -255,7 +377,7 @@ impl LockService {
         };
         if let Some(token) = plan.reacquire {
             let granted = self
-                .persist_lease(key, token, plan.lease, persist, now)
+                .persist_lease(key, token, plan.lease, persist, now, generation)
                 .await
                 .map_err(|e| match e {
                     // Released while the longer lease was being written: the
@@ -276,16 +398,20 @@ impl LockService {
             return Ok(granted);
         }
         let (this, key, sid) = (Arc::clone(self), key.to_string(), session_id.to_string());
-        detached(async move {
+        let granted = detached(async move {
             let lease_ms = plan.lease.as_millis() as u64;
             let token = match this.store.grant(&key, &sid, lease_ms).await {
                 Ok(t) => t,
                 Err(e) => {
-                    this.table().abort_acquire(&key);
+                    if let Ok(mut t) = this.table_in(generation) {
+                        t.abort_acquire(&key);
+                    }
                     return Err(e.into());
                 }
             };
-            let finished = this.table().finish_acquire(&key, &sid, token, &plan, now);
+            let finished = this
+                .table_in(generation)?
+                .finish_acquire(&key, &sid, token, &plan, now);
             if let Err(refused) = finished {
                 // The session went away while the grant was being persisted.
                 this.clear_late(&[(key.clone(), token)]).await;
@@ -295,7 +421,8 @@ impl LockService {
             tracing::debug!(event = "grant", key, token, lease_ms);
             Ok(lease_granted(&key, token, plan.lease))
         })
-        .await
+        .await;
+        self.fenced(granted)
     }
 
     /// L5: the grant's lease ends at `max(its end, receipt + lease)`; same token.
@@ -307,12 +434,15 @@ impl LockService {
         ttl_ms: Option<u64>,
     ) -> Result<LeaseGranted, ServiceError> {
         let now = self.clock.now();
+        let generation = self.serving(now)?;
         let (lease, persist) = {
             let mut t = self.table();
             let lease = t.check_renew(key, session_id, token, ttl_ms, now)?;
             (lease, renew_in_memory(&mut t, key, token, lease, now))
         };
-        let granted = self.persist_lease(key, token, lease, persist, now).await?;
+        let granted = self
+            .persist_lease(key, token, lease, persist, now, generation)
+            .await?;
         bump(&self.counters.renewals, 1);
         tracing::debug!(event = "renew", key, token, lease_ms = granted.lease_ms);
         Ok(granted)
@@ -328,16 +458,20 @@ impl LockService {
         lease: Duration,
         persist: Option<Duration>,
         now: MonoTime,
+        generation: u64,
     ) -> Result<LeaseGranted, ServiceError> {
         let Some(longest) = persist else {
             return Ok(lease_granted(key, token, lease));
         };
         let (this, key) = (Arc::clone(self), key.to_string());
-        detached(async move {
+        let granted = detached(async move {
             this.store
                 .set_lease(&key, token, longest.as_millis() as u64)
                 .await?;
-            if !this.table().apply_renew(&key, token, lease, now) {
+            if !this
+                .table_in(generation)?
+                .apply_renew(&key, token, lease, now)
+            {
                 return Err(CoreError {
                     code: LockErrorCode::LockLost,
                     message: format!(
@@ -349,7 +483,8 @@ impl LockService {
             }
             Ok(lease_granted(&key, token, lease))
         })
-        .await
+        .await;
+        self.fenced(granted)
     }
 
     /// L6: releases the grant; the key is reassignable at once.
@@ -360,23 +495,26 @@ impl LockService {
         token: u64,
     ) -> Result<(), ServiceError> {
         let now = self.clock.now();
+        let generation = self.serving(now)?;
         self.table().check_release(key, session_id, token, now)?;
         let (this, key) = (Arc::clone(self), key.to_string());
-        detached(async move {
+        let released = detached(async move {
             this.store.clear_grant(&key, token).await?;
-            if this.table().apply_release(&key, token) {
+            if this.table_in(generation)?.apply_release(&key, token) {
                 bump(&this.counters.releases, 1);
                 tracing::debug!(event = "release", key, token);
             }
             Ok(())
         })
-        .await
+        .await;
+        self.fenced(released)
     }
 
     /// L7: the key's state now. A key memory holds nothing for is FREE with the
     /// store's last token, or LOCK_UNKNOWN if the store never granted it.
     pub async fn info(&self, key: &str) -> Result<LockInfo, ServiceError> {
         let now = self.clock.now();
+        self.serving(now)?;
         let refused = match self.table().info(key, now) {
             Ok(info) => return Ok(info),
             Err(e) => e,
@@ -403,6 +541,7 @@ impl LockService {
         reason: &str,
     ) -> Result<LockOutcome, ServiceError> {
         let now = self.clock.now();
+        let generation = self.serving(now)?;
         let checked = self.table().check_revoke(key, now);
         let victim = match checked {
             Ok(v) => v,
@@ -415,14 +554,15 @@ impl LockService {
         };
         if let Some(token) = victim {
             let (this, k) = (Arc::clone(self), key.to_string());
-            detached(async move {
+            let revoked = detached(async move {
                 this.store.clear_grant(&k, token).await?;
-                if this.table().apply_release(&k, token) {
+                if this.table_in(generation)?.apply_release(&k, token) {
                     bump(&this.counters.releases, 1);
                 }
                 Ok(())
             })
-            .await?;
+            .await;
+            self.fenced(revoked)?;
             tracing::debug!(event = "revoke", key, token, reason);
         }
         let state = self.info(key).await?.state;
@@ -438,6 +578,9 @@ impl LockService {
     /// stays in memory (it is FREE there by its times anyway) for the next sweep.
     pub async fn sweep(self: &Arc<Self>) {
         let now = self.clock.now();
+        let Ok(generation) = self.serving(now) else {
+            return;
+        };
         let swept = self.table().due(now);
         if swept.is_empty() {
             // Still ages the tombstones out.
@@ -445,19 +588,26 @@ impl LockService {
             return;
         }
         let this = Arc::clone(self);
-        let _ = detached(async move {
+        let swept = detached(async move {
             let mut applied = Swept::default();
-            match this.store.clear_grants(&swept.expired_grants).await {
+            let cleared = this.store.clear_grants(&swept.expired_grants).await;
+            match &cleared {
                 Ok(()) => applied.expired_grants = swept.expired_grants,
                 Err(e) => tracing::warn!(grants = swept.expired_grants.len(), error = %e,
                     "could not clear expired grants from the store; retrying at the next sweep"),
             }
-            match this.store.delete_sessions(&swept.expired_sessions).await {
+            let deleted = this.store.delete_sessions(&swept.expired_sessions).await;
+            match &deleted {
                 Ok(()) => applied.expired_sessions = swept.expired_sessions,
                 Err(e) => tracing::warn!(sessions = swept.expired_sessions.len(), error = %e,
                     "could not delete expired sessions from the store; retrying at the next sweep"),
             }
-            let late = this.table().apply_swept(&applied, now);
+            for r in [&cleared, &deleted] {
+                if let Err(StoreError::Fenced(why)) = r {
+                    return Err(StoreError::Fenced(why.clone()).into());
+                }
+            }
+            let late = this.table_in(generation)?.apply_swept(&applied, now);
             bump(
                 &this.counters.expired_sessions,
                 applied.expired_sessions.len(),
@@ -470,16 +620,19 @@ impl LockService {
             Ok(())
         })
         .await;
+        let _ = self.fenced(swept);
     }
 
-    /// Checks the store answers (`/readyz`).
-    pub async fn ready(&self) -> Result<(), StoreError> {
-        self.store.ping().await
+    /// `/readyz`: this replica serves and the store answers.
+    pub async fn ready(&self) -> Result<(), ServiceError> {
+        self.serving(self.clock.now())?;
+        Ok(self.store.ping().await?)
     }
 
     /// `GET /v1/config`.
     pub fn config_view(&self) -> ServerConfigView {
         let limits: Limits = self.table().limits().clone();
+        let lead = self.leader_state();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let (mode, grace_ms, offset, drift, quantum) = match limits.grace {
             GracePolicy::Fixed(g) => ("fixed", Some(ceil_ms(g)), None, None, None),
@@ -506,6 +659,10 @@ impl LockService {
             store: self.store.kind().to_string(),
             store_path: self.store.path().map(|p| p.display().to_string()),
             durable: self.store.durable(),
+            role: Some(lead.role.as_str().to_string()),
+            epoch: self.leader_cfg.as_ref().map(|_| lead.epoch),
+            leader: lead.leader.clone(),
+            leader_lease_ms: self.leader_cfg.as_ref().map(|c| c.lease.as_millis() as u64),
         }
     }
 

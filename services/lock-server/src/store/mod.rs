@@ -20,6 +20,7 @@ pub mod sqlite;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -57,6 +58,12 @@ pub enum StoreError {
         /// Why.
         source: std::io::Error,
     },
+    /// This replica's write was refused by the leader fence: another replica
+    /// took the leader row (a higher epoch), or this one's leader lease ran out
+    /// in the database, or this replica is a standby. Nothing was persisted;
+    /// the replica steps down and answers `503 NOT_LEADER`.
+    #[error("not the leader: the write was fenced out ({0})")]
+    Fenced(String),
     /// A store task on the blocking pool panicked or was cancelled (the
     /// runtime is shutting down); nothing was persisted, retry on a running server.
     #[error("store task failed: {0}")]
@@ -104,6 +111,55 @@ pub struct Snapshot {
     pub sessions: Vec<SessionRecord>,
     /// Keys: every key ever granted, or only those with a holder.
     pub keys: Vec<KeyRecord>,
+}
+
+/// What every write transaction of a replicated store checks first, in the
+/// same transaction ([`LockStore::set_fence`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fence {
+    /// A single-node server: writes are not fenced (memory, SQLite, and a
+    /// PostgreSQL store driven without leadership, as the tests do).
+    #[default]
+    Unfenced,
+    /// A standby or a deposed leader: every write is refused ([`StoreError::Fenced`]).
+    Standby,
+    /// The leader of `epoch`: a write commits only if the leader row still has
+    /// this epoch and its lease has not run out on the database's clock.
+    Leader {
+        /// The epoch this replica took.
+        epoch: u64,
+        /// How long a write transaction may sit idle before the database ends
+        /// it (a frozen leader must not block a takeover with its row locks).
+        idle_limit: Duration,
+    },
+}
+
+/// One attempt to take or keep the leader row ([`LockStore::claim_leadership`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderBid {
+    /// This process's node id (random per start).
+    pub node: String,
+    /// The base URL standbys name in `leader`.
+    pub advertise: Option<String>,
+    /// The leader lease to write, from the database's clock.
+    pub lease: Duration,
+    /// How long past the old leader lease a takeover waits (grace).
+    pub grace: Duration,
+    /// `Some(epoch)`: renew this epoch's lease (fails once another replica took
+    /// the row or the lease ran out). `None`: take the row if its lease plus
+    /// grace has passed (or it is this node's own row), with a higher epoch.
+    pub renew: Option<u64>,
+}
+
+/// The leader row after a [`LeaderBid`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderRow {
+    /// True when the bid won: this node leads `epoch`.
+    pub ours: bool,
+    /// The row's epoch (0 if there is no row yet).
+    pub epoch: u64,
+    /// The leader's advertised URL, when a live leader has one.
+    pub leader: Option<String>,
 }
 
 /// The durable state of a lock-server. Every method is atomic: it either
@@ -176,6 +232,33 @@ pub trait LockStore: Send + Sync {
 
     /// Checks the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// True when several lock-servers may share this store, one leading at a
+    /// time (PostgreSQL). `memory:` and `sqlite:` are single-node.
+    fn replicated(&self) -> bool {
+        false
+    }
+
+    /// Sets what every later write transaction checks first ([`Fence`]). A
+    /// no-op on single-node stores.
+    fn set_fence(&self, _fence: Fence) {}
+
+    /// Takes or renews the leader row, atomically, on the database's clock.
+    /// Single-node stores always answer "ours, epoch 0".
+    async fn claim_leadership(&self, _bid: &LeaderBid) -> Result<LeaderRow, StoreError> {
+        Ok(LeaderRow {
+            ours: true,
+            epoch: 0,
+            leader: None,
+        })
+    }
+
+    /// Gives up the leader row of `epoch` held by `node` at once (a clean
+    /// shutdown that serves nothing more), so a standby need not wait out the
+    /// lease. A no-op when the row has moved on, and on single-node stores.
+    async fn resign_leadership(&self, _node: &str, _epoch: u64) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// The SQLite file `lock.store` means by default (and by `sqlite:` alone):

@@ -6,6 +6,7 @@ mod hardening;
 mod processes;
 mod proptest_router;
 mod proptest_table;
+mod replicas;
 mod semantics;
 mod store_suite;
 mod support;

@@ -15,12 +15,29 @@ use crate::support::{StoreKind, temp_dir};
 /// How long any wait for a condition may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(90);
 
-fn start(store_url: &str, extra: &[&str]) -> ChildService {
+/// Starts the binary and waits until it serves (`/readyz`): on PostgreSQL it
+/// is a replica that must first take the leader row, which after a kill -9
+/// waits out the dead one's leader lease (1 s here) plus grace.
+async fn start(store_url: &str, extra: &[&str]) -> ChildService {
     let bin = fencepost_harness::binary("lock-server", "lock-server").expect("lock-server binary");
     let log = temp_dir("ls-log").join("stderr.log");
-    let mut args = vec!["--store", store_url];
+    let mut args = vec!["--store", store_url, "--leader-lease", "1s"];
     args.extend_from_slice(extra);
-    ChildService::start(&bin, args, &log).expect("lock-server starts")
+    let server = ChildService::start(&bin, args, &log).expect("lock-server starts");
+    let c = reqwest::Client::new();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let ready = c.get(format!("{}/readyz", server.url())).send().await;
+        if ready.is_ok_and(|r| r.status() == 200) {
+            return server;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "lock-server never ready:\n{}",
+            server.stderr_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn post(
@@ -115,7 +132,7 @@ async fn kill9_mid_run_then_the_next_grant_is_above_every_earlier_token(kind: St
     let keys: Vec<String> = (0..4).map(|i| format!("payout:{i}")).collect();
     let highest: Highest = Arc::default();
     let grants = Arc::new(AtomicU64::new(0));
-    let mut server = start(&url, &[]);
+    let mut server = start(&url, &[]).await;
     let base = server.url();
     let workers: Vec<_> = (0..4)
         .map(|_| {
@@ -150,7 +167,7 @@ async fn kill9_mid_run_then_the_next_grant_is_above_every_earlier_token(kind: St
 
     // Restart on the same store. Grants that were held at the kill are restored
     // (with fresh leases), so each key may stay HELD or in GRACE for a while.
-    let server = start(&url, &[]);
+    let server = start(&url, &[]).await;
     let base = server.url();
     let c = reqwest::Client::new();
     let sid = open_session(&c, &base, 10_000).await;
@@ -205,7 +222,7 @@ struct Held {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_sessions_hammering_one_key_never_overlap_and_tokens_increase() {
     let url = StoreKind::Sqlite.fresh_url().await.unwrap();
-    let server = start(&url, &[]);
+    let server = start(&url, &[]).await;
     let base = server.url();
     let rounds_each = 8;
     let tasks: Vec<_> = (0..32u64)
@@ -328,7 +345,7 @@ async fn postgres_a_table_lock_outlasting_the_clients_wedges_no_key_and_memory_a
     let Some(url) = StoreKind::Postgres.fresh_url().await else {
         return;
     };
-    let server = start(&url, &[]);
+    let server = start(&url, &[]).await;
     let base = server.url();
     let c = reqwest::Client::new();
     let a = open_session(&c, &base, 60_000).await;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Checks deploy/k8s/ against compose.yaml (issue 14): both parse as YAML, and
+# the k8s manifests use the same images (repository), the same listen ports,
+# the same number of lock-server replicas, and a bench Job with
+# --runtime external naming every replica. Exits 1 naming what differs.
+# Needs python3 with PyYAML (Debian: python3-yaml) for the parse.
+#
+#   scripts/check-deploy.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+compose=compose.yaml
+k8s=deploy/k8s
+fail=0
+bad() { echo "check-deploy: $*" >&2; fail=1; }
+
+# 1. Every file parses (all documents of a multi-document file).
+if python3 -c 'import yaml' 2>/dev/null; then
+  for f in "$compose" "$k8s"/*.yaml; do
+    python3 - "$f" <<'PY' || bad "$f does not parse as YAML"
+import sys, yaml
+with open(sys.argv[1]) as fh:
+    docs = [d for d in yaml.safe_load_all(fh) if d is not None]
+assert docs, "empty"
+PY
+  done
+else
+  bad "python3 with PyYAML is needed to parse the manifests (apt-get install python3-yaml)"
+fi
+
+# Image repositories (tag and ${...} stripped) and listen ports.
+repos() { grep -hE '^\s*image:' "$@" | sed -E 's/^\s*image:\s*//; s/:\$\{.*$//; s/["'\'']//g' | sed -E 's/:[^/]*$//' | sort -u; }
+compose_repos=$(repos "$compose")
+k8s_repos=$(repos "$k8s"/*.yaml)
+for r in $k8s_repos; do
+  grep -qx "$r" <<<"$compose_repos" || bad "image $r in $k8s is not in $compose ($(echo $compose_repos))"
+done
+for r in fencepost/lock-server fencepost/rail-stub fencepost/bench; do
+  grep -qx "$r" <<<"$k8s_repos" || bad "$k8s has no $r image"
+done
+pg_compose=$(grep -E '^\s*image:\s*postgres' "$compose" | sed -E 's/^\s*image:\s*//' | head -n1)
+pg_k8s=$(grep -hE '^\s*image:\s*postgres' "$k8s"/*.yaml | sed -E 's/^\s*image:\s*//' | head -n1)
+[ "$pg_compose" = "$pg_k8s" ] || bad "PostgreSQL image: $compose has '$pg_compose', $k8s '$pg_k8s'"
+
+# Ports: compose's LOCK_LISTEN / RAIL_LISTEN port = the k8s containerPort and LISTEN value.
+port_of() { sed -E 's/.*:([0-9]+)\s*$/\1/'; }
+lock_port=$(grep -E '^\s*LOCK_LISTEN:' "$compose" | head -n1 | port_of)
+rail_port=$(grep -E '^\s*RAIL_LISTEN:' "$compose" | head -n1 | port_of)
+[ -n "$lock_port" ] && [ -n "$rail_port" ] || bad "no LOCK_LISTEN/RAIL_LISTEN in $compose"
+grep -qE "containerPort:\s*$lock_port\b" "$k8s/lock-server.yaml" || bad "lock-server.yaml: no containerPort $lock_port"
+grep -qE "value:\s*0\.0\.0\.0:$lock_port\b" "$k8s/lock-server.yaml" || bad "lock-server.yaml: LOCK_LISTEN is not 0.0.0.0:$lock_port"
+grep -qE "containerPort:\s*$rail_port\b" "$k8s/rail-stub.yaml" || bad "rail-stub.yaml: no containerPort $rail_port"
+grep -qE "value:\s*0\.0\.0\.0:$rail_port\b" "$k8s/rail-stub.yaml" || bad "rail-stub.yaml: RAIL_LISTEN is not 0.0.0.0:$rail_port"
+
+# Replicas: compose's lock-server-N services = the StatefulSet's replicas.
+n_compose=$(grep -cE '^  lock-server-[0-9]+:' "$compose")
+n_k8s=$(grep -E '^\s*replicas:' "$k8s/lock-server.yaml" | head -n1 | sed -E 's/[^0-9]//g')
+[ "$n_compose" = "$n_k8s" ] || bad "lock-server replicas: $compose has $n_compose, lock-server.yaml $n_k8s"
+[ "$n_compose" -ge 2 ] || bad "$compose has $n_compose lock-server replicas (want several)"
+
+# The bench Job: --runtime external, every replica on the lock port, the rail port.
+job="$k8s/bench-job.yaml"
+grep -qE '^\s*- external\s*$' "$job" && grep -qE '^\s*- --runtime\s*$' "$job" || bad "$job: no --runtime external"
+urls=$(grep -A1 -E '^\s*- --lock-url\s*$' "$job" | tail -n1 | sed -E 's/^\s*- //')
+n_urls=$(tr ',' '\n' <<<"$urls" | grep -cE ":$lock_port$" || true)
+[ "$n_urls" = "$n_k8s" ] || bad "$job: --lock-url names $n_urls replicas on port $lock_port, want $n_k8s ($urls)"
+grep -A1 -E '^\s*- --rail-url\s*$' "$job" | tail -n1 | grep -qE ":$rail_port\s*$" || bad "$job: --rail-url not on port $rail_port"
+
+if [ "$fail" = 0 ]; then
+  echo "check-deploy: ok ($n_k8s lock-server replicas on $lock_port, rail-stub on $rail_port, images: $(echo $k8s_repos))"
+fi
+exit "$fail"
