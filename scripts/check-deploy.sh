@@ -13,10 +13,16 @@ k8s=deploy/k8s
 fail=0
 bad() { echo "check-deploy: $*" >&2; fail=1; }
 
-# 1. Every file parses (all documents of a multi-document file).
-if python3 -c 'import yaml' 2>/dev/null; then
+# 1. Every file parses (all documents of a multi-document file). The first
+# python3 with PyYAML: the one on PATH (may be a pyenv build without it), then
+# Debian's, where `apt-get install python3-yaml` puts it.
+py=
+for c in python3 /usr/bin/python3; do
+  if "$c" -c 'import yaml' 2>/dev/null; then py=$c; break; fi
+done
+if [ -n "$py" ]; then
   for f in "$compose" "$k8s"/*.yaml; do
-    python3 - "$f" <<'PY' || bad "$f does not parse as YAML"
+    "$py" - "$f" <<'PY' || bad "$f does not parse as YAML"
 import sys, yaml
 with open(sys.argv[1]) as fh:
     docs = [d for d in yaml.safe_load_all(fh) if d is not None]
