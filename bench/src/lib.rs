@@ -14,8 +14,9 @@
 //! delay proxy and its zero-delay baseline), [`cpu`] (CPU seconds from
 //! `/proc`), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
-//! [`report`], [`plots`].
+//! [`report`], [`plots`]; [`adr`] (`bench adr`: the ADR-006 evidence pack).
 
+pub mod adr;
 pub mod backend;
 pub mod cell;
 pub mod cli;
