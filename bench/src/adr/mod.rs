@@ -73,6 +73,47 @@ pub struct AdrArgs {
     /// Skip steps adr-manifest.json in --out records as ok (continue a pack).
     #[arg(long)]
     pub resume: bool,
+
+    /// Delete the working files afterwards (per-cell service logs and stores
+    /// under cells/, SQLite files, bench peer's server data): what is left is
+    /// the committable pack (data/reference/ is made with it).
+    #[arg(long)]
+    pub prune: bool,
+}
+
+/// Deletes the working files of a pack (see `--prune`); returns the bytes freed.
+pub fn prune(dir: &Path) -> std::io::Result<u64> {
+    fn size(p: &Path) -> u64 {
+        if p.is_dir() {
+            std::fs::read_dir(p)
+                .map(|rd| rd.flatten().map(|e| size(&e.path())).sum())
+                .unwrap_or(0)
+        } else {
+            p.metadata().map(|m| m.len()).unwrap_or(0)
+        }
+    }
+    let mut freed = 0;
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            let name = entry.file_name();
+            let parent_is_peer = dir.file_name().is_some_and(|n| n == "peer");
+            if name == "cells" || (name == "servers" && parent_is_peer) {
+                freed += size(&path);
+                std::fs::remove_dir_all(&path)?;
+            } else {
+                freed += prune(&path)?;
+            }
+        } else if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".sqlite") || n.contains(".sqlite-"))
+        {
+            freed += size(&path);
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(freed)
 }
 
 /// Which program a step runs.
@@ -486,6 +527,9 @@ async fn execute(args: &AdrArgs) -> anyhow::Result<i32> {
             );
             return Ok(2);
         }
+        if args.prune {
+            prune(out)?;
+        }
         render(out)?;
         return Ok(0);
     }
@@ -508,8 +552,8 @@ async fn execute(args: &AdrArgs) -> anyhow::Result<i32> {
         if args.quick { " --quick" } else { "" },
         out.display()
     );
-    if args.resume {
-        command.push_str(" --resume");
+    if args.prune {
+        command.push_str(" --prune");
     }
     let mut manifest = AdrManifest {
         command,
@@ -629,6 +673,13 @@ async fn execute(args: &AdrArgs) -> anyhow::Result<i32> {
         manifest.finished_at = Some(now_rfc3339());
     }
     write(&manifest)?;
+    if args.prune {
+        let freed = prune(out)?;
+        eprintln!(
+            "bench adr: --prune removed {:.1} MB of working files",
+            freed as f64 / 1e6
+        );
+    }
     render(out)?;
     Ok(if interrupted {
         eprintln!(

@@ -15,8 +15,13 @@
 //!    is left just before a heartbeat's reply still covers one rail call);
 //! 3. **stall** (conditions with a measured stall, the server pause): the
 //!    stall (corrected p99.9) + U/k < U, so the first heartbeat after the
-//!    stall is answered before the session's deadline. Such a condition's
-//!    p99 is the stall itself, so rule 1 does not apply to it.
+//!    stall is answered before the session's deadline.
+//!
+//! Rule 1 binds only on production-shaped conditions ([`Condition::rtt_rule`]):
+//! a scaled cell's network is not scaled with its lease, so its trigger 1 is
+//! 30× pessimistic (README, time base) and is reported, not imposed; the
+//! production projections apply the same measured RTTs to production's
+//! budget. A stall condition's p99 is the stall itself.
 //!
 //! The proposal ([`derive`]): keep ADR-006's (0.30, 3) if every binding
 //! condition is satisfied; otherwise keep the margin 0.30 with the smallest
@@ -62,14 +67,17 @@ pub struct Condition {
     pub samples: u64,
     /// Whether the proposal must satisfy it.
     pub binding: bool,
+    /// Whether rule 1 (trigger 1) applies: not to a scaled cell, whose
+    /// network is 30× harsher relative to its lease than in production (the
+    /// production projection applies the same RTTs to production's budget),
+    /// nor to a stall condition, whose tail is the fault itself.
+    pub rtt_rule: bool,
 }
 
 /// Why a (margin, divisor) pair fails a condition, `None` if it satisfies it.
 pub fn violation(c: &Condition, m: f64, k: u32) -> Option<String> {
     let budget = c.base_ms * m / 3.0;
-    // A stall condition's tail is the fault itself (trigger 1 fires there by
-    // design); the margin is asked to survive it, not to cover it as jitter.
-    if c.stall_ms.is_none() && c.p99_ms > budget {
+    if c.rtt_rule && c.p99_ms > budget {
         return Some(format!(
             "trigger 1: p99 {:.1} ms > {:.0} × {m:.2} / 3 = {budget:.1} ms",
             c.p99_ms, c.base_ms
@@ -269,6 +277,7 @@ mod tests {
             stall_ms: stall,
             samples: 5_000,
             binding: true,
+            rtt_rule: stall.is_none(),
         }
     }
 

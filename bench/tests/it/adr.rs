@@ -272,3 +272,30 @@ fn the_plan_marks_what_this_build_cannot_run() {
         "one repeat when quick"
     );
 }
+
+#[test]
+fn prune_keeps_the_results_and_drops_the_working_files() {
+    let dir = Scratch::new("adr-prune");
+    fixture(dir.path());
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("sweep/cells/ttl=1s_margin=0.10")).unwrap();
+    std::fs::write(
+        p.join("sweep/cells/ttl=1s_margin=0.10/lock-server.log"),
+        "x",
+    )
+    .unwrap();
+    std::fs::write(p.join("pause-uc03/lock.sqlite-wal"), vec![0u8; 4096]).unwrap();
+    std::fs::create_dir_all(p.join("peer/servers/etcd")).unwrap();
+    std::fs::write(p.join("peer/servers/etcd/wal"), vec![0u8; 100]).unwrap();
+    let freed = bench::adr::prune(p).unwrap();
+    assert_eq!(freed, 1 + 4096 + 100);
+    assert!(!p.join("sweep/cells").exists());
+    assert!(!p.join("peer/servers").exists());
+    assert!(!p.join("pause-uc03/lock.sqlite-wal").exists());
+    assert!(p.join("sweep/results.parquet").is_file());
+    assert!(p.join("pause-uc03/pause.json").is_file());
+    assert!(
+        p.join("sweep/hgrm/ttl=1s_margin=0.10.corrected.hdr")
+            .is_file()
+    );
+}
