@@ -986,6 +986,43 @@ fn pause_condition_section(md: &mut String, ev: &Evidence) {
             if r.ledger_ok { "ok" } else { "**FAILED**" }
         );
     }
+    // The revision's stall rule checked against what happened, cell by
+    // cell, at the SDK's own period: a rule the data can contradict.
+    let _ = writeln!(
+        md,
+        "\nThe revision's stall rule (stall + heartbeat period < usable window) against what \
+         happened, per cell, at the SDK's period (U/3); the stall is the cell's corrected \
+         p99.9:\n\n| cell | usable U (ms) | period (ms) | stall (ms) | stall + period | rule says | sessions lost | agree |\n|---|---:|---:|---:|---:|---|---:|---|"
+    );
+    let mut agree = 0;
+    for r in &s.rows {
+        let w = D4Window::of(r);
+        let stall = r.hb_rtt_corrected_p999_us as f64 / 1e3;
+        let at_risk = stall + w.period_ms >= w.usable_ms;
+        let lost = r.session_lost > 0;
+        agree += usize::from(at_risk == lost);
+        let _ = writeln!(
+            md,
+            "| `{}` | {:.0} | {:.0} | {} | {:.0} | {} | {} | {} |",
+            r.cell,
+            w.usable_ms,
+            w.period_ms,
+            ms(stall),
+            stall + w.period_ms,
+            if at_risk {
+                "sessions at risk"
+            } else {
+                "survives"
+            },
+            r.session_lost,
+            if at_risk == lost { "yes" } else { "**no**" }
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nThe rule agrees with the measured session losses on {agree} of {} cell(s).",
+        s.rows.len()
+    );
     md.push('\n');
     md.push_str(&ev.figure(
         "sweep-pause/rtt_cdf",
