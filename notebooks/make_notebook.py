@@ -16,7 +16,8 @@ and answers the ADR-006 question per TTL: how much throughput each margin costs,
 and where the §6.5 triggers fire. Set `RUN` to a results directory; by default the
 newest one under `data/runs/`. Every column is described in `data/README.md`.
 
-Needs: `pip install pandas pyarrow matplotlib`."""),
+Needs: `pip install pandas pyarrow matplotlib`. CI runs it against the reference
+sweep `data/reference/sweep` (scripts/run-notebooks.sh)."""),
     code("""import json, os, pathlib
 import pandas as pd
 import matplotlib.pyplot as plt
@@ -66,4 +67,6 @@ df[["cell", "window_ms", "window_before_hb_ms", "worst_case_hop_ms", "abandon_pc
     code("""trig = pd.DataFrame(json.loads((RUN / "triggers.json").read_text()))
 trig.pivot(index="cell", columns="trigger", values="fired")"""),
 ]
+for i, cell in enumerate(nb.cells):
+    cell["id"] = f"analysis-{i:02d}"  # stable ids: regenerating gives the same file
 nbf.write(nb, Path(__file__).with_name("analysis.ipynb"))

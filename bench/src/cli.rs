@@ -1,4 +1,4 @@
-//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`, and the
+//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`, `peer`, `adr`, and the
 //! logging set-up its binary shares with `experiments`.
 
 use std::path::PathBuf;
@@ -30,6 +30,8 @@ use clap::{Args, Parser, Subcommand};
 ///   bench triggers data/runs/my-sweep                     # exit 0: none fired, 3: one fired
 ///   bench sweep --margin 0.1,0.3 --ttl 1s --repeat 3 --margin-policy fixed,adaptive:k=4,floor=0.05,ceiling=0.5
 ///   bench replay data/runs/my-sweep --out data/runs/my-replay  # same (cell, seed) pairs again
+///   bench adr --quick --out data/runs/adr-quick           # the ADR-006 evidence pack
+///   bench adr --render-only --out data/reference          # rewrite adr-006-evidence.md
 ///
 /// Exit codes: 0 ok, 1 a run failed (service, ledger invariant), 2 bad input,
 /// 3 (`triggers`) a trigger fired, 130 interrupted.
@@ -83,6 +85,9 @@ pub enum Command {
     /// heartbeats and durable grants at the same concurrency, interleaved and
     /// repeated; writes peer.csv, report.md (the ratios) and a plot.
     Peer(PeerArgs),
+    /// The ADR-006 revision pack: the evidence plan end to end (sweeps, the
+    /// experiments, etcd), then adr-006-evidence.md from the files alone.
+    Adr(crate::adr::AdrArgs),
 }
 
 /// The options of `peer`.

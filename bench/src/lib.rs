@@ -15,8 +15,10 @@
 //! `/proc`), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
 //! [`report`], [`plots`], and issue 13's evidence: [`stats`] (intervals),
-//! [`summary`] (`summary.csv`), [`projection`] (`projection.csv`).
+//! [`summary`] (`summary.csv`), [`projection`] (`projection.csv`); and
+//! [`adr`] (`bench adr`: the ADR-006 evidence pack).
 
+pub mod adr;
 pub mod backend;
 pub mod cell;
 pub mod cli;

@@ -42,6 +42,7 @@ fn main() {
                 2
             }
         },
+        Command::Adr(args) => bench::adr::main(&args),
         Command::Triggers { dir } => match bench::triggers::run_triggers_command(&dir) {
             Ok(code) => code,
             Err(e) => {

@@ -1,5 +1,6 @@
 //! bench integration tests: one binary (each links polars), one module per concern.
 
+mod adr;
 mod driver;
 mod etcd;
 mod measurement;

@@ -20,10 +20,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// A scratch directory under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "fencepost-output-{}-{}-{name}",
@@ -34,7 +34,7 @@ impl Scratch {
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
     }
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -51,7 +51,7 @@ impl Drop for Scratch {
 /// corrected p99 5 ms on 2,000 samples (budget 100 ms), usable lease 700 ms,
 /// 466 ms left just before a heartbeat > hop 300 ms, 2 % lost work; not part
 /// of a throttle pair (trigger 5 not evaluated).
-fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
+pub(crate) fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
     CellRow {
         run_id: "test-run".into(),
         margin,
@@ -188,7 +188,7 @@ fn trigger_rows() -> Vec<CellRow> {
 }
 
 /// A seeded log-normal-ish RTT histogram around `median_us`.
-fn synthetic_histogram(seed: u64, median_us: f64, samples: usize) -> Histogram<u64> {
+pub(crate) fn synthetic_histogram(seed: u64, median_us: f64, samples: usize) -> Histogram<u64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut h = hist::new_histogram();
     for _ in 0..samples {
