@@ -1,16 +1,18 @@
 //! `postgres://…` — the store for deployments and for replicas sharing one
-//! database. A small connection pool; the schema is applied at start. Each
-//! write is one statement (or one transaction), committed before the server
-//! replies, so tokens survive any crash of the lock-server.
+//! database. A small connection pool; the schema is applied at start. Every
+//! write goes through [`LockStore::commit`]: one transaction, one statement
+//! per [`Write`] (pipelined), committed before the server replies, so tokens
+//! survive any crash of the lock-server. The group committer in front of this
+//! store ([`super::group`]) puts concurrent requests' writes in one commit.
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use super::{
-    CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
-    LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
-    SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord, Snapshot, StoreError, key_record,
+    Committed, GRANT_SQL, INSERT_SESSION_SQL, LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL,
+    SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord,
+    Snapshot, StoreError, Write, key_record,
 };
 
 /// How many connections the pool keeps.
@@ -68,6 +70,75 @@ impl PostgresStore {
     }
 }
 
+/// L3 and the sweeper's session delete in one statement (so that one write
+/// is one statement and pipelined writes run in their order).
+const DELETE_SESSIONS_SQL: &str = "
+WITH gone AS (DELETE FROM fp_sessions WHERE id = ANY($1::text[]))
+UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL
+WHERE holder_session = ANY($1::text[])";
+
+/// Clears each `(key, token)` that is still the holder, in one statement.
+const CLEAR_GRANTS_SQL: &str = "
+UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL
+FROM unnest($1::text[], $2::bigint[]) AS c(key, token)
+WHERE fp_locks.key = c.key AND fp_locks.holder_token = c.token";
+
+/// The prepared statement of each kind of [`Write`], on one connection.
+struct Statements {
+    insert_session: tokio_postgres::Statement,
+    delete_sessions: tokio_postgres::Statement,
+    grant: tokio_postgres::Statement,
+    set_lease: tokio_postgres::Statement,
+    clear_grants: tokio_postgres::Statement,
+}
+
+/// One write as one statement inside `tx`; a grant's token.
+async fn apply(
+    tx: &deadpool_postgres::Transaction<'_>,
+    stmts: &Statements,
+    w: &Write,
+) -> Result<Committed, tokio_postgres::Error> {
+    match w {
+        Write::CreateSession(s) => {
+            tx.execute(
+                &stmts.insert_session,
+                &[&s.id, &s.owner_id, &(s.ttl_ms as i64)],
+            )
+            .await?;
+        }
+        Write::DeleteSessions(ids) => {
+            tx.execute(&stmts.delete_sessions, &[ids]).await?;
+        }
+        Write::Grant {
+            key,
+            session_id,
+            lease_ms,
+        } => {
+            let row = tx
+                .query_one(&stmts.grant, &[key, session_id, &(*lease_ms as i64)])
+                .await?;
+            return Ok(Some(row.get::<_, i64>(0) as u64));
+        }
+        Write::SetLease {
+            key,
+            token,
+            lease_ms,
+        } => {
+            tx.execute(
+                &stmts.set_lease,
+                &[key, &(*token as i64), &(*lease_ms as i64)],
+            )
+            .await?;
+        }
+        Write::ClearGrants(grants) => {
+            let (keys, tokens): (Vec<&str>, Vec<i64>) =
+                grants.iter().map(|(k, t)| (k.as_str(), *t as i64)).unzip();
+            tx.execute(&stmts.clear_grants, &[&keys, &tokens]).await?;
+        }
+    }
+    Ok(None)
+}
+
 #[async_trait]
 impl LockStore for PostgresStore {
     fn kind(&self) -> &'static str {
@@ -89,65 +160,22 @@ impl LockStore for PostgresStore {
         Ok(row.map(|r| r.get::<_, i64>(0) as u64))
     }
 
-    async fn create_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
-        self.client()
-            .await?
-            .execute(
-                INSERT_SESSION_SQL,
-                &[&s.id, &s.owner_id, &(s.ttl_ms as i64)],
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
-        self.delete_sessions(&[session_id.to_string()]).await
-    }
-
-    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
+    async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
-        for id in session_ids {
-            tx.execute(CLEAR_SESSION_GRANTS_SQL, &[id]).await?;
-            tx.execute(DELETE_SESSION_SQL, &[id]).await?;
-        }
+        let stmts = Statements {
+            insert_session: tx.prepare_cached(INSERT_SESSION_SQL).await?,
+            delete_sessions: tx.prepare_cached(DELETE_SESSIONS_SQL).await?,
+            grant: tx.prepare_cached(GRANT_SQL).await?,
+            set_lease: tx.prepare_cached(SET_LEASE_SQL).await?,
+            clear_grants: tx.prepare_cached(CLEAR_GRANTS_SQL).await?,
+        };
+        // One statement per write, all sent at once (pipelined on the one
+        // connection, run by the server in this order); then one COMMIT.
+        let applied = writes.iter().map(|w| apply(&tx, &stmts, w));
+        let out = futures_util::future::try_join_all(applied).await?;
         tx.commit().await?;
-        Ok(())
-    }
-
-    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
-        let c = self.client().await?;
-        let stmt = c.prepare_cached(GRANT_SQL).await?;
-        let row = c
-            .query_one(&stmt, &[&key, &session_id, &(lease_ms as i64)])
-            .await?;
-        Ok(row.get::<_, i64>(0) as u64)
-    }
-
-    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
-        self.client()
-            .await?
-            .execute(SET_LEASE_SQL, &[&key, &(token as i64), &(lease_ms as i64)])
-            .await?;
-        Ok(())
-    }
-
-    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
-        let c = self.client().await?;
-        let stmt = c.prepare_cached(CLEAR_GRANT_SQL).await?;
-        c.execute(&stmt, &[&key, &(token as i64)]).await?;
-        Ok(())
-    }
-
-    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        for (key, token) in grants {
-            tx.execute(CLEAR_GRANT_SQL, &[key, &(*token as i64)])
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        Ok(out)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
