@@ -2,14 +2,15 @@
 //! in one transaction, so one fsync makes many replies durable.
 //!
 //! A request's [`LockStore::commit`] (its *unit*: the writes that must land
-//! together) joins a FIFO queue. If no commit is in flight, a drain task is
-//! started at once and commits what is queued — a lone request waits for no
-//! timer. While a transaction is in flight, later units queue; when it ends,
-//! the drain task takes everything queued (up to [`MAX_BATCH_WRITES`] writes,
-//! always at least one unit) into the next transaction. So the batch window
-//! is exactly the previous commit's duration (one fsync, ~0.1–10 ms here),
-//! and batches grow with the load by themselves. Every unit is answered only
-//! after its transaction committed.
+//! together) joins a FIFO queue. If a transaction slot is free (SQLite has
+//! one, PostgreSQL [`POSTGRES_IN_FLIGHT`]), a drain task is started at once
+//! and commits what is queued — a lone request waits for no timer. While
+//! every slot is busy, later units queue; when a transaction ends, its drain
+//! task takes everything queued (up to [`MAX_BATCH_WRITES`] writes, always at
+//! least one unit) into the next one. So the batch window is exactly the
+//! duration of a commit in flight (one fsync, ~0.1–10 ms here), and batches
+//! grow with the load by themselves. Every unit is answered only after its
+//! transaction committed.
 //!
 //! **A failed batch poisons nobody.** If a transaction of several units fails,
 //! nothing of it was persisted (the backend rolls it back); each unit is then
@@ -39,8 +40,15 @@ use super::{CommitStats, Committed, LockStore, Snapshot, StoreError, Write};
 /// larger, e.g. a sweep; it is then committed alone).
 pub const MAX_BATCH_WRITES: usize = 512;
 
+/// Transactions a PostgreSQL store runs at once (its pool has 8 connections;
+/// the rest serve reads). Round trips to the server, not only its WAL flush,
+/// bound one transaction, so a few in flight overlap them; PostgreSQL flushes
+/// the WAL of concurrent commits together.
+pub const POSTGRES_IN_FLIGHT: usize = 4;
+
 /// A [`LockStore`] that merges concurrent commits into one transaction of
-/// the store behind it. Reads go straight through.
+/// the store behind it, with at most `in_flight` transactions at once. Reads
+/// go straight through.
 pub struct GroupCommit {
     /// The store that runs each transaction.
     inner: Arc<dyn LockStore>,
@@ -64,8 +72,10 @@ struct Shared {
 struct Queue {
     /// Units in arrival order.
     waiting: VecDeque<Unit>,
-    /// True while a drain task owns the commit loop.
-    draining: bool,
+    /// Drain tasks running (each commits one transaction at a time).
+    draining: usize,
+    /// At most this many drain tasks.
+    in_flight: usize,
 }
 
 /// One caller's commit and where its answer goes.
@@ -75,11 +85,22 @@ struct Unit {
 }
 
 impl GroupCommit {
-    /// Batches the commits of `inner`.
+    /// Batches the commits of `inner`, one transaction at a time (SQLite:
+    /// one connection, one writer).
     pub fn new(inner: Arc<dyn LockStore>) -> Self {
+        Self::with_in_flight(inner, 1)
+    }
+
+    /// Batches the commits of `inner` with up to `in_flight` transactions
+    /// at once (PostgreSQL: one per pooled connection used for writes). A
+    /// commit that finds a transaction slot free starts at once; batches form
+    /// when every slot is busy.
+    pub fn with_in_flight(inner: Arc<dyn LockStore>, in_flight: usize) -> Self {
+        let shared = Shared::default();
+        shared.lock().in_flight = in_flight.max(1);
         GroupCommit {
             inner,
-            shared: Arc::default(),
+            shared: Arc::new(shared),
         }
     }
 
@@ -95,7 +116,7 @@ impl Shared {
     }
 
     /// Takes the next batch off the queue; when the queue is empty, the drain
-    /// task is done (`draining` is cleared under the same lock) and `None`.
+    /// task is done (counted out under the same lock) and `None`.
     fn next_batch(&self) -> Option<Vec<Unit>> {
         let mut q = self.lock();
         let mut batch = Vec::new();
@@ -108,7 +129,7 @@ impl Shared {
             batch.extend(q.waiting.pop_front());
         }
         if batch.is_empty() {
-            q.draining = false;
+            q.draining -= 1;
             return None;
         }
         Some(batch)
@@ -219,7 +240,11 @@ impl LockStore for GroupCommit {
                 writes: writes.to_vec(),
                 reply,
             });
-            !std::mem::replace(&mut q.draining, true)
+            let start = q.draining < q.in_flight;
+            if start {
+                q.draining += 1;
+            }
+            start
         };
         if start {
             tokio::spawn(drain(self.inner.clone(), self.shared.clone()));

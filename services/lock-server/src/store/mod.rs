@@ -341,7 +341,10 @@ pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = postgres::PostgresStore::connect(url).await?;
-        return Ok(Arc::new(group::GroupCommit::new(Arc::new(store))));
+        return Ok(Arc::new(group::GroupCommit::with_in_flight(
+            Arc::new(store),
+            group::POSTGRES_IN_FLIGHT,
+        )));
     }
     Err(StoreError::BadUrl(url.to_string()))
 }

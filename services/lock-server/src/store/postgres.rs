@@ -5,8 +5,13 @@
 //! survive any crash of the lock-server. The group committer in front of this
 //! store ([`super::group`]) puts concurrent requests' writes in one commit.
 
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::task::Poll;
+
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures_util::future::{MaybeDone, maybe_done};
 use tokio_postgres::NoTls;
 
 use super::{
@@ -92,9 +97,19 @@ struct Statements {
     clear_grants: tokio_postgres::Statement,
 }
 
-/// One write as one statement inside `tx`; a grant's token.
+/// Polls `f` once: a tokio-postgres request is sent on its first poll.
+async fn send<F: Future>(mut f: Pin<&mut MaybeDone<F>>) {
+    std::future::poll_fn(|cx| {
+        let _ = f.as_mut().poll(cx);
+        Poll::Ready(())
+    })
+    .await
+}
+
+/// One write as one statement on `tx` (inside the batch's transaction, or
+/// alone); a grant's token.
 async fn apply(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &tokio_postgres::Client,
     stmts: &Statements,
     w: &Write,
 ) -> Result<Committed, tokio_postgres::Error> {
@@ -161,20 +176,45 @@ impl LockStore for PostgresStore {
     }
 
     async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
+        let c = self.client().await?;
         let stmts = Statements {
-            insert_session: tx.prepare_cached(INSERT_SESSION_SQL).await?,
-            delete_sessions: tx.prepare_cached(DELETE_SESSIONS_SQL).await?,
-            grant: tx.prepare_cached(GRANT_SQL).await?,
-            set_lease: tx.prepare_cached(SET_LEASE_SQL).await?,
-            clear_grants: tx.prepare_cached(CLEAR_GRANTS_SQL).await?,
+            insert_session: c.prepare_cached(INSERT_SESSION_SQL).await?,
+            delete_sessions: c.prepare_cached(DELETE_SESSIONS_SQL).await?,
+            grant: c.prepare_cached(GRANT_SQL).await?,
+            set_lease: c.prepare_cached(SET_LEASE_SQL).await?,
+            clear_grants: c.prepare_cached(CLEAR_GRANTS_SQL).await?,
         };
-        // One statement per write, all sent at once (pipelined on the one
-        // connection, run by the server in this order); then one COMMIT.
-        let applied = writes.iter().map(|w| apply(&tx, &stmts, w));
-        let out = futures_util::future::try_join_all(applied).await?;
-        tx.commit().await?;
+        if let [w] = writes {
+            // One statement is a transaction of its own: one round trip.
+            return Ok(vec![apply(&c, &stmts, w).await?]);
+        }
+        // BEGIN, one statement per write, COMMIT — all sent before any answer
+        // is read (pipelined: one round trip and one WAL flush). tokio-postgres
+        // sends a request when its future is first polled, so each is polled
+        // once here, in this order; the server runs them in that order. Once
+        // sent, they run to COMMIT (or, after an error, ROLLBACK) even if this
+        // future is dropped, so the connection goes back to the pool idle.
+        let mut begin = pin!(maybe_done(c.batch_execute("BEGIN")));
+        let mut applied: Vec<_> = writes
+            .iter()
+            .map(|w| Box::pin(maybe_done(apply(&c, &stmts, w))))
+            .collect();
+        let mut commit = pin!(maybe_done(c.batch_execute("COMMIT")));
+        send(begin.as_mut()).await;
+        for a in &mut applied {
+            send(a.as_mut()).await;
+        }
+        send(commit.as_mut()).await;
+        begin.as_mut().await;
+        begin.as_mut().take_output().expect("awaited")?;
+        let mut out = Vec::with_capacity(writes.len());
+        for a in &mut applied {
+            a.as_mut().await;
+            // A failed write aborted the transaction: COMMIT rolls it back.
+            out.push(a.as_mut().take_output().expect("awaited")?);
+        }
+        commit.as_mut().await;
+        commit.as_mut().take_output().expect("awaited")?;
         Ok(out)
     }
 
