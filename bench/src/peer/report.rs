@@ -317,9 +317,10 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
          LeaseKeepAlive on the client's stream; grant = L4 + L6 vs \
          `txn(create_revision == 0 → put with lease)` + `txn(create_revision == token → delete)`. \
          Same durability on every side: the lock-server's SQLite runs in WAL mode with \
-         `synchronous=FULL` (one fsync per write, today no group commit), PostgreSQL commits \
-         every write before the reply (`synchronous_commit` as configured, default on), etcd \
-         fsyncs its raft WAL before it acknowledges (batching concurrent writes into one fsync). \
+         `synchronous=FULL` (an fdatasync per transaction), PostgreSQL commits every write \
+         before the reply (`synchronous_commit` as configured, default on), and the lock-server \
+         group-commits concurrent writes into one transaction on both; etcd fsyncs its raft WAL \
+         before it acknowledges (batching concurrent writes into one fsync). \
          Within each repeat the systems of one (op, concurrency) run back to back in a seeded \
          order, so each ratio compares neighbours in time; the machine is a shared, noisy \
          2-core box (other builds ran beside this one), so absolute numbers move between runs \

@@ -13,6 +13,13 @@
 //! on a store failure, by the undo of the decision), so memory and store agree
 //! and no key is left pending. Operations that write nothing (L2, a renew that
 //! does not lengthen the lease) decide and apply under one mutex hold.
+//!
+//! **Group commit.** The durable stores sit behind
+//! [`crate::store::group::GroupCommit`]: the writes of concurrent requests are
+//! committed in one transaction (one fsync), and each request's task is
+//! answered with its own write's outcome once that transaction committed. The
+//! order above is unchanged: a batch that fails is answered, write by write,
+//! with the outcome of a retry alone, and every failed write is undone here.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -703,6 +710,23 @@ impl LockService {
             "Heartbeats accepted (L2).",
             &[(String::new(), get(&c.heartbeats))],
         );
+        if let Some(st) = self.store.commit_stats() {
+            counter(
+                "lock_store_transactions_total",
+                "Store transactions (one fsync each): group commits and their retries alone.",
+                &[(String::new(), st.transactions)],
+            );
+            counter(
+                "lock_store_writes_total",
+                "Requests' store writes answered by the group committer (batched or alone).",
+                &[(String::new(), st.units)],
+            );
+            counter(
+                "lock_store_retried_alone_total",
+                "Writes retried in a transaction of their own after their batch failed.",
+                &[(String::new(), st.retried_alone)],
+            );
+        }
         counter(
             "lock_expired_total",
             "Sessions and leases that ran out on the server.",

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{GrantRecord, KeyRecord, LockStore, SessionRecord, Snapshot, StoreError};
+use super::{
+    Committed, GrantRecord, KeyRecord, LockStore, SessionRecord, Snapshot, StoreError, Write,
+};
 
 /// An in-process store.
 #[derive(Debug, Default)]
@@ -47,6 +49,63 @@ impl Tables {
                 k.holder = None;
             }
         }
+    }
+
+    /// Applies one write (it cannot fail once checked); a grant's token.
+    fn apply(&mut self, w: &Write) -> Committed {
+        match w {
+            Write::CreateSession(s) => {
+                self.sessions.insert(s.id.clone(), s.clone());
+            }
+            Write::DeleteSessions(ids) => ids.iter().for_each(|id| self.delete_session(id)),
+            Write::Grant {
+                key,
+                session_id,
+                lease_ms,
+            } => return Some(self.grant(key, session_id, *lease_ms)),
+            Write::SetLease {
+                key,
+                token,
+                lease_ms,
+            } => {
+                if let Some(h) = self
+                    .keys
+                    .get_mut(key)
+                    .and_then(|k| k.holder.as_mut())
+                    .filter(|h| h.token == *token)
+                {
+                    h.lease_ms = *lease_ms;
+                }
+            }
+            Write::ClearGrants(grants) => grants
+                .iter()
+                .for_each(|(key, token)| self.clear_grant(key, *token)),
+        }
+        None
+    }
+
+    fn grant(&mut self, key: &str, session_id: &str, lease_ms: u64) -> u64 {
+        self.clear(key);
+        let k = self
+            .keys
+            .entry(key.to_string())
+            .or_insert_with(|| KeyRecord {
+                key: key.to_string(),
+                last_token: 0,
+                holder: None,
+            });
+        k.last_token += 1;
+        k.holder = Some(GrantRecord {
+            token: k.last_token,
+            session_id: session_id.to_string(),
+            lease_ms,
+        });
+        let token = k.last_token;
+        self.held_by
+            .entry(session_id.to_string())
+            .or_default()
+            .insert(key.to_string());
+        token
     }
 
     fn clear_grant(&mut self, key: &str, token: u64) {
@@ -100,66 +159,19 @@ impl LockStore for MemoryStore {
         Ok(self.with(|t| t.keys.get(key).map(|k| k.last_token)))
     }
 
-    async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        self.with(|t| t.sessions.insert(session.id.clone(), session.clone()));
-        Ok(())
-    }
-
-    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
-        self.with(|t| t.delete_session(session_id));
-        Ok(())
-    }
-
-    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
-        self.with(|t| session_ids.iter().for_each(|id| t.delete_session(id)));
-        Ok(())
-    }
-
-    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
-        Ok(self.with(|t| {
-            t.clear(key);
-            let k = t.keys.entry(key.to_string()).or_insert_with(|| KeyRecord {
-                key: key.to_string(),
-                last_token: 0,
-                holder: None,
-            });
-            k.last_token += 1;
-            k.holder = Some(GrantRecord {
-                token: k.last_token,
-                session_id: session_id.to_string(),
-                lease_ms,
-            });
-            let token = k.last_token;
-            t.held_by
-                .entry(session_id.to_string())
-                .or_default()
-                .insert(key.to_string());
-            token
-        }))
-    }
-
-    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
+    async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
         self.with(|t| {
-            if let Some(h) = t
-                .keys
-                .get_mut(key)
-                .and_then(|k| k.holder.as_mut())
-                .filter(|h| h.token == token)
-            {
-                h.lease_ms = lease_ms;
+            // Check what can fail before applying anything: all or nothing.
+            let mut new_ids = HashSet::new();
+            for w in writes {
+                if let Write::CreateSession(s) = w
+                    && (t.sessions.contains_key(&s.id) || !new_ids.insert(s.id.as_str()))
+                {
+                    return Err(StoreError::SessionExists(s.id.clone()));
+                }
             }
-        });
-        Ok(())
-    }
-
-    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
-        self.with(|t| t.clear_grant(key, token));
-        Ok(())
-    }
-
-    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
-        self.with(|t| grants.iter().for_each(|(k, tok)| t.clear_grant(k, *tok)));
-        Ok(())
+            Ok(writes.iter().map(|w| t.apply(w)).collect())
+        })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -13,7 +13,16 @@
 //! and quick runs), [`sqlite::SqliteStore`] (`sqlite:PATH`, the embedded
 //! default, at [`default_sqlite_path`] when no path is given) and
 //! [`postgres::PostgresStore`] (`postgres://…`).
+//!
+//! **One write path.** Every change reaches a store as a list of [`Write`]s
+//! through [`LockStore::commit`], which each backend runs as exactly one
+//! transaction (one fsync); the single-write methods (`grant`, `clear_grant`,
+//! …) are provided on top of it. A per-transaction guard (a leader epoch
+//! check, say) belongs in each backend's `commit` and nowhere else.
+//! [`open`] puts the durable stores behind [`group::GroupCommit`], which
+//! merges the writes of concurrent requests into one such transaction.
 
+pub mod group;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
@@ -68,6 +77,16 @@ pub enum StoreError {
     /// runtime is shutting down); nothing was persisted, retry on a running server.
     #[error("store task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// The group committer stopped before answering (the runtime is shutting
+    /// down): whether the write was committed is unknown; a restarted server
+    /// reads what was. Retry on a running server.
+    #[error("the store's committer stopped before answering")]
+    CommitterGone,
+    /// A session with this id is already stored (ids are 122 random bits, so
+    /// this is a bug, never the client's doing); nothing in the commit was
+    /// written. Retry: a new L1 draws a new id.
+    #[error("a session with id {0} is already stored")]
+    SessionExists(String),
 }
 
 /// A persisted session: enough to restore it at a takeover.
@@ -162,10 +181,73 @@ pub struct LeaderRow {
     pub leader: Option<String>,
 }
 
+/// One durable change: what [`LockStore::commit`] takes, in order. Each
+/// variant is what one single-write method of [`LockStore`] does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// Persists a new session (L1); fails the commit if the id is stored.
+    CreateSession(SessionRecord),
+    /// Forgets each session and clears every grant it holds (L3, the sweeper).
+    DeleteSessions(Vec<String>),
+    /// Issues the key's next token and records its holder (L4); the commit
+    /// returns the token for it.
+    Grant {
+        /// The key.
+        key: String,
+        /// The holding session.
+        session_id: String,
+        /// The lease granted, ms.
+        lease_ms: u64,
+    },
+    /// Records the grant's longest lease, if `(key, token)` still holds (L4, L5).
+    SetLease {
+        /// The key.
+        key: String,
+        /// The grant's token.
+        token: u64,
+        /// The longest lease so far, ms.
+        lease_ms: u64,
+    },
+    /// Clears each `(key, token)` holder that is still that grant (L6, L8, expiry).
+    ClearGrants(Vec<(String, u64)>),
+}
+
+impl Write {
+    /// The single-write method this write stands for (`grant`, `clear_grant`,
+    /// …), for logs and fault injection.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Write::CreateSession(_) => "create_session",
+            Write::DeleteSessions(_) => "delete_session",
+            Write::Grant { .. } => "grant",
+            Write::SetLease { .. } => "set_lease",
+            Write::ClearGrants(_) => "clear_grant",
+        }
+    }
+}
+
+/// What one committed [`Write`] returns: the token of a [`Write::Grant`],
+/// `None` for every other write.
+pub type Committed = Option<u64>;
+
+/// How a [`group::GroupCommit`] has batched so far (for `/metrics` and benches).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Transactions committed or attempted (a batch and each of its retries).
+    pub transactions: u64,
+    /// Requests' commits (units) answered.
+    pub units: u64,
+    /// Units retried alone after their batch failed.
+    pub retried_alone: u64,
+    /// The most units one transaction carried.
+    pub largest_batch: u64,
+}
+
 /// The durable state of a lock-server. Every method is atomic: it either
 /// persists all of its effect or fails having persisted nothing. Writes that
 /// name a grant by `(key, token)` are compare-and-set: they do nothing once
-/// the key's holder has another token.
+/// the key's holder has another token. Every write goes through
+/// [`commit`](Self::commit); the single-write methods are provided.
 #[async_trait]
 pub trait LockStore: Send + Sync {
     /// `memory`, `sqlite` or `postgres`, for `/v1/config` and logs.
@@ -193,41 +275,83 @@ pub trait LockStore: Send + Sync {
     /// The last token issued for `key`, or `None` if it was never granted.
     async fn last_token(&self, key: &str) -> Result<Option<u64>, StoreError>;
 
+    /// Applies `writes` in order as one transaction — one fsync for all of
+    /// them — and returns one [`Committed`] per write, in order; durable
+    /// before it returns. On an error nothing of any write is persisted. The
+    /// one write path of a store: a per-transaction guard goes here.
+    async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError>;
+
+    /// How writes were batched, for a store that batches ([`group::GroupCommit`]).
+    fn commit_stats(&self) -> Option<CommitStats> {
+        None
+    }
+
     /// Persists a new session.
-    async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    async fn create_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        self.commit(&[Write::CreateSession(session.clone())])
+            .await
+            .map(drop)
+    }
 
     /// Forgets a session and clears every grant it holds.
-    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError>;
+    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
+        self.delete_sessions(&[session_id.to_string()]).await
+    }
 
     /// [`delete_session`](Self::delete_session) for each id, atomically (one
-    /// transaction where the store has them), for the sweeper.
+    /// transaction), for the sweeper. No ids: no transaction.
     async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
-        for id in session_ids {
-            self.delete_session(id).await?;
+        if session_ids.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        self.commit(&[Write::DeleteSessions(session_ids.to_vec())])
+            .await
+            .map(drop)
     }
 
     /// Issues the key's next token — strictly greater than every token ever
     /// issued for it, including by earlier processes — and records `session_id`
     /// as its holder with `lease_ms`, durably, before returning the token.
-    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError>;
+    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
+        let write = Write::Grant {
+            key: key.to_string(),
+            session_id: session_id.to_string(),
+            lease_ms,
+        };
+        let committed = self.commit(&[write]).await?;
+        Ok(committed
+            .first()
+            .copied()
+            .flatten()
+            .expect("a store's commit returns a token for each grant"))
+    }
 
     /// Records a grant's longest lease so far (what a restart restores) for
     /// `(key, token)`; a no-op if that grant is no longer the holder.
-    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError>;
+    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
+        let write = Write::SetLease {
+            key: key.to_string(),
+            token,
+            lease_ms,
+        };
+        self.commit(&[write]).await.map(drop)
+    }
 
     /// Clears the holder of `key` if it is still the grant with `token`
     /// (release, revoke, expiry); the key's last token is kept.
-    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError>;
+    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
+        self.clear_grants(&[(key.to_string(), token)]).await
+    }
 
-    /// [`clear_grant`](Self::clear_grant) for each pair, atomically where the
-    /// store has transactions, for the sweeper.
+    /// [`clear_grant`](Self::clear_grant) for each pair, atomically (one
+    /// transaction), for the sweeper. No pairs: no transaction.
     async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
-        for (key, token) in grants {
-            self.clear_grant(key, *token).await?;
+        if grants.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        self.commit(&[Write::ClearGrants(grants.to_vec())])
+            .await
+            .map(drop)
     }
 
     /// Checks the store answers (for `/readyz`).
@@ -276,7 +400,9 @@ pub fn default_store_url() -> String {
 
 /// Opens the store named by a `lock.store` URL: `memory:`, `sqlite:PATH`
 /// (`sqlite:` alone: [`default_sqlite_path`]; the directory is created), or
-/// `postgres://…` (migrations are applied at start).
+/// `postgres://…` (migrations are applied at start). The durable stores come
+/// behind a [`group::GroupCommit`]; `memory:` writes nothing to disk and is
+/// returned as it is.
 pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
     if url == "memory:" {
         return Ok(Arc::new(memory::MemoryStore::default()));
@@ -293,10 +419,15 @@ pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
                 source,
             })?;
         }
-        return Ok(Arc::new(sqlite::SqliteStore::open(&path).await?));
+        let store = sqlite::SqliteStore::open(&path).await?;
+        return Ok(Arc::new(group::GroupCommit::new(Arc::new(store))));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(postgres::PostgresStore::connect(url).await?));
+        let store = postgres::PostgresStore::connect(url).await?;
+        return Ok(Arc::new(group::GroupCommit::with_in_flight(
+            Arc::new(store),
+            group::POSTGRES_IN_FLIGHT,
+        )));
     }
     Err(StoreError::BadUrl(url.to_string()))
 }

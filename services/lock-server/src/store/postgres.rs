@@ -1,29 +1,35 @@
 //! `postgres://…` — the store for deployments and for replicas sharing one
-//! database. A small connection pool; the schema is applied at start. Each
-//! write is one transaction, committed before the server replies, so tokens
-//! survive any crash of the lock-server.
+//! database. A small connection pool; the schema is applied at start. Every
+//! write goes through [`LockStore::commit`]: one transaction, one statement
+//! per [`Write`] (pipelined), committed before the server replies, so tokens
+//! survive any crash of the lock-server. The group committer in front of this
+//! store ([`super::group`]) puts concurrent requests' writes in one commit.
 //!
 //! **Leadership (C1 §6).** The `fp_leader` row holds the leader's `epoch`,
 //! node id, advertised URL and lease end, written on PostgreSQL's clock
 //! ([`LockStore::claim_leadership`]). Every write transaction starts with
-//! [`PostgresStore::fence`] — the one place the epoch is checked: it
-//! key-share-locks the leader row for this epoch while its lease is live. A
-//! takeover first locks the row `FOR UPDATE`, the one lock that conflicts with
-//! it, so it waits for every write in flight and every write after it fails;
-//! the leader's renewal (a plain `UPDATE` of non-key columns) does not
-//! conflict, so a slow write never holds the leader's own renewal back.
+//! the fence ([`PostgresStore::fence_sql`], run by [`LockStore::commit`] —
+//! the one place the epoch is checked, once per batch): it key-share-locks
+//! the leader row for this epoch while its lease is live. A takeover first
+//! locks the row `FOR UPDATE`, the one lock that conflicts with it, so it
+//! waits for every write in flight and every write after it fails; the
+//! leader's renewal (a plain `UPDATE` of non-key columns) does not conflict,
+//! so a slow write never holds the leader's own renewal back.
 
+use std::future::Future;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures_util::future::{MaybeDone, maybe_done};
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 use super::{
-    CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, Fence, GRANT_SQL,
-    INSERT_SESSION_SQL, LeaderBid, LeaderRow, LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL,
-    SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord,
-    Snapshot, StoreError, key_record,
+    Committed, Fence, GRANT_SQL, INSERT_SESSION_SQL, LeaderBid, LeaderRow, LockStore, SCHEMA,
+    SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL,
+    SET_LEASE_SQL, SessionRecord, Snapshot, StoreError, Write, key_record,
 };
 
 /// The leader row (PostgreSQL only: SQLite and memory are single-node).
@@ -110,38 +116,28 @@ impl PostgresStore {
     }
 
     /// The leader fence, run first in every write transaction (the one place
-    /// the epoch is checked; a batched write calls it once for its batch).
-    /// As the leader of epoch `e`: key-share-locks the leader row if it still has
-    /// epoch `e` and a live lease on the database's clock, and bounds how long
-    /// the transaction may idle (a frozen leader's locks must not hold a
-    /// takeover back). Fails with [`StoreError::Fenced`] otherwise; the caller
-    /// drops the transaction, so nothing is written.
-    pub async fn fence(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+    /// the epoch is checked; a batch runs it once). `None` on a single-node
+    /// store. As the leader of epoch `e`: the statements that key-share-lock
+    /// the leader row if it still has epoch `e` and a live lease on the
+    /// database's clock, and bound how long the transaction may idle (a
+    /// frozen leader's locks must not hold a takeover back) — they return a
+    /// row exactly when the write may commit. A standby: [`StoreError::Fenced`]
+    /// before any connection is taken.
+    fn fence_sql(&self) -> Result<Option<(u64, String)>, StoreError> {
         let fence = *self.fence.lock().unwrap_or_else(|e| e.into_inner());
         match fence {
-            Fence::Unfenced => Ok(()),
+            Fence::Unfenced => Ok(None),
             Fence::Standby => Err(StoreError::Fenced("this replica is a standby".into())),
-            Fence::Leader { epoch, idle_limit } => {
+            Fence::Leader { epoch, idle_limit } => Ok(Some((
+                epoch,
                 // Both values are integers formatted by us: no injection.
-                let sql = format!(
+                format!(
                     "SET LOCAL idle_in_transaction_session_timeout = {}; \
                      SELECT 1 FROM fp_leader WHERE id = 1 AND epoch = {epoch} \
                      AND expires_at > clock_timestamp() FOR KEY SHARE",
                     idle_limit.as_millis().max(1)
-                );
-                let fenced_in = tx
-                    .simple_query(&sql)
-                    .await?
-                    .iter()
-                    .any(|m| matches!(m, SimpleQueryMessage::Row(_)));
-                if fenced_in {
-                    Ok(())
-                } else {
-                    Err(StoreError::Fenced(format!(
-                        "epoch {epoch} is over: another replica leads, or its leader lease ran out"
-                    )))
-                }
-            }
+                ),
+            ))),
         }
     }
 
@@ -172,6 +168,85 @@ impl PostgresStore {
     }
 }
 
+/// L3 and the sweeper's session delete in one statement (so that one write
+/// is one statement and pipelined writes run in their order).
+const DELETE_SESSIONS_SQL: &str = "
+WITH gone AS (DELETE FROM fp_sessions WHERE id = ANY($1::text[]))
+UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL
+WHERE holder_session = ANY($1::text[])";
+
+/// Clears each `(key, token)` that is still the holder, in one statement.
+const CLEAR_GRANTS_SQL: &str = "
+UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL
+FROM unnest($1::text[], $2::bigint[]) AS c(key, token)
+WHERE fp_locks.key = c.key AND fp_locks.holder_token = c.token";
+
+/// The prepared statement of each kind of [`Write`], on one connection.
+struct Statements {
+    insert_session: tokio_postgres::Statement,
+    delete_sessions: tokio_postgres::Statement,
+    grant: tokio_postgres::Statement,
+    set_lease: tokio_postgres::Statement,
+    clear_grants: tokio_postgres::Statement,
+}
+
+/// Polls `f` once: a tokio-postgres request is sent on its first poll.
+async fn send<F: Future>(mut f: Pin<&mut MaybeDone<F>>) {
+    std::future::poll_fn(|cx| {
+        let _ = f.as_mut().poll(cx);
+        Poll::Ready(())
+    })
+    .await
+}
+
+/// One write as one statement on `tx` (inside the batch's transaction, or
+/// alone); a grant's token.
+async fn apply(
+    tx: &tokio_postgres::Client,
+    stmts: &Statements,
+    w: &Write,
+) -> Result<Committed, tokio_postgres::Error> {
+    match w {
+        Write::CreateSession(s) => {
+            tx.execute(
+                &stmts.insert_session,
+                &[&s.id, &s.owner_id, &(s.ttl_ms as i64)],
+            )
+            .await?;
+        }
+        Write::DeleteSessions(ids) => {
+            tx.execute(&stmts.delete_sessions, &[ids]).await?;
+        }
+        Write::Grant {
+            key,
+            session_id,
+            lease_ms,
+        } => {
+            let row = tx
+                .query_one(&stmts.grant, &[key, session_id, &(*lease_ms as i64)])
+                .await?;
+            return Ok(Some(row.get::<_, i64>(0) as u64));
+        }
+        Write::SetLease {
+            key,
+            token,
+            lease_ms,
+        } => {
+            tx.execute(
+                &stmts.set_lease,
+                &[key, &(*token as i64), &(*lease_ms as i64)],
+            )
+            .await?;
+        }
+        Write::ClearGrants(grants) => {
+            let (keys, tokens): (Vec<&str>, Vec<i64>) =
+                grants.iter().map(|(k, t)| (k.as_str(), *t as i64)).unzip();
+            tx.execute(&stmts.clear_grants, &[&keys, &tokens]).await?;
+        }
+    }
+    Ok(None)
+}
+
 #[async_trait]
 impl LockStore for PostgresStore {
     fn kind(&self) -> &'static str {
@@ -193,77 +268,82 @@ impl LockStore for PostgresStore {
         Ok(row.map(|r| r.get::<_, i64>(0) as u64))
     }
 
-    async fn create_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        self.fence(&tx).await?;
-        tx.execute(
-            INSERT_SESSION_SQL,
-            &[&s.id, &s.owner_id, &(s.ttl_ms as i64)],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
-        self.delete_sessions(&[session_id.to_string()]).await
-    }
-
-    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
-        if session_ids.is_empty() {
-            return Ok(());
+    async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
+        let fence = self.fence_sql()?;
+        let c = self.client().await?;
+        let stmts = Statements {
+            insert_session: c.prepare_cached(INSERT_SESSION_SQL).await?,
+            delete_sessions: c.prepare_cached(DELETE_SESSIONS_SQL).await?,
+            grant: c.prepare_cached(GRANT_SQL).await?,
+            set_lease: c.prepare_cached(SET_LEASE_SQL).await?,
+            clear_grants: c.prepare_cached(CLEAR_GRANTS_SQL).await?,
+        };
+        let begun = match &fence {
+            None => {
+                if let [w] = writes {
+                    // One statement is a transaction of its own: one round trip.
+                    return Ok(vec![apply(&c, &stmts, w).await?]);
+                }
+                false
+            }
+            Some((epoch, fence_sql)) => {
+                // A leader's batch: BEGIN and the fence first, awaited — its
+                // answer decides whether any write is sent (one round trip more
+                // per batch, not per write). On a refusal or an error the
+                // transaction is rolled back before the connection goes back
+                // to the pool.
+                let fenced_in = match c.simple_query(&format!("BEGIN; {fence_sql}")).await {
+                    Ok(messages) => messages
+                        .iter()
+                        .any(|m| matches!(m, SimpleQueryMessage::Row(_))),
+                    Err(e) => {
+                        let _ = c.batch_execute("ROLLBACK").await;
+                        return Err(e.into());
+                    }
+                };
+                if !fenced_in {
+                    let _ = c.batch_execute("ROLLBACK").await;
+                    return Err(StoreError::Fenced(format!(
+                        "epoch {epoch} is over: another replica leads, or its leader lease ran out"
+                    )));
+                }
+                true
+            }
+        };
+        // BEGIN, one statement per write, COMMIT — all sent before any answer
+        // is read (pipelined: one round trip and one WAL flush). tokio-postgres
+        // sends a request when its future is first polled, so each is polled
+        // once here, in this order; the server runs them in that order. Once
+        // sent, they run to COMMIT (or, after an error, ROLLBACK) even if this
+        // future is dropped, so the connection goes back to the pool idle.
+        let mut begin = pin!(maybe_done(async {
+            if begun {
+                Ok(())
+            } else {
+                c.batch_execute("BEGIN").await
+            }
+        }));
+        let mut applied: Vec<_> = writes
+            .iter()
+            .map(|w| Box::pin(maybe_done(apply(&c, &stmts, w))))
+            .collect();
+        let mut commit = pin!(maybe_done(c.batch_execute("COMMIT")));
+        send(begin.as_mut()).await;
+        for a in &mut applied {
+            send(a.as_mut()).await;
         }
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        self.fence(&tx).await?;
-        for id in session_ids {
-            tx.execute(CLEAR_SESSION_GRANTS_SQL, &[id]).await?;
-            tx.execute(DELETE_SESSION_SQL, &[id]).await?;
+        send(commit.as_mut()).await;
+        begin.as_mut().await;
+        begin.as_mut().take_output().expect("awaited")?;
+        let mut out = Vec::with_capacity(writes.len());
+        for a in &mut applied {
+            a.as_mut().await;
+            // A failed write aborted the transaction: COMMIT rolls it back.
+            out.push(a.as_mut().take_output().expect("awaited")?);
         }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        self.fence(&tx).await?;
-        let stmt = tx.prepare_cached(GRANT_SQL).await?;
-        let row = tx
-            .query_one(&stmt, &[&key, &session_id, &(lease_ms as i64)])
-            .await?;
-        tx.commit().await?;
-        Ok(row.get::<_, i64>(0) as u64)
-    }
-
-    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        self.fence(&tx).await?;
-        tx.execute(SET_LEASE_SQL, &[&key, &(token as i64), &(lease_ms as i64)])
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
-        self.clear_grants(&[(key.to_string(), token)]).await
-    }
-
-    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
-        if grants.is_empty() {
-            return Ok(());
-        }
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
-        self.fence(&tx).await?;
-        for (key, token) in grants {
-            tx.execute(CLEAR_GRANT_SQL, &[key, &(*token as i64)])
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        commit.as_mut().await;
+        commit.as_mut().take_output().expect("awaited")?;
+        Ok(out)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

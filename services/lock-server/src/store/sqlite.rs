@@ -1,7 +1,9 @@
 //! `sqlite:PATH` — the embedded default. One connection in WAL mode with
 //! `synchronous=FULL`, so a grant's token is on disk before the grant is
 //! returned and survives a kill -9 (and a power loss). Calls run on tokio's
-//! blocking pool; the connection mutex is never held across an await.
+//! blocking pool; the connection mutex is never held across an await. Every
+//! write is one transaction of `commit_tx` (batched by the group committer
+//! in front of this store, see [`super::group`]).
 //!
 //! The file is opened in exclusive locking mode and locked at start: a second
 //! lock-server on the same file (easy with one default path) fails to start
@@ -14,9 +16,10 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
-    LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
-    SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord, Snapshot, StoreError, key_record,
+    CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, Committed, DELETE_SESSION_SQL, GRANT_SQL,
+    INSERT_SESSION_SQL, LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL,
+    SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord, Snapshot, StoreError,
+    Write, key_record,
 };
 
 /// A store in one SQLite file.
@@ -122,83 +125,9 @@ impl LockStore for SqliteStore {
         .await
     }
 
-    async fn create_session(&self, s: &SessionRecord) -> Result<(), StoreError> {
-        let s = s.clone();
-        self.run(move |c| {
-            c.prepare_cached(&q(INSERT_SESSION_SQL))?.execute(params![
-                s.id,
-                s.owner_id,
-                s.ttl_ms as i64
-            ])?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn delete_session(&self, session_id: &str) -> Result<(), StoreError> {
-        self.delete_sessions(&[session_id.to_string()]).await
-    }
-
-    async fn delete_sessions(&self, session_ids: &[String]) -> Result<(), StoreError> {
-        let ids = session_ids.to_vec();
-        self.run(move |c| {
-            let tx = c.transaction()?;
-            for id in &ids {
-                tx.prepare_cached(&q(CLEAR_SESSION_GRANTS_SQL))?
-                    .execute(params![id])?;
-                tx.prepare_cached(&q(DELETE_SESSION_SQL))?
-                    .execute(params![id])?;
-            }
-            tx.commit()
-        })
-        .await
-    }
-
-    async fn grant(&self, key: &str, session_id: &str, lease_ms: u64) -> Result<u64, StoreError> {
-        let (key, id) = (key.to_string(), session_id.to_string());
-        self.run(move |c| {
-            let token: i64 = c
-                .prepare_cached(&q(GRANT_SQL))?
-                .query_row(params![key, id, lease_ms as i64], |r| r.get(0))?;
-            Ok(token as u64)
-        })
-        .await
-    }
-
-    async fn set_lease(&self, key: &str, token: u64, lease_ms: u64) -> Result<(), StoreError> {
-        let key = key.to_string();
-        self.run(move |c| {
-            c.prepare_cached(&q(SET_LEASE_SQL))?.execute(params![
-                key,
-                token as i64,
-                lease_ms as i64
-            ])?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), StoreError> {
-        let key = key.to_string();
-        self.run(move |c| {
-            c.prepare_cached(&q(CLEAR_GRANT_SQL))?
-                .execute(params![key, token as i64])?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn clear_grants(&self, grants: &[(String, u64)]) -> Result<(), StoreError> {
-        let grants = grants.to_vec();
-        self.run(move |c| {
-            let tx = c.transaction()?;
-            for (key, token) in &grants {
-                tx.prepare_cached(&q(CLEAR_GRANT_SQL))?
-                    .execute(params![key, *token as i64])?;
-            }
-            tx.commit()
-        })
-        .await
+    async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
+        let writes = writes.to_vec();
+        self.run(move |c| commit_tx(c, &writes)).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -209,6 +138,67 @@ impl LockStore for SqliteStore {
         })
         .await
     }
+}
+
+/// The one write transaction: `writes` in order, then one COMMIT (one WAL
+/// fsync under `synchronous=FULL`). Any error rolls all of them back.
+fn commit_tx(c: &mut Connection, writes: &[Write]) -> Result<Vec<Committed>, rusqlite::Error> {
+    let tx = c.transaction()?;
+    let mut out = Vec::with_capacity(writes.len());
+    for w in writes {
+        out.push(apply(&tx, w)?);
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
+/// One write inside [`commit_tx`]'s transaction; a grant's token.
+fn apply(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Committed, rusqlite::Error> {
+    match w {
+        Write::CreateSession(s) => {
+            tx.prepare_cached(&q(INSERT_SESSION_SQL))?.execute(params![
+                s.id,
+                s.owner_id,
+                s.ttl_ms as i64
+            ])?;
+        }
+        Write::DeleteSessions(ids) => {
+            for id in ids {
+                tx.prepare_cached(&q(CLEAR_SESSION_GRANTS_SQL))?
+                    .execute(params![id])?;
+                tx.prepare_cached(&q(DELETE_SESSION_SQL))?
+                    .execute(params![id])?;
+            }
+        }
+        Write::Grant {
+            key,
+            session_id,
+            lease_ms,
+        } => {
+            let token: i64 = tx
+                .prepare_cached(&q(GRANT_SQL))?
+                .query_row(params![key, session_id, *lease_ms as i64], |r| r.get(0))?;
+            return Ok(Some(token as u64));
+        }
+        Write::SetLease {
+            key,
+            token,
+            lease_ms,
+        } => {
+            tx.prepare_cached(&q(SET_LEASE_SQL))?.execute(params![
+                key,
+                *token as i64,
+                *lease_ms as i64
+            ])?;
+        }
+        Write::ClearGrants(grants) => {
+            for (key, token) in grants {
+                tx.prepare_cached(&q(CLEAR_GRANT_SQL))?
+                    .execute(params![key, *token as i64])?;
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Every session, and the `fp_locks` rows `locks_sql` selects.

@@ -2,7 +2,9 @@
 //!
 //! A request whose client goes away while its store write is in flight is
 //! carried to its end: memory and store agree afterwards and no key is left
-//! unreachable — for L4, L3 and L6. The [`FaultyStore`] commits the write and
+//! unreachable — for L4, L3 and L6, alone and batched by the group committer
+//! (a whole batch abandoned by its clients; a batch with one failing write,
+//! which fails alone with 503 while the others commit). The [`FaultyStore`] commits the write and
 //! then holds its reply; the test drops the request future at that moment,
 //! exactly as the HTTP server drops a handler whose client disconnected (the
 //! SDK gives up after its request timeout). A failing store answers 503 and
@@ -14,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use axum::http::{Method, StatusCode};
 use fencepost_api::grace::GracePolicy;
+use futures_util::FutureExt;
 use lock_server::Limits;
 use lock_server::store::LockStore;
+use lock_server::store::group::GroupCommit;
 use lock_server::store::memory::MemoryStore;
 use serde_json::json;
 
@@ -311,5 +315,211 @@ async fn a_re_acquire_whose_grant_is_released_during_its_lease_write_asks_for_a_
     assert_eq!(
         (st, body["token"].as_u64()),
         (StatusCode::OK, Some(token + 1))
+    );
+}
+
+/// A server whose store batches through a [`GroupCommit`] in front of a
+/// [`FaultyStore`], so a test can hold one batch and queue the next.
+async fn batching_server() -> (Arc<TestServer>, Arc<FaultyStore>, Arc<GroupCommit>) {
+    let faulty = FaultyStore::new(Arc::new(MemoryStore::default()));
+    let group = Arc::new(GroupCommit::new(faulty.clone()));
+    let s = TestServer::new(Limits::default(), group.clone()).await;
+    (Arc::new(s), faulty, group)
+}
+
+/// Starts an L1 whose commit the store holds (the blocker every later write
+/// queues behind); returns once it is held.
+async fn hold_a_commit(
+    s: &Arc<TestServer>,
+    faulty: &FaultyStore,
+) -> tokio::task::JoinHandle<String> {
+    faulty.set("create_session", Some(Fault::HoldReply));
+    let blocker = {
+        let s = s.clone();
+        tokio::spawn(async move { s.open_session("blocker", 600_000).await })
+    };
+    faulty.held_calls(1).await;
+    blocker
+}
+
+/// Waits (real time, with a deadline) until `n` units are queued.
+async fn until_queued(group: &GroupCommit, n: usize) {
+    eventually(
+        &format!("{n} writes queued behind the held commit"),
+        || async { group.queued() >= n },
+        || async { format!("{} queued", group.queued()) },
+    )
+    .await;
+}
+
+fn release_body(session: &str, token: u64) -> Option<serde_json::Value> {
+    Some(json!({"session_id": session, "token": token}))
+}
+
+#[tokio::test]
+async fn a_batch_of_writes_whose_clients_all_left_is_committed_whole_and_applied_in_memory() {
+    let (s, faulty, group) = batching_server().await;
+    let a = s.open_session("a", 600_000).await;
+    let doomed = s.open_session("doomed", 600_000).await;
+    let (_, body) = s.acquire("k-release", &a, 30_000).await;
+    let released = body["token"].as_u64().unwrap();
+    assert_eq!(
+        s.acquire("k-doomed", &doomed, 30_000).await.0,
+        StatusCode::OK
+    );
+
+    let blocker = hold_a_commit(&s, &faulty).await;
+    faulty.set("grant", Some(Fault::HoldReply));
+    let delete_uri = format!("/v1/sessions/{doomed}");
+    let requests = futures_util::future::join_all([
+        s.acquire("k1", &a, 30_000).boxed(),
+        s.acquire("k2", &a, 30_000).boxed(),
+        s.acquire("k3", &a, 30_000).boxed(),
+        s.call(
+            Method::POST,
+            "/v1/locks/k-release/release",
+            release_body(&a, released),
+        )
+        .boxed(),
+        s.call(Method::DELETE, &delete_uri, None).boxed(),
+    ]);
+    // The five queue behind the blocker, go to the store as one commit, and
+    // that commit is held after it committed: then every client leaves.
+    tokio::select! {
+        _ = requests => panic!("the requests finished although their batch's reply was held"),
+        () = async {
+            until_queued(&group, 5).await;
+            faulty.pass_held();
+            faulty.held_calls(2).await;
+        } => {}
+    }
+    faulty.open();
+    blocker.await.unwrap();
+
+    let mut batch = faulty
+        .commits()
+        .into_iter()
+        .find(|(writes, _)| writes.len() > 1)
+        .expect("the five writes were committed together")
+        .0;
+    batch.sort_unstable();
+    assert_eq!(
+        batch,
+        ["clear_grant", "delete_session", "grant", "grant", "grant"]
+    );
+    let keys = ["k1", "k2", "k3", "k-release", "k-doomed"];
+    eventually(
+        "every abandoned write of the batch is applied in memory as the store committed it",
+        || async { disagreement(&s, &*faulty, &keys).await.is_none() },
+        || async { disagreement(&s, &*faulty, &keys).await.unwrap_or_default() },
+    )
+    .await;
+    for key in ["k1", "k2", "k3"] {
+        assert_eq!(s.state(key).await, "HELD", "{key}");
+    }
+    for key in ["k-release", "k-doomed"] {
+        assert_eq!(s.state(key).await, "FREE", "{key}");
+    }
+    let (st, hb) = s
+        .call(
+            Method::POST,
+            &format!("/v1/sessions/{doomed}/heartbeat"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (st, hb["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("SESSION_UNKNOWN"))
+    );
+    assert!(
+        s.service.audit().await.is_empty(),
+        "{:?}",
+        s.service.audit().await
+    );
+}
+
+#[tokio::test]
+async fn a_failing_write_fails_alone_with_503_and_leaves_no_trace_while_its_batch_commits() {
+    let (s, faulty, group) = batching_server().await;
+    let a = s.open_session("a", 600_000).await;
+    let (_, body) = s.acquire("k-release", &a, 30_000).await;
+    let released = body["token"].as_u64().unwrap();
+    let (_, body) = s.acquire("k-renew", &a, 1_000).await;
+    let renewed = body["token"].as_u64().unwrap();
+
+    let blocker = hold_a_commit(&s, &faulty).await;
+    faulty.set("grant", Some(Fault::Fail));
+    let spawn = |method: Method, uri: String, body: Option<serde_json::Value>| {
+        let s = s.clone();
+        tokio::spawn(async move { s.call(method, &uri, body).await })
+    };
+    let acquire = spawn(
+        Method::POST,
+        "/v1/locks/never/acquire".into(),
+        Some(json!({"session_id": a})),
+    );
+    let release = spawn(
+        Method::POST,
+        "/v1/locks/k-release/release".into(),
+        release_body(&a, released),
+    );
+    let renew = spawn(
+        Method::POST,
+        "/v1/locks/k-renew/renew".into(),
+        Some(json!({"session_id": a, "token": renewed, "ttl_ms": 60_000})),
+    );
+    until_queued(&group, 3).await;
+    faulty.open();
+    blocker.await.unwrap();
+
+    let (st, body) = acquire.await.unwrap();
+    assert_eq!(
+        (st, body["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("UNAVAILABLE")),
+        "{body}"
+    );
+    assert_eq!(release.await.unwrap().0, StatusCode::NO_CONTENT);
+    let (st, body) = renew.await.unwrap();
+    assert_eq!(
+        (st, body["lease_ms"].as_u64()),
+        (StatusCode::OK, Some(60_000)),
+        "{body}"
+    );
+    // The batch failed whole (nothing of it written), then each write alone.
+    let commits = faulty.commits();
+    let batch = commits
+        .iter()
+        .position(|(writes, _)| writes.len() == 3)
+        .expect("the three writes were tried together");
+    assert!(commits[batch].1, "the batch holding the bad grant failed");
+    let mut alone: Vec<_> = commits[batch + 1..]
+        .iter()
+        .map(|(w, failed)| (w.join(","), *failed))
+        .collect();
+    alone.sort();
+    assert_eq!(
+        alone,
+        [
+            ("clear_grant".to_string(), false),
+            ("grant".to_string(), true),
+            ("set_lease".to_string(), false)
+        ]
+    );
+    assert_eq!(group.commit_stats().unwrap().retried_alone, 3);
+    // The failed acquire left no trace; its neighbours are applied.
+    let (st, body) = s.call(Method::GET, "/v1/locks/never", None).await;
+    assert_eq!(
+        (st, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("LOCK_UNKNOWN"))
+    );
+    assert_eq!(s.state("k-release").await, "FREE");
+    assert_agree(&s, &*faulty, &["never", "k-release", "k-renew"]).await;
+    let snap = faulty.load().await.unwrap();
+    let k = snap.keys.iter().find(|k| k.key == "k-renew").unwrap();
+    assert_eq!(k.holder.as_ref().map(|h| h.lease_ms), Some(60_000));
+    assert!(
+        s.service.audit().await.is_empty(),
+        "{:?}",
+        s.service.audit().await
     );
 }

@@ -1,5 +1,6 @@
 //! The real `lock-server` binary as a child process: tokens survive kill -9 on
-//! each durable store, and 32 sessions contending for one key never overlap.
+//! each durable store (under 20 concurrent grant loops, so the group committer
+//! batches), and 32 sessions contending for one key never overlap.
 //! Waits are for conditions with deadlines, never fixed sleeps that hope.
 
 use std::collections::HashMap;
@@ -125,29 +126,46 @@ async fn churn(base: String, keys: Vec<String>, highest: Highest, grants: Arc<At
     }
 }
 
+/// Workers contending for the shared keys (the old test) and workers each
+/// on keys of their own (concurrent grants the group committer batches).
+const SHARED_WORKERS: usize = 4;
+const SOLO_WORKERS: usize = 16;
+
+/// Acknowledged grants to wait for before the kill.
+const GRANTS_BEFORE_KILL: u64 = 300;
+
+/// The server's `lock_store_*` counters, for the log (how much was batched).
+async fn store_counters(c: &reqwest::Client, base: &str) -> String {
+    let Ok(r) = c.get(format!("{base}/metrics")).send().await else {
+        return "no /metrics".into();
+    };
+    let text = r.text().await.unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("lock_store_"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 async fn kill9_mid_run_then_the_next_grant_is_above_every_earlier_token(kind: StoreKind) {
     let Some(url) = kind.fresh_url().await else {
         return;
     };
-    let keys: Vec<String> = (0..4).map(|i| format!("payout:{i}")).collect();
+    let shared: Vec<String> = (0..4).map(|i| format!("payout:{i}")).collect();
     let highest: Highest = Arc::default();
     let grants = Arc::new(AtomicU64::new(0));
     let mut server = start(&url, &[]).await;
     let base = server.url();
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            tokio::spawn(churn(
-                base.clone(),
-                keys.clone(),
-                highest.clone(),
-                grants.clone(),
-            ))
-        })
+    let churn_on = |keys: Vec<String>| {
+        tokio::spawn(churn(base.clone(), keys, highest.clone(), grants.clone()))
+    };
+    let mut workers: Vec<_> = (0..SHARED_WORKERS)
+        .map(|_| churn_on(shared.clone()))
         .collect();
-    // Kill it mid-run, once plenty of grants have been replied.
+    workers.extend((0..SOLO_WORKERS).map(|i| churn_on(vec![format!("solo:{i}")])));
+    // Kill it mid-run, once plenty of grants have been replied: every key
+    // granted several times, by many concurrent grants and releases.
     let deadline = Instant::now() + PATIENCE;
-    // "Mid-run": enough grants that every key has been granted several times.
-    while grants.load(Ordering::SeqCst) < 40 {
+    while grants.load(Ordering::SeqCst) < GRANTS_BEFORE_KILL {
         assert!(
             Instant::now() < deadline,
             "only {} grants before the deadline",
@@ -155,21 +173,40 @@ async fn kill9_mid_run_then_the_next_grant_is_above_every_earlier_token(kind: St
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let batching = store_counters(&reqwest::Client::new(), &base).await;
     server.kill9();
     for w in workers {
         let _ = w.await;
     }
     let highest = highest.lock().unwrap().clone();
+    eprintln!(
+        "{kind:?}: {} grants acknowledged before the kill over {} keys; {batching}",
+        grants.load(Ordering::SeqCst),
+        highest.len()
+    );
     assert!(
-        highest.values().sum::<u64>() >= 40,
+        highest.values().sum::<u64>() >= GRANTS_BEFORE_KILL,
         "tokens issued before the kill: {highest:?}"
     );
+    let keys: Vec<String> = highest.keys().cloned().collect();
+    assert_eq!(keys.len(), shared.len() + SOLO_WORKERS, "{highest:?}");
 
     // Restart on the same store. Grants that were held at the kill are restored
     // (with fresh leases), so each key may stay HELD or in GRACE for a while.
     let server = start(&url, &[]).await;
     let base = server.url();
     let c = reqwest::Client::new();
+    // No acknowledged grant is lost: the store's last token of every key is
+    // at least the highest token a reply carried.
+    for key in &keys {
+        let info = get_json(&c, format!("{base}/v1/locks/{key}")).await;
+        let stored = info["token"].as_u64().unwrap_or(0);
+        assert!(
+            stored >= highest[key],
+            "{key}: the restarted server's last token is {stored} but a grant of {} was acknowledged: {info}",
+            highest[key]
+        );
+    }
     let sid = open_session(&c, &base, 10_000).await;
     for key in &keys {
         let before = highest[key];

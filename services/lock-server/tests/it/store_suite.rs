@@ -1,6 +1,8 @@
 //! One suite, every store: the [`LockStore`] contract (tokens only go up, even
-//! across reopening; holders are compare-and-clear by token) and the service's
-//! recovery from what a store holds. Each test is a generic async fn over a
+//! across reopening; holders are compare-and-clear by token; a commit is all
+//! or nothing, and the group committer batches concurrent commits without
+//! letting a bad one fail the rest) and the service's recovery from what a
+//! store holds. Each test is a generic async fn over a
 //! [`StoreKind`]; the macro at the bottom instantiates it per store. The
 //! PostgreSQL instances skip outside CI when no database is configured, and
 //! fail in CI.
@@ -9,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencepost_api::clock::{FakeClock, MonoTime};
-use lock_server::store::{self, GrantRecord, LockStore, SessionRecord};
+use lock_server::store::group::GroupCommit;
+use lock_server::store::{self, GrantRecord, LockStore, SessionRecord, Write};
 use lock_server::{Limits, LockService};
 
 use crate::support::StoreKind;
@@ -145,6 +148,86 @@ async fn a_restarted_service_restores_grants_with_leases_from_its_own_start(kind
     assert!(next.token > granted.token);
 }
 
+/// The store as a [`GroupCommit`] sees it: `store::open` already batches the
+/// durable stores; `memory:` is wrapped here so every kind runs the same test.
+async fn batched(url: &str) -> Arc<dyn LockStore> {
+    let s = store::open(url).await.unwrap();
+    if s.commit_stats().is_some() {
+        s
+    } else {
+        Arc::new(GroupCommit::new(s))
+    }
+}
+
+async fn a_failed_commit_persists_none_of_its_writes(kind: StoreKind) {
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let s = store::open(&url).await.unwrap();
+    s.create_session(&session("s1")).await.unwrap();
+    let t = s.grant("held", "s1", 1_000).await.unwrap();
+    let before = s.load().await.unwrap();
+    // The last write fails (the session id is taken): the grant, the lease
+    // and the clear before it must not be persisted either.
+    let failed = s
+        .commit(&[
+            Write::Grant {
+                key: "new".into(),
+                session_id: "s1".into(),
+                lease_ms: 1_000,
+            },
+            Write::SetLease {
+                key: "held".into(),
+                token: t,
+                lease_ms: 9_000,
+            },
+            Write::ClearGrants(vec![("held".into(), t)]),
+            Write::CreateSession(session("s1")),
+        ])
+        .await;
+    assert!(
+        failed.is_err(),
+        "a duplicate session id commits: {failed:?}"
+    );
+    assert_eq!(s.load().await.unwrap(), before);
+    assert_eq!(s.last_token("new").await.unwrap(), None);
+}
+
+async fn concurrent_commits_share_a_transaction_and_a_bad_one_fails_alone(kind: StoreKind) {
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let s = batched(&url).await;
+    s.create_session(&session("s1")).await.unwrap();
+    let before = s.commit_stats().unwrap();
+    let grants = (0..32).map(|i| {
+        let s = s.clone();
+        async move { s.grant(&format!("k{i}"), "s1", 1_000).await }
+    });
+    let taken = session("s1");
+    let duplicate = s.create_session(&taken);
+    // All 33 queue before the committer runs (one task polls them all at once).
+    let (tokens, duplicate) = tokio::join!(futures_util::future::join_all(grants), duplicate);
+    assert!(duplicate.is_err(), "a duplicate session id commits");
+    for (i, token) in tokens.into_iter().enumerate() {
+        assert_eq!(token.unwrap(), 1, "k{i}: its own token, once");
+    }
+    let after = s.commit_stats().unwrap();
+    assert!(
+        after.largest_batch > 1,
+        "no two commits shared a transaction: {after:?}"
+    );
+    assert_eq!(after.units - before.units, 33, "{after:?}");
+    assert_eq!(
+        after.retried_alone - before.retried_alone,
+        33,
+        "the batch with the bad write failed and each write was retried alone: {after:?}"
+    );
+    let snap = s.load().await.unwrap();
+    assert_eq!(snap.sessions, vec![session("s1")]);
+    assert_eq!(snap.keys.iter().filter(|k| k.holder.is_some()).count(), 32);
+}
+
 async fn a_second_server_on_the_same_sqlite_file_is_refused() {
     let url = StoreKind::Sqlite.fresh_url().await.unwrap();
     let first = store::open(&url).await.unwrap();
@@ -178,4 +261,6 @@ store_suite!(
     clear_grant_only_clears_the_matching_token,
     deleting_a_session_clears_every_grant_it_holds,
     a_restarted_service_restores_grants_with_leases_from_its_own_start,
+    a_failed_commit_persists_none_of_its_writes,
+    concurrent_commits_share_a_transaction_and_a_bad_one_fails_alone,
 );

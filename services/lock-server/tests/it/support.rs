@@ -232,25 +232,31 @@ pub fn seeded_runner(
     TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
 
-/// What a [`FaultyStore`] does on a call of one method.
+/// What a [`FaultyStore`] does on a commit that holds a write of one kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// Commit in the inner store, then wait for [`FaultyStore::open`] before
-    /// replying: a write whose reply is slow, as PostgreSQL's is behind a lock.
+    /// Commit in the inner store, then wait for [`FaultyStore::open`] (or
+    /// [`FaultyStore::pass_held`]) before replying: a write whose reply is
+    /// slow, as PostgreSQL's is behind a lock.
     HoldReply,
     /// Fail without touching the inner store: the database is down.
     Fail,
 }
 
-/// A store wrapper that injects [`Fault`]s into chosen methods.
+/// A store wrapper that injects [`Fault`]s into commits holding chosen kinds
+/// of write, and logs how many writes each commit carried.
 pub struct FaultyStore {
     inner: Arc<dyn LockStore>,
-    /// Method name (`grant`, `delete_session`, `clear_grant`, ...) to its fault.
+    /// Write name (`grant`, `delete_session`, `clear_grant`, ...) to its fault.
     faults: std::sync::Mutex<std::collections::HashMap<&'static str, Fault>>,
-    /// True once the held replies may go.
-    gate: tokio::sync::watch::Sender<bool>,
-    /// Calls now waiting at the gate.
+    /// Bumped to let the replies held so far go.
+    gate: tokio::sync::watch::Sender<u64>,
+    /// Commits now waiting at the gate.
     held: tokio::sync::watch::Sender<usize>,
+    /// Commits ever held (a test waits for the n-th).
+    holds: tokio::sync::watch::Sender<u64>,
+    /// The writes of every commit, in order, with whether it failed.
+    log: std::sync::Mutex<Vec<(Vec<&'static str>, bool)>>,
 }
 
 impl FaultyStore {
@@ -259,27 +265,38 @@ impl FaultyStore {
         Arc::new(FaultyStore {
             inner,
             faults: Default::default(),
-            gate: tokio::sync::watch::channel(false).0,
+            gate: tokio::sync::watch::channel(0).0,
             held: tokio::sync::watch::channel(0).0,
+            holds: tokio::sync::watch::channel(0).0,
+            log: Default::default(),
         })
     }
 
-    /// From now on, calls of `method` suffer `fault` (`None`: pass through).
-    pub fn set(&self, method: &'static str, fault: Option<Fault>) {
+    /// From now on, commits holding a `write` (a [`store::Write::name`])
+    /// suffer `fault` (`None`: pass through).
+    pub fn set(&self, write: &'static str, fault: Option<Fault>) {
         let mut f = self.faults.lock().unwrap();
         match fault {
-            Some(fault) => f.insert(method, fault),
-            None => f.remove(method),
+            Some(fault) => f.insert(write, fault),
+            None => f.remove(write),
         };
-        if fault == Some(Fault::HoldReply) {
-            self.gate.send_replace(false);
-        }
     }
 
-    /// Resolves once a call is waiting at the gate (its write is committed).
+    /// Resolves once a commit is waiting at the gate (its write is committed).
     pub async fn held_call(&self) {
         let mut rx = self.held.subscribe();
         let _ = rx.wait_for(|n| *n > 0).await;
+    }
+
+    /// Resolves once `n` commits in all have been held.
+    pub async fn held_calls(&self, n: u64) {
+        let mut rx = self.holds.subscribe();
+        let _ = rx.wait_for(|h| *h >= n).await;
+    }
+
+    /// Lets the replies held now go; the faults stay.
+    pub fn pass_held(&self) {
+        self.gate.send_modify(|g| *g += 1);
     }
 
     /// Lets every held reply go, and stops holding.
@@ -288,31 +305,24 @@ impl FaultyStore {
             .lock()
             .unwrap()
             .retain(|_, f| *f != Fault::HoldReply);
-        self.gate.send_replace(true);
+        self.pass_held();
     }
 
-    /// Applies the fault of `method` around `call`.
-    async fn around<T>(
-        &self,
-        method: &'static str,
-        call: impl std::future::Future<Output = Result<T, store::StoreError>>,
-    ) -> Result<T, store::StoreError> {
-        let fault = self.faults.lock().unwrap().get(method).copied();
-        match fault {
-            None => call.await,
-            Some(Fault::Fail) => Err(store::StoreError::Sqlite(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
-                Some(format!("injected failure of {method}")),
-            ))),
-            Some(Fault::HoldReply) => {
-                let out = call.await;
-                self.held.send_modify(|n| *n += 1);
-                let mut gate = self.gate.subscribe();
-                let _ = gate.wait_for(|open| *open).await;
-                self.held.send_modify(|n| *n -= 1);
-                out
-            }
-        }
+    /// The write names of every commit so far, and whether it failed.
+    pub fn commits(&self) -> Vec<(Vec<&'static str>, bool)> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The fault for a commit of `writes`: `Fail` over `HoldReply` over none.
+    fn fault_for(&self, writes: &[store::Write]) -> Option<Fault> {
+        let faults = self.faults.lock().unwrap();
+        let found: Vec<Fault> = writes
+            .iter()
+            .filter_map(|w| faults.get(w.name()).copied())
+            .collect();
+        [Fault::Fail, Fault::HoldReply]
+            .into_iter()
+            .find(|f| found.contains(f))
     }
 }
 
@@ -342,34 +352,33 @@ impl LockStore for FaultyStore {
         self.inner.last_token(key).await
     }
 
-    async fn create_session(&self, s: &store::SessionRecord) -> Result<(), store::StoreError> {
-        self.around("create_session", self.inner.create_session(s))
-            .await
-    }
-
-    async fn delete_session(&self, id: &str) -> Result<(), store::StoreError> {
-        self.around("delete_session", self.inner.delete_session(id))
-            .await
-    }
-
-    async fn grant(&self, key: &str, id: &str, lease_ms: u64) -> Result<u64, store::StoreError> {
-        self.around("grant", self.inner.grant(key, id, lease_ms))
-            .await
-    }
-
-    async fn set_lease(
+    async fn commit(
         &self,
-        key: &str,
-        token: u64,
-        lease_ms: u64,
-    ) -> Result<(), store::StoreError> {
-        self.around("set_lease", self.inner.set_lease(key, token, lease_ms))
-            .await
-    }
-
-    async fn clear_grant(&self, key: &str, token: u64) -> Result<(), store::StoreError> {
-        self.around("clear_grant", self.inner.clear_grant(key, token))
-            .await
+        writes: &[store::Write],
+    ) -> Result<Vec<store::Committed>, store::StoreError> {
+        let fault = self.fault_for(writes);
+        let names = writes.iter().map(store::Write::name).collect();
+        self.log
+            .lock()
+            .unwrap()
+            .push((names, fault == Some(Fault::Fail)));
+        match fault {
+            None => self.inner.commit(writes).await,
+            Some(Fault::Fail) => Err(store::StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+                Some(format!("injected failure of {writes:?}")),
+            ))),
+            Some(Fault::HoldReply) => {
+                let mut gate = self.gate.subscribe();
+                let entered = *gate.borrow_and_update();
+                let out = self.inner.commit(writes).await;
+                self.held.send_modify(|n| *n += 1);
+                self.holds.send_modify(|n| *n += 1);
+                let _ = gate.wait_for(|g| *g > entered).await;
+                self.held.send_modify(|n| *n -= 1);
+                out
+            }
+        }
     }
 
     async fn ping(&self) -> Result<(), store::StoreError> {
