@@ -238,7 +238,7 @@ struct Sizes {
 const FULL: Sizes = Sizes {
     margins: "0.1..0.5:0.05",
     ttls: "1s,2s,5s",
-    duration: "10s",
+    duration: "6s",
     workers: "16",
     repeat: "3",
     pause_margins: "0.1..0.5:0.1",
