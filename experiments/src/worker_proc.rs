@@ -192,6 +192,7 @@ pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> anyhow::Result<Work
         seed: args.seed,
         on_claimed: hook,
         on_step: None,
+        history: None,
     })
 }
 

@@ -183,6 +183,7 @@ impl CellPlan {
             seed: self.seed,
             on_claimed,
             on_step: None,
+            history: None,
         }
     }
 
