@@ -53,6 +53,8 @@ pub struct WorkQueue {
     end: u64,
     /// Abandoned payouts, retried before fresh ones.
     retry: Mutex<VecDeque<u64>>,
+    /// The payout numbers in the order to take them (`None`: `next` itself).
+    order: Option<Vec<u64>>,
 }
 
 impl WorkQueue {
@@ -62,6 +64,28 @@ impl WorkQueue {
             next: AtomicU64::new(first),
             end: first + count,
             retry: Mutex::new(VecDeque::new()),
+            order: None,
+        }
+    }
+
+    /// Payouts `first..first + count` in an order shuffled within blocks of
+    /// `block` (seeded): workers that each take a whole backlog this way
+    /// stay in the same stretch of it, so they contend for the same payouts
+    /// and take over each other's abandoned ones, and each leads on some
+    /// (the chaos experiment's worker processes).
+    pub fn block_shuffled(first: u64, count: u64, block: u64, seed: u64) -> Self {
+        use rand::SeedableRng as _;
+        use rand::seq::SliceRandom as _;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut order: Vec<u64> = (first..first + count).collect();
+        for chunk in order.chunks_mut(block.max(1) as usize) {
+            chunk.shuffle(&mut rng);
+        }
+        WorkQueue {
+            next: AtomicU64::new(0),
+            end: count,
+            retry: Mutex::new(VecDeque::new()),
+            order: Some(order),
         }
     }
 
@@ -76,7 +100,13 @@ impl WorkQueue {
             return Some(n);
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        (n < self.end).then_some(n)
+        if n >= self.end {
+            return None;
+        }
+        match &self.order {
+            Some(order) => order.get(n as usize).copied(),
+            None => Some(n),
+        }
     }
 
     /// Puts an abandoned payout back, to be retried under a higher token.
@@ -277,6 +307,9 @@ pub enum Step {
     /// `check_still_held` and D4 passed (the belief is recorded); the submit
     /// (fence 2) comes next. Not reached with the client check off.
     Checked,
+    /// Between payouts, no lock held (outside the critical section): the
+    /// context's `payout_id` is empty and its `token` 0.
+    Idle,
 }
 
 /// What a [`StepHook`] is given.
@@ -529,6 +562,9 @@ impl<B: LockBackend> Worker<B> {
                     }
                 }
             };
+            if self.env.on_step.is_some() {
+                self.step(Step::Idle, s, "", 0).await;
+            }
             let Some(n) = queue.take() else { break };
             Tally::bump(&tally.attempts);
             if !self.pay_one(s, name, n, &tally).await {

@@ -12,6 +12,7 @@ fn main() {
         Command::Pause(args) => experiments::pause::main(&args),
         Command::Clock(args) => experiments::clock::main(&args),
         Command::Throttle(args) => experiments::throttle::main(&args),
+        Command::Chaos(args) => experiments::chaos::main(&args),
     };
     std::process::exit(code);
 }

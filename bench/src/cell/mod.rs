@@ -202,6 +202,7 @@ impl CellPlan {
             seed: self.seed,
             net_delay: self.conditions.net_delay,
             faults: self.conditions.faults(),
+            rail_args: Vec::new(),
         }
     }
 }

@@ -54,6 +54,9 @@ pub enum OpKind {
     RailRelease,
     /// L6: the lock released (the end of the client's belief).
     Release,
+    /// A fault, not a request: the process froze itself (SIGSTOP) at a step
+    /// of this payout; completes when it runs again. The checker skips it.
+    Freeze,
 }
 
 /// How an operation completed.
