@@ -230,7 +230,14 @@ impl ChaosDrive {
             return;
         };
         let f = &self.schedule.faults[i];
+        // Another fault of the same kind (on the same worker) still runs: it
+        // keeps its hold, and its own end lifts it.
+        let still = self.started.keys().any(|&j| {
+            let g = &self.schedule.faults[j];
+            g.kind == f.kind && g.worker == f.worker
+        });
         match f.kind {
+            _ if still => {}
             FaultKind::WorkerSigstop => {
                 if let Some(w) = f.worker {
                     self.signal_worker(w, Signal::SIGCONT);

@@ -44,7 +44,7 @@ pub const PAYOUT_PREFIX: &str = "chaos";
 /// The rail's latency: short and bounded, below the scaled read timeout.
 pub const RAIL_LATENCY: &str = "uniform:1ms..5ms";
 /// A history larger than this is written gzipped.
-const GZIP_ABOVE_BYTES: usize = 1 << 20;
+const GZIP_ABOVE_BYTES: usize = 256 << 10;
 
 /// The resolved configuration (manifest, `chaos.json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -350,6 +350,12 @@ async fn one_run(
     write_history(dir, &ops, &ledger)?;
     for f in spawner.history_files() {
         let _ = std::fs::remove_file(f);
+    }
+    if check.holds() {
+        // The lock store is only evidence when something is wrong.
+        for f in ["lock.sqlite", "lock.sqlite-wal", "lock.sqlite-shm"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
     }
     let mut applied = drive.applied.clone();
     applied.extend(recorded_freezes(&ops, &schedule));
