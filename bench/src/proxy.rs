@@ -20,9 +20,10 @@
 //! A running proxy can be steered through its [`ProxyControl`] (the chaos
 //! experiment's faults, issue 16): a delay *spike* replaces the configured
 //! latency for the exchanges that start while it lasts, a *loss* rate drops
-//! request messages (a lost request blackholes its connection: nothing more
-//! is forwarded either way, so the client sees a timeout, as it would from a
-//! packet that never arrives), and the upstream can be moved (a restarted
+//! request chunks (one read from the client; a request is one chunk on
+//! loopback in practice) and a lost one blackholes its connection: nothing
+//! more is forwarded either way, so the client sees a timeout, as it would
+//! from a packet that never arrives, and the upstream can be moved (a restarted
 //! lock-server on a new port) for the connections opened afterwards.
 //!
 //! [`measure_overhead`] is the zero-delay baseline: heartbeats sent directly

@@ -74,6 +74,15 @@ pub enum WorkerLine {
         /// Its new value (within the round).
         value: u64,
     },
+    /// A belief, streamed as it forms (chaos workers): the client check
+    /// passed for `token` on `payout` and the submit comes next. The `done`
+    /// line carries them all; these survive a kill.
+    Believed {
+        /// The payout.
+        payout: String,
+        /// The token the client believes it holds.
+        token: u64,
+    },
     /// The round's backlog is done.
     RoundDone {
         /// The round's client-side counts.
@@ -225,13 +234,21 @@ fn pause_hook(plan: Arc<PausePlan>) -> ClaimHook {
     }))
 }
 
-/// The step hook of a chaos worker: at the N-th time it reaches a step of
-/// its `--freeze` list the whole process stops (SIGSTOP) for that long — a
-/// helper process it starts first sends the SIGCONT, so the freeze ends on
-/// time whatever the driver does. The freeze is recorded in the history.
+/// The step hook of a chaos worker: every belief is streamed at once
+/// ([`WorkerLine::Believed`], before anything else can happen to the
+/// process); at the N-th time it reaches a step of its `--freeze` list the
+/// whole process stops (SIGSTOP) for that long — a helper process it starts
+/// first sends the SIGCONT, so the freeze ends on time whatever the driver
+/// does. The freeze is recorded in the history.
 fn freeze_hook(freezes: Freezes, history: Option<Arc<Recorder>>) -> StepHook {
     let seen = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     StepHook(Arc::new(move |ctx: StepCtx<'_>| {
+        if ctx.step == Step::Checked {
+            emit(&WorkerLine::Believed {
+                payout: ctx.payout_id.to_string(),
+                token: ctx.token,
+            });
+        }
         let (slot, step) = match ctx.step {
             Step::Checked => (0, FreezeStep::Checked),
             Step::Idle => (1, FreezeStep::Idle),
@@ -284,8 +301,9 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.history {
         env.history = Some(Arc::new(Recorder::create(path, &args.proc_name)?));
     }
-    if let Some(freezes) = &args.freeze {
-        env.on_step = Some(freeze_hook(freezes.clone(), env.history.clone()));
+    if args.freeze.is_some() || args.history.is_some() {
+        let freezes = args.freeze.clone().unwrap_or_default();
+        env.on_step = Some(freeze_hook(freezes, env.history.clone()));
     }
     let worker = build_worker(args.idx, env)?;
     emit(&WorkerLine::Ready {

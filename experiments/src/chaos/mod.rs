@@ -16,6 +16,7 @@
 //! violations — a checker that cannot fail is no checker.
 
 pub mod drive;
+pub mod report;
 pub mod schedule;
 
 use std::collections::BTreeMap;
@@ -245,7 +246,7 @@ impl ChaosResult {
 }
 
 /// The freezes the workers recorded, as applied faults.
-fn recorded_freezes(ops: &[Op], schedule: &RunSchedule) -> Vec<Applied> {
+fn recorded_freezes(ops: &[Op]) -> Vec<Applied> {
     ops.iter()
         .filter(|o| o.kind == OpKind::Freeze)
         .map(|o| Applied {
@@ -259,7 +260,6 @@ fn recorded_freezes(ops: &[Op], schedule: &RunSchedule) -> Vec<Applied> {
             to_ns: o.ok_ns.unwrap_or(o.inv_ns),
             target: Some(o.proc.clone()),
         })
-        .filter(|a| schedule.faults.iter().any(|f| f.kind == a.kind))
         .collect()
 }
 
@@ -358,7 +358,7 @@ async fn one_run(
         }
     }
     let mut applied = drive.applied.clone();
-    applied.extend(recorded_freezes(&ops, &schedule));
+    applied.extend(recorded_freezes(&ops));
     applied.sort_by_key(|a| a.from_ns);
     Ok(Some(RunResult {
         run,
@@ -475,8 +475,6 @@ pub fn main(args: &ChaosArgs) -> i32 {
         if r.violations() > 0 { 1 } else { 0 }
     })
 }
-
-pub mod report;
 
 /// The sabotage flag's value on the command line.
 impl SabotageMode {
