@@ -10,7 +10,7 @@
 //! pool, measured window), [`timebase`] (production numbers scaled to a
 //! cell's lease), [`worker`] (the payout worker), [`backend`] (the lock
 //! services it runs on: fencepost's SDK, or etcd through an adapter),
-//! [`peer`] (`bench peer`: fencepost vs etcd, one driver), [`proxy`] (the
+//! [`history`] (the operation history of issue 16 and its checker), [`peer`] (`bench peer`: fencepost vs etcd, one driver), [`proxy`] (the
 //! delay proxy and its zero-delay baseline), [`cpu`] (CPU seconds from
 //! `/proc`), [`docker`] (`--runtime docker`), [`rail`] (the rail client),
 //! [`manifest`], and the output half: [`results`], [`hist`], [`triggers`],
@@ -27,6 +27,7 @@ pub mod docker;
 pub mod drive;
 pub mod grid;
 pub mod hist;
+pub mod history;
 pub mod manifest;
 pub mod peer;
 pub mod plots;

@@ -17,18 +17,28 @@
 //! sample (it arrives `delay` after it was read), never by a sample of its own:
 //! a message split into several reads is not delayed several times.
 //!
+//! A running proxy can be steered through its [`ProxyControl`] (the chaos
+//! experiment's faults, issue 16): a delay *spike* replaces the configured
+//! latency for the exchanges that start while it lasts, a *loss* rate drops
+//! request chunks (one read from the client; a request is one chunk on
+//! loopback in practice) and a lost one blackholes its connection: nothing
+//! more is forwarded either way, so the client sees a timeout, as it would
+//! from a packet that never arrives, and the upstream can be moved (a restarted
+//! lock-server on a new port) for the connections opened afterwards.
+//!
 //! [`measure_overhead`] is the zero-delay baseline: heartbeats sent directly
 //! and through a zero-delay proxy, interleaved, so the proxy's own cost is
 //! known (the bench runs it once per run with `--net-delay`).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::latency::LatencySpec;
 use fencepost_api::lock::{CreateSessionRequest, SessionGranted};
 use hdrhistogram::Histogram;
-use rand::SeedableRng;
+use rand::{Rng as _, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,6 +59,72 @@ pub struct DelayProxy {
     upstream: SocketAddr,
     /// The accept loop.
     task: JoinHandle<()>,
+    /// The knobs of a running proxy (shared with the accept loop and every connection).
+    control: Arc<ProxyControl>,
+}
+
+/// Loss rates are in parts per million.
+const PPM: u32 = 1_000_000;
+
+/// Steers a running [`DelayProxy`] (see the module doc).
+#[derive(Debug)]
+pub struct ProxyControl {
+    /// Where new connections go.
+    upstream: Mutex<SocketAddr>,
+    /// A latency that replaces the configured one while set.
+    spike: Mutex<Option<LatencySpec>>,
+    /// The probability, in ppm, that a request message is lost.
+    loss_ppm: AtomicU32,
+    /// Draws the losses (seeded, apart from the latency samples).
+    loss_rng: Mutex<ChaCha8Rng>,
+}
+
+impl ProxyControl {
+    fn new(upstream: SocketAddr, seed: u64) -> Self {
+        ProxyControl {
+            upstream: Mutex::new(upstream),
+            spike: Mutex::new(None),
+            loss_ppm: AtomicU32::new(0),
+            loss_rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x1055)),
+        }
+    }
+
+    /// Where new connections are forwarded to.
+    pub fn upstream(&self) -> SocketAddr {
+        *self.upstream.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forwards connections opened from now on to `addr` (open ones stay).
+    pub fn set_upstream(&self, addr: SocketAddr) {
+        *self.upstream.lock().unwrap_or_else(|e| e.into_inner()) = addr;
+    }
+
+    /// Replaces the configured latency with `spike` (`None`: back to it).
+    pub fn set_spike(&self, spike: Option<LatencySpec>) {
+        *self.spike.lock().unwrap_or_else(|e| e.into_inner()) = spike;
+    }
+
+    /// Loses each request message with probability `fraction` (0 = none, clamped to 1).
+    pub fn set_loss(&self, fraction: f64) {
+        let ppm = (fraction.clamp(0.0, 1.0) * f64::from(PPM)).round() as u32;
+        self.loss_ppm.store(ppm, Ordering::Relaxed);
+    }
+
+    fn spike(&self) -> Option<LatencySpec> {
+        *self.spike.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the request message starting now is lost.
+    fn lose(&self) -> bool {
+        let ppm = self.loss_ppm.load(Ordering::Relaxed);
+        ppm > 0
+            && self
+                .loss_rng
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .random_range(0..PPM)
+                < ppm
+    }
 }
 
 impl DelayProxy {
@@ -64,18 +140,22 @@ impl DelayProxy {
         let addr = listener.local_addr()?;
         // One RNG for the proxy: samples are drawn in the order exchanges start.
         let rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed)));
+        let control = Arc::new(ProxyControl::new(upstream, seed));
+        let ctl = control.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let rng = rng.clone();
+                let (rng, ctl) = (rng.clone(), ctl.clone());
                 tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(upstream).await {
+                    if let Ok(server) = TcpStream::connect(ctl.upstream()).await {
                         let _ = client.set_nodelay(true);
                         let _ = server.set_nodelay(true);
+                        let c = ctl.clone();
                         let sample = move || {
+                            let spec = c.spike().unwrap_or(spec);
                             let mut r = rng.lock().unwrap_or_else(|e| e.into_inner());
                             spec.sample(&mut *r)
                         };
-                        pipe(client, server, Exchanges::new(sample)).await;
+                        pipe(client, server, Exchanges::new(sample), ctl).await;
                     }
                 });
             }
@@ -84,7 +164,13 @@ impl DelayProxy {
             addr,
             upstream,
             task,
+            control,
         })
+    }
+
+    /// The proxy's knobs (spikes, loss, upstream).
+    pub fn control(&self) -> Arc<ProxyControl> {
+        self.control.clone()
     }
 
     /// The proxy's address.
@@ -92,7 +178,7 @@ impl DelayProxy {
         self.addr
     }
 
-    /// The address it forwards to.
+    /// The address it was started to forward to.
     pub fn upstream(&self) -> SocketAddr {
         self.upstream
     }
@@ -182,18 +268,40 @@ impl<S: FnMut() -> Duration> Exchanges<S> {
 
 /// Forwards one connection both ways, each chunk at the due time its
 /// connection's [`Exchanges`] gives it.
-async fn pipe<S>(client: TcpStream, server: TcpStream, exchanges: Exchanges<S>)
-where
+async fn pipe<S>(
+    client: TcpStream,
+    server: TcpStream,
+    exchanges: Exchanges<S>,
+    control: Arc<ProxyControl>,
+) where
     S: FnMut() -> Duration + Send + 'static,
 {
     let (c_read, c_write) = client.into_split();
     let (s_read, s_write) = server.into_split();
     // Both readers consult one schedule: the direction switch delimits messages.
     let schedule = Arc::new(Mutex::new(exchanges));
+    // Set once a request is lost: the connection forwards nothing more.
+    let lost = Arc::new(AtomicBool::new(false));
+    let request = Link {
+        control: Some(control),
+        lost: lost.clone(),
+    };
+    let reply = Link {
+        control: None,
+        lost,
+    };
     tokio::join!(
-        one_way(c_read, s_write, Leg::Request, schedule.clone()),
-        one_way(s_read, c_write, Leg::Reply, schedule),
+        one_way(c_read, s_write, Leg::Request, schedule.clone(), request),
+        one_way(s_read, c_write, Leg::Reply, schedule, reply),
     );
+}
+
+/// What one direction of a connection shares with the proxy's control.
+struct Link {
+    /// Draws losses (the request leg only).
+    control: Option<Arc<ProxyControl>>,
+    /// The connection's blackhole flag.
+    lost: Arc<AtomicBool>,
 }
 
 /// Reads `from`, stamps each chunk with its due time, writes it to `to` when due.
@@ -202,6 +310,7 @@ async fn one_way<S>(
     mut to: OwnedWriteHalf,
     leg: Leg,
     schedule: Arc<Mutex<Exchanges<S>>>,
+    link: Link,
 ) where
     S: FnMut() -> Duration,
 {
@@ -214,6 +323,13 @@ async fn one_way<S>(
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            if link.control.as_ref().is_some_and(|c| c.lose()) {
+                link.lost.store(true, Ordering::Relaxed);
+            }
+            if link.lost.load(Ordering::Relaxed) {
+                // Blackholed: read and drop, so the peer sees silence, not a reset.
+                continue;
+            }
             let due = schedule
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

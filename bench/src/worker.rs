@@ -35,6 +35,7 @@ use crate::backend::etcd::{EtcdBackend, EtcdConfig};
 use crate::backend::{BackendKind, BackendSession, HeartbeatStats, LockBackend};
 use crate::cell::BoxFuture;
 use crate::hist;
+use crate::history::{OpKind, Outcome, Pending, Recorder, mono_ns};
 use crate::rail::{RailClient, RailOutcome};
 use fencepost_sdk::Histogram;
 use tokio::time::Instant;
@@ -52,6 +53,8 @@ pub struct WorkQueue {
     end: u64,
     /// Abandoned payouts, retried before fresh ones.
     retry: Mutex<VecDeque<u64>>,
+    /// The payout numbers in the order to take them (`None`: `next` itself).
+    order: Option<Vec<u64>>,
 }
 
 impl WorkQueue {
@@ -61,6 +64,28 @@ impl WorkQueue {
             next: AtomicU64::new(first),
             end: first + count,
             retry: Mutex::new(VecDeque::new()),
+            order: None,
+        }
+    }
+
+    /// Payouts `first..first + count` in an order shuffled within blocks of
+    /// `block` (seeded): workers that each take a whole backlog this way
+    /// stay in the same stretch of it, so they contend for the same payouts
+    /// and take over each other's abandoned ones, and each leads on some
+    /// (the chaos experiment's worker processes).
+    pub fn block_shuffled(first: u64, count: u64, block: u64, seed: u64) -> Self {
+        use rand::SeedableRng as _;
+        use rand::seq::SliceRandom as _;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut order: Vec<u64> = (first..first + count).collect();
+        for chunk in order.chunks_mut(block.max(1) as usize) {
+            chunk.shuffle(&mut rng);
+        }
+        WorkQueue {
+            next: AtomicU64::new(0),
+            end: count,
+            retry: Mutex::new(VecDeque::new()),
+            order: Some(order),
         }
     }
 
@@ -75,7 +100,13 @@ impl WorkQueue {
             return Some(n);
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        (n < self.end).then_some(n)
+        if n >= self.end {
+            return None;
+        }
+        match &self.order {
+            Some(order) => order.get(n as usize).copied(),
+            None => Some(n),
+        }
     }
 
     /// Puts an abandoned payout back, to be retried under a higher token.
@@ -263,6 +294,9 @@ pub struct WorkerEnv {
     /// Awaited at the [`Step`]s of every payout (tests' sabotage: a stall
     /// between the check and the submit, or before the claim).
     pub on_step: Option<StepHook>,
+    /// Records every operation with its invocation and completion (issue
+    /// 16's history, [`crate::history`]); `None` records nothing.
+    pub history: Option<Arc<Recorder>>,
 }
 
 /// Where in a payout a [`StepHook`] runs.
@@ -273,6 +307,9 @@ pub enum Step {
     /// `check_still_held` and D4 passed (the belief is recorded); the submit
     /// (fence 2) comes next. Not reached with the client check off.
     Checked,
+    /// Between payouts, no lock held (outside the critical section): the
+    /// context's `payout_id` is empty and its `token` 0.
+    Idle,
 }
 
 /// What a [`StepHook`] is given.
@@ -498,17 +535,29 @@ impl<B: LockBackend> Worker<B> {
         tally: Arc<Tally>,
         mut stop: watch::Receiver<bool>,
     ) {
-        let mut session: Option<B::Session> = None;
+        let mut session: Option<(B::Session, String)> = None;
         while !*stop.borrow() {
-            let s = match &session {
-                Some(s) if !s.is_lost() => s,
+            let (s, name) = match &session {
+                Some((s, name)) if !s.is_lost() => (s, name),
                 _ => {
-                    if let Some(old) = session.take() {
+                    if let Some((old, _)) = session.take() {
                         old.close().await;
                         Tally::bump(&tally.sessions_reopened);
                     }
+                    let inv_ns = mono_ns();
                     match self.open_session(&tally).await {
-                        Ok(s) => session.insert(s),
+                        Ok(s) => {
+                            let name = match &self.env.history {
+                                Some(r) => {
+                                    let name = r.session_name();
+                                    r.session(&name, self.env.client_check, inv_ns);
+                                    name
+                                }
+                                None => String::new(),
+                            };
+                            let (s, name) = session.insert((s, name));
+                            (&*s, &*name)
+                        }
                         Err(_) => {
                             // The server is stalled or gone; try again shortly, unless stopping.
                             tokio::select! {
@@ -520,20 +569,72 @@ impl<B: LockBackend> Worker<B> {
                     }
                 }
             };
+            if self.env.on_step.is_some() {
+                self.step(Step::Idle, s, "", 0).await;
+            }
             let Some(n) = queue.take() else { break };
             Tally::bump(&tally.attempts);
-            if !self.pay_one(s, n, &tally).await {
+            if !self.pay_one(s, name, n, &tally).await {
                 queue.give_back(n);
             }
         }
-        if let Some(s) = session {
+        if let Some((s, _)) = session {
             s.close().await;
         }
     }
 
+    /// Records an invocation in the history, if there is one.
+    fn invoke(&self, kind: OpKind, session: &str, id: &str, token: Option<u64>) -> Option<Pending> {
+        let r = self.env.history.as_ref()?;
+        Some(r.invoke(kind, session, Some(id), token))
+    }
+
+    /// Records the completion of `p`, if the history records.
+    fn complete(
+        &self,
+        p: Option<Pending>,
+        outcome: Outcome,
+        token: Option<u64>,
+        remaining: Option<Duration>,
+    ) {
+        if let (Some(r), Some(p)) = (&self.env.history, p) {
+            r.complete(p, outcome, token, remaining);
+        }
+    }
+
+    /// A rail call (claim, submit, R4), recorded.
+    async fn rail_call(&self, kind: OpKind, session: &str, id: &str, token: u64) -> RailOutcome {
+        let p = self.invoke(kind, session, id, Some(token));
+        let out = match kind {
+            OpKind::Claim => self.rail.claim(id, token).await,
+            OpKind::Submit => self.rail.submit(id, token).await,
+            _ => self.rail.release(id, token).await,
+        };
+        self.complete(p, Outcome::of_rail(&out), None, None);
+        out
+    }
+
+    /// Releases the lock (L6), recorded: the end of the client's belief.
+    async fn release_lock(
+        &self,
+        s: &B::Session,
+        handle: <B::Session as BackendSession>::Handle,
+        session: &str,
+        id: &str,
+    ) {
+        let token = B::Session::token(&handle);
+        let p = self.invoke(OpKind::Release, session, id, Some(token));
+        let outcome = match s.release(handle).await {
+            Ok(()) => Outcome::Ok,
+            Err(_) => Outcome::Failed,
+        };
+        self.complete(p, outcome, None, None);
+    }
+
     /// One payout. Returns false when it must be retried later (abandoned).
-    async fn pay_one(&self, s: &B::Session, n: u64, tally: &Tally) -> bool {
+    async fn pay_one(&self, s: &B::Session, sname: &str, n: u64, tally: &Tally) -> bool {
         let id = bulk_payout_id(&self.env.payout_prefix, n);
+        let granting = self.invoke(OpKind::Grant, sname, &id, None);
         let handle = match s
             .acquire(
                 &format!("payout:{id}"),
@@ -544,11 +645,18 @@ impl<B: LockBackend> Worker<B> {
         {
             Ok(h) => h,
             Err(_) => {
+                self.complete(granting, Outcome::Failed, None, None);
                 Tally::bump(&tally.acquire_failed);
                 return false;
             }
         };
         let token = B::Session::token(&handle);
+        self.complete(
+            granting,
+            Outcome::Ok,
+            Some(token),
+            Some(s.remaining(&handle).unwrap_or_default()),
+        );
         self.step(Step::Acquired, s, &id, token).await;
         if let Ok(left) = s.remaining(&handle) {
             let ppm = (left.as_secs_f64() / self.env.lease.as_secs_f64() * 1e6) as u64;
@@ -556,22 +664,22 @@ impl<B: LockBackend> Worker<B> {
             Tally::bump(&tally.grants);
         }
         // Fence 1: the ledger claim.
-        match self.rail.claim(&id, token).await {
+        match self.rail_call(OpKind::Claim, sname, &id, token).await {
             RailOutcome::Ok => {}
             RailOutcome::Refused(RailErrorCode::AlreadyPaid) => {
-                let _ = s.release(handle).await;
+                self.release_lock(s, handle, sname, &id).await;
                 return true;
             }
             RailOutcome::Refused(code) => {
                 if code == RailErrorCode::FencedOut {
                     Tally::bump(&tally.fenced_replies);
                 }
-                let _ = s.release(handle).await;
+                self.release_lock(s, handle, sname, &id).await;
                 return false;
             }
             RailOutcome::Transport(_) => {
                 Tally::bump(&tally.rail_transport_errors);
-                let _ = s.release(handle).await;
+                self.release_lock(s, handle, sname, &id).await;
                 return false;
             }
         }
@@ -580,34 +688,38 @@ impl<B: LockBackend> Worker<B> {
         }
         // ADR-006 D4: do not start what you cannot finish.
         if self.env.client_check {
+            let checking = self.invoke(OpKind::Check, sname, &id, Some(token));
             let verdict = s
                 .check_still_held(&handle)
                 .map_err(LockError::from)
                 .and_then(|()| s.ensure_time_for(&handle, self.env.worst_case_hop));
             match verdict {
                 Ok(()) => {
+                    self.complete(checking, Outcome::Ok, None, s.remaining(&handle).ok());
                     // The client believes it holds the lease: trigger 4's trace.
                     tally.believe(&id, token);
                     self.step(Step::Checked, s, &id, token).await;
                 }
                 Err(LockError::InsufficientLease { .. }) => {
+                    self.complete(checking, Outcome::InsufficientLease, None, None);
                     Tally::bump(&tally.abandoned_insufficient_lease);
-                    let _ = self.rail.release(&id, token).await;
-                    let _ = s.release(handle).await;
+                    let _ = self.rail_call(OpKind::RailRelease, sname, &id, token).await;
+                    self.release_lock(s, handle, sname, &id).await;
                     return false;
                 }
                 Err(_) => {
+                    self.complete(checking, Outcome::Lost, None, None);
                     // Lost: we are no longer the holder, so we do not touch the
                     // ledger (a release under our token could only be fenced out).
                     Tally::bump(&tally.abandoned_lost);
-                    let _ = s.release(handle).await;
+                    self.release_lock(s, handle, sname, &id).await;
                     return false;
                 }
             }
         }
         // Fence 2: the irreversible step, timed as the worker sees it.
         let sent = Instant::now();
-        let submitted = self.rail.submit(&id, token).await;
+        let submitted = self.rail_call(OpKind::Submit, sname, &id, token).await;
         let _ = self
             .rail_latency
             .lock()
@@ -637,7 +749,7 @@ impl<B: LockBackend> Worker<B> {
                 false
             }
         };
-        let _ = s.release(handle).await;
+        self.release_lock(s, handle, sname, &id).await;
         done
     }
 }

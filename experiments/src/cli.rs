@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::cgroup::{QuotaError, QuotaSpec};
+use crate::chaos::schedule::Freezes;
 
 /// experiments — fencepost's fault experiments: show that ADR-006's fences hold
 /// "even if the client's clock is nonsense", and where the client check and the
@@ -37,6 +38,11 @@ use crate::cgroup::{QuotaError, QuotaSpec};
 ///   experiments failover --seed 1 --pg-url postgres://postgres@127.0.0.1:5432/fencepost
 ///       3 lock-server replicas on PostgreSQL: kill -9 the leader, SIGSTOP the
 ///       next one, restart PostgreSQL (--pg-dir); time to a new leader, dip
+///   experiments chaos --runs 20 --seed 1
+///       20 seeded fault schedules over live cells, every operation recorded
+///       and checked (paid twice, stale paid, token regressions, overlaps)
+///   experiments chaos --runs 3 --seed 1 --sabotage no-fences
+///       the same against a rail-stub with its fences off: must exit 1
 ///
 /// Exit codes: 0 ok, 1 the experiment failed (a service, an expectation, the
 /// ledger invariant), 2 bad input, 4 (throttle) cgroups cannot be written.
@@ -59,6 +65,8 @@ pub enum Command {
     Throttle(ThrottleArgs),
     /// Three lock-server replicas on PostgreSQL through kill -9, SIGSTOP and a database restart (issue 14).
     Failover(FailoverArgs),
+    /// Seeded fault schedules over live cells; every operation recorded and checked (issue 16).
+    Chaos(ChaosArgs),
     /// (internal) One SDK payout worker as its own OS process, driven over stdin.
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -238,6 +246,82 @@ pub struct FailoverArgs {
     pub out: Option<PathBuf>,
 }
 
+/// `experiments chaos`.
+///
+/// Each run starts a fresh cell (lock-server on SQLite behind the delay
+/// proxy, rail-stub, worker processes on one shared backlog), draws its fault
+/// schedule from its seed (`--seed` + run index) — one worker frozen inside
+/// its critical section, plus 1–3 of: a worker frozen outside it, SIGSTOP or
+/// kill -9 of a worker, SIGSTOP or kill -9 + restart of the lock-server,
+/// delay and loss spikes — and checks the recorded history and the final
+/// ledger. Exit 1 on any violation.
+#[derive(Debug, Args, Clone)]
+pub struct ChaosArgs {
+    /// How many runs (each a few seconds).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub runs: u32,
+
+    /// Base seed: run I uses SEED + I; random if absent (printed and recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Replay one run alone (its index, 0-based, as chaos.json lists it).
+    #[arg(long)]
+    pub only_run: Option<u32>,
+
+    /// Where the services run: process (docker is refused for now).
+    #[arg(long, value_enum, default_value = "process")]
+    pub runtime: ChaosRuntime,
+
+    /// Lock-server replicas; only 1 until the replicas work lands.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub replicas: u32,
+
+    /// TEST: `no-fences` starts every rail-stub with both fences off; the checker must then fail.
+    #[arg(long, value_enum)]
+    pub sabotage: Option<SabotageMode>,
+
+    /// Lease (and session TTL) of every worker; rail timeouts scale with it (lease / 30 s).
+    #[arg(long, default_value = "500ms", value_parser = parse_positive_duration)]
+    pub ttl: Duration,
+
+    /// Each run's measured window.
+    #[arg(long, default_value = "3s", value_parser = parse_positive_duration)]
+    pub duration: Duration,
+
+    /// Worker processes per run.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=16))]
+    pub workers: u32,
+
+    /// Payouts seeded per run (every worker works all of them).
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub payouts: u64,
+
+    /// lock.client.safety-margin of every worker, 0 <= m < 1.
+    #[arg(long, default_value_t = 0.3, value_parser = parse_margin)]
+    pub margin: f64,
+
+    /// Results directory; default data/runs/<timestamp>-chaos/.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `experiments chaos --runtime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChaosRuntime {
+    /// Child processes, the lock-server on SQLite.
+    Process,
+    /// Containers beside PostgreSQL (refused for now).
+    Docker,
+}
+
+/// `experiments chaos --sabotage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SabotageMode {
+    /// The rail-stub's fences off (`rail-stub --sabotage no-fences`).
+    NoFences,
+}
+
 /// `experiments worker` (internal): one `bench::worker::Worker` in this process.
 #[derive(Debug, Args, Clone)]
 pub struct WorkerArgs {
@@ -289,6 +373,18 @@ pub struct WorkerArgs {
     /// Continuous mode: how many payouts.
     #[arg(long, default_value_t = 0)]
     pub count: u64,
+    /// Chaos: append every operation (invocation and completion) to this JSON-lines history.
+    #[arg(long)]
+    pub history: Option<PathBuf>,
+    /// Chaos: this process's name in the history.
+    #[arg(long, default_value = "w0")]
+    pub proc_name: String,
+    /// Chaos: freeze (SIGSTOP itself; a helper SIGCONTs it) at the N-th STEP for MS: `checked@2:800,idle@5:300`.
+    #[arg(long, value_parser = parse_freezes)]
+    pub freeze: Option<Freezes>,
+    /// Chaos: take the backlog in an order shuffled within blocks of this many payouts.
+    #[arg(long)]
+    pub shuffle_block: Option<u64>,
 }
 
 /// A refused flag value; clap prints it after the flag's name and exits 2.
@@ -315,6 +411,14 @@ pub enum ArgError {
     /// A bad CPU quota.
     #[error(transparent)]
     Quota(#[from] QuotaError),
+    /// A bad `--freeze` list.
+    #[error("{0}")]
+    Freeze(String),
+}
+
+/// A worker's `--freeze` list.
+pub fn parse_freezes(text: &str) -> Result<Freezes, ArgError> {
+    text.parse().map_err(ArgError::Freeze)
 }
 
 /// A duration like `1s`, `250ms`.

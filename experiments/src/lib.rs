@@ -9,7 +9,9 @@
 //!   critical section for longer than its lease (T-042, UC-03);
 //! - [`clock`]: a deterministic simulation of client and server clocks with
 //!   offset, drift, quantisation and steps against the server's grace (T-043);
-//! - [`throttle`]: worker processes under a cgroup CPU quota vs unthrottled.
+//! - [`throttle`]: worker processes under a cgroup CPU quota vs unthrottled;
+//! - [`chaos`]: seeded fault schedules over live cells, every client
+//!   operation recorded and the history checked (issue 16).
 //!
 //! Pause and throttle run their cells through the bench's one cell driver
 //! (`bench::cell`: stack, pool, measured window); what is theirs — the pause
@@ -21,6 +23,7 @@
 //! [`plots`] the results plumbing; [`cgroup`] the CPU quota; [`cli`] the flags.
 
 pub mod cgroup;
+pub mod chaos;
 pub mod cli;
 pub mod clock;
 pub mod failover;

@@ -13,6 +13,7 @@ fn main() {
         Command::Clock(args) => experiments::clock::main(&args),
         Command::Throttle(args) => experiments::throttle::main(&args),
         Command::Failover(args) => experiments::failover::main(&args),
+        Command::Chaos(args) => experiments::chaos::main(&args),
     };
     std::process::exit(code);
 }

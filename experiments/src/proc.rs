@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use bench::cell::{BoxFuture, RemoteWorker, SpawnRemote, WorkerReport};
 use bench::grid::PolicySpec;
 use bench::hist::Histograms;
-use bench::worker::WorkerEnv;
+use bench::worker::{TallySnapshot, WorkerEnv};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
@@ -98,6 +98,9 @@ pub struct WorkerChild {
     stdin: Option<tokio::process::ChildStdin>,
     /// Its stdout lines, stamped with seconds since the `t0` it was spawned with.
     lines: mpsc::UnboundedReceiver<(f64, WorkerLine)>,
+    /// The beliefs it streamed ([`WorkerLine::Believed`]) while joining:
+    /// what [`RemoteWorker::salvage`] returns if it dies before `done`.
+    believed: Vec<(String, u64)>,
 }
 
 impl WorkerChild {
@@ -142,6 +145,7 @@ impl WorkerChild {
             pid,
             stdin,
             lines: rx,
+            believed: Vec::new(),
         })
     }
 
@@ -205,6 +209,11 @@ impl RemoteWorker for WorkerChild {
             let deadline = Instant::now() + grace + EXIT_SLACK;
             let report = loop {
                 let left = deadline.saturating_duration_since(Instant::now());
+                let (t, line) = self.next(left).await?;
+                if let WorkerLine::Believed { payout, token } = &line {
+                    self.believed.push((payout.clone(), *token));
+                    continue;
+                }
                 if let (
                     _,
                     WorkerLine::Done {
@@ -218,7 +227,7 @@ impl RemoteWorker for WorkerChild {
                         cpu_s,
                         margins_ppm,
                     },
-                ) = self.next(left).await?
+                ) = (t, line)
                 {
                     let decode = |what: &str, text: &str| {
                         bench::hist::decode(text)
@@ -247,11 +256,20 @@ impl RemoteWorker for WorkerChild {
                     };
                 }
             };
+            // The `done` line carries every belief: the streamed ones are not needed.
+            self.believed.clear();
             self.stdin.take();
             let left = deadline.saturating_duration_since(Instant::now());
             let _ = tokio::time::timeout(left, self.child.wait()).await;
             Ok(report)
         })
+    }
+
+    fn salvage(&mut self) -> TallySnapshot {
+        TallySnapshot {
+            believed_held: std::mem::take(&mut self.believed),
+            ..TallySnapshot::default()
+        }
     }
 }
 

@@ -25,12 +25,16 @@ use bench::cell::HeartbeatCounts;
 use bench::cpu::cpu_seconds;
 use bench::grid::parse_policy;
 use bench::hist::encode;
-use bench::worker::{ClaimHook, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker};
+use bench::history::{OpKind, Outcome, Recorder};
+use bench::worker::{
+    ClaimHook, Step, StepCtx, StepHook, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker,
+};
 use nix::sys::signal::{Signal, raise};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt as _;
 use tokio::sync::watch;
 
+use crate::chaos::schedule::{FreezeStep, Freezes};
 use crate::cli::WorkerArgs;
 
 /// One stdout line of a worker process.
@@ -69,6 +73,15 @@ pub enum WorkerLine {
         field: Counter,
         /// Its new value (within the round).
         value: u64,
+    },
+    /// A belief, streamed as it forms (chaos workers): the client check
+    /// passed for `token` on `payout` and the submit comes next. The `done`
+    /// line carries them all; these survive a kill.
+    Believed {
+        /// The payout.
+        payout: String,
+        /// The token the client believes it holds.
+        token: u64,
     },
     /// The round's backlog is done.
     RoundDone {
@@ -197,6 +210,7 @@ pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> anyhow::Result<Work
         seed: args.seed,
         on_claimed: hook,
         on_step: None,
+        history: None,
     })
 }
 
@@ -225,11 +239,77 @@ fn pause_hook(plan: Arc<PausePlan>) -> ClaimHook {
     }))
 }
 
+/// The step hook of a chaos worker: every belief is streamed at once
+/// ([`WorkerLine::Believed`], before anything else can happen to the
+/// process); at the N-th time it reaches a step of its `--freeze` list the
+/// whole process stops (SIGSTOP) for that long — a helper process it starts
+/// first sends the SIGCONT, so the freeze ends on time whatever the driver
+/// does. The freeze is recorded in the history.
+fn freeze_hook(freezes: Freezes, history: Option<Arc<Recorder>>) -> StepHook {
+    let seen = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    StepHook(Arc::new(move |ctx: StepCtx<'_>| {
+        if ctx.step == Step::Checked {
+            emit(&WorkerLine::Believed {
+                payout: ctx.payout_id.to_string(),
+                token: ctx.token,
+            });
+        }
+        let (slot, step) = match ctx.step {
+            Step::Checked => (0, FreezeStep::Checked),
+            Step::Idle => (1, FreezeStep::Idle),
+            Step::Acquired => return Box::pin(std::future::ready(())),
+        };
+        let n = seen[slot].fetch_add(1, Ordering::SeqCst) + 1;
+        for p in freezes.0.iter().filter(|p| p.step == step && p.nth == n) {
+            let pid = std::process::id();
+            let waker = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "sleep {:.3}; kill -CONT {pid}",
+                    p.for_ms as f64 / 1e3
+                ))
+                .spawn();
+            let Ok(mut waker) = waker else {
+                eprintln!("experiments worker: cannot start the SIGCONT helper; not freezing");
+                continue;
+            };
+            let payout = ctx.payout_id.to_string();
+            emit(&WorkerLine::Pausing {
+                payout: payout.clone(),
+                token: ctx.token,
+            });
+            let session = format!("freeze/{}", p.for_ms);
+            let rec = history.as_ref().map(|r| {
+                let token = (ctx.token > 0).then_some(ctx.token);
+                let payout = (!payout.is_empty()).then_some(payout.as_str());
+                (r, r.invoke(OpKind::Freeze, &session, payout, token))
+            });
+            let _ = raise(Signal::SIGSTOP);
+            if let Some((r, pending)) = rec {
+                r.complete(pending, Outcome::Ok, None, None);
+            }
+            emit(&WorkerLine::Resumed {
+                payout,
+                token: ctx.token,
+            });
+            std::thread::spawn(move || waker.wait());
+        }
+        Box::pin(std::future::ready(()))
+    }))
+}
+
 async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let plan = Arc::new(PausePlan::default());
     // Only round mode reports claims (and freezes on one); continuous mode stays quiet.
     let hook = args.first.is_none().then(|| pause_hook(plan.clone()));
-    let env = env_of(&args, hook)?;
+    let mut env = env_of(&args, hook)?;
+    if let Some(path) = &args.history {
+        env.history = Some(Arc::new(Recorder::create(path, &args.proc_name)?));
+    }
+    if args.freeze.is_some() || args.history.is_some() {
+        let freezes = args.freeze.clone().unwrap_or_default();
+        env.on_step = Some(freeze_hook(freezes, env.history.clone()));
+    }
     let worker = build_worker(args.idx, env)?;
     emit(&WorkerLine::Ready {
         pid: std::process::id(),
@@ -238,7 +318,15 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
 
     if let Some(first) = args.first {
         let tally = Arc::new(Tally::default());
-        let queue = Arc::new(WorkQueue::new(first, args.count));
+        let queue = Arc::new(match args.shuffle_block {
+            Some(block) => WorkQueue::block_shuffled(
+                first,
+                args.count,
+                block,
+                args.seed.wrapping_add(args.idx),
+            ),
+            None => WorkQueue::new(first, args.count),
+        });
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut cpu_from = cpu_seconds(None);
         // The driver's `stop` (or its closing stdin) ends the run: one clock,

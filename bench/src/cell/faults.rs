@@ -2,9 +2,11 @@
 //! runs. A fault is a value ([`Fault`]); the stack starts one task per fault
 //! when the measured window opens and stops it — leaving every service running
 //! again — before the workers are joined. Today there is one kind, the
-//! lock-server pause of `--server-pause`; a chaos schedule (issue 16) adds
-//! variants here (worker SIGSTOP, kill -9 and restart, proxy delay spikes) and
-//! the targets they need to [`FaultTargets`], and nothing else changes.
+//! lock-server pause of `--server-pause`. The chaos experiment (issue 16)
+//! draws schedules that change per run and mix worker and service faults, so
+//! it applies them from its own cell [`super::Schedule`] through the stack's
+//! handles instead (`Stack::lock_child`, `Stack::restart_lock`,
+//! `Stack::proxy_control`).
 
 use std::sync::{Arc, Mutex};
 

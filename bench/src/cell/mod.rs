@@ -41,8 +41,10 @@
 //! - an etcd backend (issue 15): [`Runtime::Etcd`], started by the
 //!   [`Stack`]; [`CellPlan::worker_env`] names the stack's backend and the
 //!   pool builds the matching worker (`crate::worker::build_worker`);
-//! - chaos fault schedules (issue 16): variants of [`Fault`], run by the stack
-//!   inside the window.
+//! - chaos fault schedules (issue 16): a [`Schedule`] of their own
+//!   (`experiments chaos`) that applies its faults through the stack's
+//!   handles ([`Stack::lock_child`], [`Stack::restart_lock`],
+//!   [`Stack::proxy_control`]) and the worker pids its spawner sees.
 
 pub mod faults;
 pub mod pool;
@@ -185,6 +187,7 @@ impl CellPlan {
             seed: self.seed,
             on_claimed,
             on_step: None,
+            history: None,
         }
     }
 
@@ -203,6 +206,7 @@ impl CellPlan {
             seed: self.seed,
             net_delay: self.conditions.net_delay,
             faults: self.conditions.faults(),
+            rail_args: Vec::new(),
         }
     }
 }

@@ -116,6 +116,13 @@ pub trait RemoteWorker: Send + Sync {
     fn reset(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
     /// Waits up to `grace` for its final report.
     fn join(&mut self, grace: Duration) -> BoxFuture<'_, anyhow::Result<WorkerReport>>;
+
+    /// After a failed [`RemoteWorker::join`] (the process died or went
+    /// silent): what it reported while it ran — the beliefs of trigger 4 it
+    /// streamed — so a killed worker's believed-held submits stay traceable.
+    fn salvage(&mut self) -> TallySnapshot {
+        TallySnapshot::default()
+    }
 }
 
 /// Starts remote workers: the experiments' process spawner implements it.
@@ -295,6 +302,8 @@ impl Pool {
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "a worker process did not report");
                     self.done.late += 1;
+                    // Its counts are lost (it is late), but not its beliefs.
+                    self.done.tally.add(&r.salvage());
                 }
             }
         }

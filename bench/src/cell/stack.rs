@@ -29,7 +29,7 @@ use super::faults::{Fault, FaultTargets, FaultTasks};
 use crate::backend::BackendKind;
 use crate::backend::etcd::server::EtcdServer;
 use crate::docker::{self, DockerServices, DockerSpec};
-use crate::proxy::{self, BaselineError, DelayProxy, ProxyOverhead};
+use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl, ProxyOverhead};
 use crate::rail::RailClient;
 
 /// The read timeout of the stack's own rail client (R6/R7 only; workers have their own).
@@ -123,6 +123,8 @@ pub struct StackSpec {
     pub net_delay: Option<LatencySpec>,
     /// Fault schedules run while a cell's load runs.
     pub faults: Vec<Fault>,
+    /// Extra rail-stub arguments (the chaos experiment's `--sabotage`).
+    pub rail_args: Vec<String>,
 }
 
 /// The services themselves, by runtime.
@@ -164,6 +166,10 @@ pub struct Stack {
     rail: RailClient,
     /// Where the services' logs (and the embedded store) are.
     dir: PathBuf,
+    /// The lock-server's arguments (process runtime), to restart it on the same store.
+    lock_args: Vec<String>,
+    /// Lock-server restarts so far (each logs to its own file).
+    lock_restarts: u32,
 }
 
 fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> anyhow::Result<ChildService> {
@@ -201,7 +207,11 @@ impl Stack {
             // file, which a second cell (or run) would share.
             "--ledger".into(),
             "memory".into(),
-        ];
+        ]
+        .into_iter()
+        .chain(spec.rail_args.iter().cloned())
+        .collect::<Vec<_>>();
+        let mut restart_args = Vec::new();
         let (services, lock_url, rail_url) = match &spec.runtime {
             Runtime::Process { store, replicas } => {
                 let store = store
@@ -222,6 +232,7 @@ impl Stack {
                 if replicated {
                     args.extend(["--leader-lease".to_string(), REPLICA_LEADER_LEASE.into()]);
                 }
+                restart_args = args.clone();
                 let lock =
                     spawn_child("lock-server", args.clone(), dir.join("lock-server.log")).await?;
                 let mut standbys = Vec::new();
@@ -306,6 +317,8 @@ impl Stack {
             rail_url,
             backend,
             dir: dir.to_path_buf(),
+            lock_args: restart_args,
+            lock_restarts: 0,
         };
         let targets = stack.fault_targets();
         if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
@@ -364,6 +377,45 @@ impl Stack {
             }
             _ => None,
         }
+    }
+
+    /// The delay proxy's knobs (spikes, loss, upstream), when the stack has a proxy.
+    pub fn proxy_control(&self) -> Option<Arc<ProxyControl>> {
+        self.proxy.as_ref().map(DelayProxy::control)
+    }
+
+    /// The lock-server child (process runtime): what a fault signals.
+    pub fn lock_child(&self) -> Option<Arc<Mutex<ChildService>>> {
+        match &self.services {
+            Some(Services::Process { lock, .. }) if !self.lock_args.is_empty() => {
+                Some(lock.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// kill -9 of the lock-server, then a new one on the same durable store
+    /// (process runtime, behind the proxy, which is pointed at the new port:
+    /// workers keep one URL). Returns when the new one listens.
+    pub async fn restart_lock(&mut self) -> anyhow::Result<()> {
+        let (Some(lock), Some(proxy)) = (self.lock_child(), self.proxy.as_ref()) else {
+            anyhow::bail!(
+                "a lock-server restart needs --runtime process and the proxy in front of it"
+            );
+        };
+        {
+            let mut l = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = l.resume();
+            l.kill9();
+        }
+        self.lock_restarts += 1;
+        let log = self
+            .dir
+            .join(format!("lock-server.restart-{}.log", self.lock_restarts));
+        let fresh = spawn_child("lock-server", self.lock_args.clone(), log).await?;
+        proxy.control().set_upstream(fresh.addr());
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
     }
 
     /// The delay proxy's own overhead ([`proxy::measure_overhead`]) against

@@ -70,3 +70,48 @@ async fn both_legs_are_delayed_by_half_the_round_trip_each() {
         );
     }
 }
+
+/// One `ping` → `pong` exchange on `client`, or `None` when no reply came within `limit`.
+async fn exchange(client: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let sent = Instant::now();
+    client.write_all(b"ping").await.ok()?;
+    let mut buf = [0u8; 4];
+    match tokio::time::timeout(limit, client.read_exact(&mut buf)).await {
+        Ok(Ok(_)) => Some(sent.elapsed()),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spike_delays_exchanges_until_lifted_and_a_loss_blackholes_the_connection() {
+    let (upstream, _seen) = pong_server().await;
+    let proxy = DelayProxy::start(upstream, "fixed:0ms".parse().unwrap(), 1)
+        .await
+        .unwrap();
+    let control = proxy.control();
+    let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
+    client.set_nodelay(true).unwrap();
+    control.set_spike(Some("fixed:60ms".parse().unwrap()));
+    let spiked = exchange(&mut client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(spiked >= Duration::from_millis(60), "{spiked:?}");
+    control.set_spike(None);
+    assert!(
+        exchange(&mut client, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
+    // Every request lost: the exchange gets no answer, now or later.
+    control.set_loss(1.0);
+    assert_eq!(
+        exchange(&mut client, Duration::from_millis(300)).await,
+        None
+    );
+    control.set_loss(0.0);
+    assert_eq!(
+        exchange(&mut client, Duration::from_millis(300)).await,
+        None,
+        "a blackholed connection stays silent"
+    );
+}

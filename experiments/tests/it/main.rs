@@ -3,6 +3,7 @@
 //! to finish (it waits on conditions with deadlines, never on hopeful sleeps);
 //! they pin counts, never timings.
 
+mod chaos;
 mod cli;
 mod clock;
 mod failover;

@@ -75,6 +75,38 @@ pub struct Cli {
         long_help = LEDGER_HELP
     )]
     pub ledger: LedgerSpec,
+
+    /// TEST ONLY: `no-fences` turns both fences off (see --help). Never a
+    /// default, no environment variable: only this flag, given explicitly.
+    #[arg(long, value_name = "MODE", long_help = SABOTAGE_HELP)]
+    pub sabotage: Option<Sabotage>,
+}
+
+/// Long help for `--sabotage`.
+const SABOTAGE_HELP: &str = "\
+TEST ONLY — makes the rail-stub unsafe on purpose, so a checker can be seen
+to fail (`experiments chaos --sabotage no-fences`). The only mode:
+  no-fences   fence 1 and fence 2 are off: no token is compared on claim,
+              submit or release, a submit need not hold the claim, and a
+              submit on a PAID payout pays again. A stale holder pays.
+Never on by default and not settable from the environment; logged as an
+ERROR at start and shown in /healthz (`sabotage`).";
+
+/// A deliberate defect for tests of the checkers (`--sabotage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sabotage {
+    /// Both fences off: every claim, release and submit is accepted by
+    /// token-blind rules, and a submit on a PAID payout pays again.
+    NoFences,
+}
+
+impl Sabotage {
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sabotage::NoFences => "no-fences",
+        }
+    }
 }
 
 /// Parses `--listen`: an `IP:PORT`, or `HOST:PORT` resolved now.
@@ -101,6 +133,8 @@ pub struct Config {
     pub seed: u64,
     /// Where the ledger lives.
     pub ledger: LedgerSpec,
+    /// A deliberate defect (tests only); `None` in every real configuration.
+    pub sabotage: Option<Sabotage>,
 }
 
 impl Default for Config {
@@ -111,6 +145,7 @@ impl Default for Config {
             latency: LatencySpec::default(),
             seed: 0,
             ledger: LedgerSpec::Memory,
+            sabotage: None,
         }
     }
 }
@@ -123,6 +158,7 @@ impl Cli {
             latency: self.latency,
             seed: self.seed.unwrap_or_else(rand::random),
             ledger: self.ledger,
+            sabotage: self.sabotage,
         };
         (self.listen, config)
     }
@@ -139,6 +175,7 @@ mod tests {
         assert_eq!(cli.latency, LatencySpec::default());
         assert_eq!(cli.ledger, LedgerSpec::durable_default());
         assert!(cli.ledger.to_string().ends_with("rail-ledger.sqlite"));
+        assert_eq!(cli.sabotage, None, "sabotage is never a default");
         let cli = Cli::try_parse_from([
             "rail-stub",
             "--listen",
@@ -155,6 +192,13 @@ mod tests {
         assert_eq!(addr.port(), 0);
         assert_eq!(config.seed, 9);
         assert_eq!(config.latency.to_string(), "fixed:5ms");
+    }
+
+    #[test]
+    fn sabotage_is_only_the_explicit_flag() {
+        let cli = Cli::try_parse_from(["rail-stub", "--sabotage", "no-fences"]).unwrap();
+        assert_eq!(cli.into_config().1.sabotage, Some(Sabotage::NoFences));
+        assert!(Cli::try_parse_from(["rail-stub", "--sabotage", "some"]).is_err());
     }
 
     #[test]

@@ -105,6 +105,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         "latency": config.latency.to_string(),
         "ledger": config.ledger.to_string(),
         "durable": config.ledger.is_durable(),
+        "sabotage": config.sabotage.map(|s| s.as_str()),
     }))
     .into_response()
 }

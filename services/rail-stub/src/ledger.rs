@@ -242,6 +242,56 @@ pub fn submit(p: &PayoutView, token: u64) -> Decision {
     }
 }
 
+/// A fenced request, for [`unfenced`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// R2.
+    Claim,
+    /// R3.
+    Submit,
+    /// R4.
+    Release,
+}
+
+/// `--sabotage no-fences` (tests only): R2/R3/R4 with both fences off. No
+/// token is compared; R2/R4 keep only `ALREADY_PAID`; R3 pays whatever the
+/// state and whichever token holds the claim, also a payout already PAID
+/// (it pays again). `highest_token` still records the highest token seen,
+/// so `check_ledger` can name the stale payments this lets through.
+pub fn unfenced(p: &PayoutView, token: u64, request: Request) -> Decision {
+    let mut next = p.clone();
+    next.highest_token = p.highest_token.max(token);
+    if request != Request::Submit {
+        if p.state == PayoutState::Paid {
+            return refuse(Refusal::AlreadyPaid {
+                paid_token: paid_token(p),
+            });
+        }
+        // A claim takes the payout whoever held it; a release frees it.
+        if request == Request::Claim {
+            next.state = PayoutState::Claimed;
+            next.claim_token = Some(token);
+        } else {
+            next.state = PayoutState::Pending;
+            next.claim_token = None;
+        }
+        return accept(p, next);
+    }
+    next.state = PayoutState::Paid;
+    next.paid_token = Some(token);
+    let submission = Submission {
+        token,
+        outcome: SubmissionOutcome::Paid,
+    };
+    // A paying submission is always listed.
+    next.submissions.push(submission);
+    Decision {
+        next: Some(next),
+        result: Ok(PayoutState::Paid),
+        appended: Some(submission),
+    }
+}
+
 /// A new PENDING payout that has seen no token.
 pub fn new_payout(payout_id: String, amount_minor: i64, currency: String) -> PayoutView {
     PayoutView {
@@ -472,6 +522,33 @@ mod tests {
             })
         ));
         assert_eq!(step(&p, &higher).highest_token, 3);
+    }
+
+    #[test]
+    fn without_fences_a_stale_holder_pays_again() {
+        let p = step(&pending(), &claim(&pending(), 5));
+        let p = step(&p, &claim(&p, 6));
+        let p = step(&p, &submit(&p, 6));
+        assert_eq!(
+            submit(&p, 5).result,
+            Err(Refusal::FencedOut {
+                fence: Fence::Rail,
+                highest_token: 6
+            })
+        );
+        let d = unfenced(&p, 5, Request::Submit);
+        assert_eq!(d.result, Ok(PayoutState::Paid));
+        let p = step(&p, &d);
+        let paid = p
+            .submissions
+            .iter()
+            .filter(|s| s.outcome == SubmissionOutcome::Paid)
+            .count();
+        assert_eq!((paid, p.highest_token, p.paid_token), (2, 6, Some(5)));
+        assert!(
+            unfenced(&p, 1, Request::Claim).result.is_err(),
+            "ALREADY_PAID stays"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use fencepost_api::clock::MonotonicClock;
 
-pub use config::{Cli, Config};
+pub use config::{Cli, Config, Sabotage};
 pub use error::RailError;
 pub use http::app;
 pub use state::AppState;
@@ -54,6 +54,17 @@ pub async fn run(
         tracing::warn!(
             ledger = %c.ledger,
             "rail_ledger_not_durable: --ledger memory forgets every payout, PAID state and fence on restart"
+        );
+    }
+    if let Some(sabotage) = c.sabotage {
+        // Loud on purpose: a sabotaged rail must never pass for a real one.
+        eprintln!(
+            "rail-stub: --sabotage {} — FENCES ARE OFF; stale holders will be paid; TEST USE ONLY",
+            sabotage.as_str()
+        );
+        tracing::error!(
+            sabotage = sabotage.as_str(),
+            "rail_sabotage_enabled: both fences are off, stale and repeated submissions pay (test use only)"
         );
     }
     tracing::info!(

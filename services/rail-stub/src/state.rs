@@ -23,7 +23,7 @@ use fencepost_api::rail::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::Config;
+use crate::config::{Config, Sabotage};
 use crate::error::RailError;
 use crate::ledger::{self, Decision, Ledger, Refusal};
 use crate::store::{Change, LedgerStore, StoreError};
@@ -343,10 +343,14 @@ impl AppState {
             .ledger
             .get(payout_id)
             .ok_or_else(|| RailError::PayoutUnknown(payout_id.to_string()))?;
-        let decision: Decision = match action {
-            Action::Claim => ledger::claim(before, token),
-            Action::Submit => ledger::submit(before, token),
-            Action::Release => ledger::release(before, token),
+        let unfenced = self.config.sabotage == Some(Sabotage::NoFences);
+        let decision: Decision = match (action, unfenced) {
+            (Action::Claim, false) => ledger::claim(before, token),
+            (Action::Submit, false) => ledger::submit(before, token),
+            (Action::Release, false) => ledger::release(before, token),
+            (Action::Claim, true) => ledger::unfenced(before, token, ledger::Request::Claim),
+            (Action::Submit, true) => ledger::unfenced(before, token, ledger::Request::Submit),
+            (Action::Release, true) => ledger::unfenced(before, token, ledger::Request::Release),
         };
         let delta = decision.counter_delta();
         // Persist first: if the store refuses, memory and counters stay as they

@@ -12,6 +12,7 @@ fn sqlite_config(dir: &std::path::Path) -> Config {
         latency: "fixed:0ms".parse().unwrap(),
         seed: 1,
         ledger: LedgerSpec::Sqlite(dir.join("rail.db")),
+        sabotage: None,
     }
 }
 

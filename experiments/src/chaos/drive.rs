@@ -1,0 +1,338 @@
+//! One chaos run's load and faults, as the cell driver's [`Schedule`]: the
+//! worker processes (each on the whole backlog, block-shuffled, so they
+//! contend and take over each other's payouts) are spawned through
+//! [`ChaosSpawner`] with their history files and self-freezes, and the
+//! driver's faults are applied at their times over the live cell — signals
+//! to worker processes and the lock-server, a lock-server restart on its
+//! durable store, the proxy's delay and loss. Every fault the driver applies
+//! is recorded with its start and end on the history's clock
+//! ([`bench::history::mono_ns`]). When the schedule is done every process
+//! runs again and the proxy is back to no delay, no loss.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bench::cell::{CellRun, Ended, RemoteWorker, Schedule, SpawnRemote};
+use bench::history::mono_ns;
+use bench::worker::WorkerEnv;
+use fencepost_api::latency::LatencySpec;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::schedule::{FaultKind, RunSchedule};
+use crate::proc::{WorkerChild, WorkerMode, worker_args};
+
+/// The block size of the workers' shuffled order.
+const SHUFFLE_BLOCK: u64 = 8;
+
+/// A fault as it was applied (or, for freezes, as the worker recorded it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    /// What.
+    pub kind: FaultKind,
+    /// Started, [`mono_ns`].
+    pub from_ns: u64,
+    /// Ended, [`mono_ns`] (an instant fault: its start).
+    pub to_ns: u64,
+    /// The worker process it hit, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// Starts the chaos worker processes: `experiments worker` in continuous
+/// mode with `--history`, `--shuffle-block` and its `--freeze` points;
+/// remembers every pid by worker index.
+pub struct ChaosSpawner {
+    /// The run's directory (logs, history files).
+    pub dir: PathBuf,
+    /// The run's schedule (the freezes per worker).
+    pub schedule: RunSchedule,
+    /// Worker index → pid.
+    pub pids: Arc<Mutex<HashMap<u64, u32>>>,
+    /// The clock the workers' lines are stamped from.
+    pub t0: Instant,
+}
+
+impl ChaosSpawner {
+    /// The history files of every worker spawned so far.
+    pub fn history_files(&self) -> Vec<PathBuf> {
+        let pids = self.pids.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idx: Vec<u64> = pids.keys().copied().collect();
+        idx.sort_unstable();
+        idx.into_iter().map(|i| self.history_file(i)).collect()
+    }
+
+    fn history_file(&self, idx: u64) -> PathBuf {
+        self.dir.join(format!("history-w{idx}.jsonl"))
+    }
+}
+
+impl SpawnRemote for ChaosSpawner {
+    fn spawn(
+        &self,
+        idx: u64,
+        env: &WorkerEnv,
+        first: u64,
+        count: u64,
+    ) -> anyhow::Result<Box<dyn RemoteWorker>> {
+        let mut args = worker_args(idx, env, WorkerMode::Continuous { first, count });
+        args.extend([
+            "--history".into(),
+            self.history_file(idx).display().to_string(),
+            "--proc-name".into(),
+            format!("w{idx}"),
+            "--shuffle-block".into(),
+            SHUFFLE_BLOCK.to_string(),
+        ]);
+        let freezes = self.schedule.freezes_of(idx);
+        if !freezes.0.is_empty() {
+            args.extend(["--freeze".into(), freezes.to_string()]);
+        }
+        let log = self.dir.join(format!("worker-{idx}.log"));
+        let child = WorkerChild::spawn(&args, &log, self.t0)?;
+        self.pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(idx, child.pid() as u32);
+        Ok(Box::new(child))
+    }
+}
+
+/// One step of the driver's timeline.
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    /// Fault `i` of the schedule starts.
+    Start(usize),
+    /// Fault `i` ends.
+    End(usize),
+}
+
+/// The chaos run's [`Schedule`].
+pub struct ChaosDrive {
+    /// The faults.
+    schedule: RunSchedule,
+    /// Worker processes at the start.
+    workers: u64,
+    /// The window's length.
+    duration: Duration,
+    /// Shared with the spawner: worker index → pid.
+    pids: Arc<Mutex<HashMap<u64, u32>>>,
+    /// The schedule's worker slot → the worker index now filling it (a killed one is replaced).
+    slots: HashMap<u64, u64>,
+    /// The next index for a replacement worker.
+    next_idx: u64,
+    /// What the driver applied.
+    pub applied: Vec<Applied>,
+    /// Start times of faults in progress, by schedule index.
+    started: HashMap<usize, (u64, Option<String>)>,
+}
+
+impl ChaosDrive {
+    /// The drive of `schedule` with `workers` processes for `duration`.
+    pub fn new(
+        schedule: RunSchedule,
+        workers: u64,
+        duration: Duration,
+        pids: Arc<Mutex<HashMap<u64, u32>>>,
+    ) -> Self {
+        ChaosDrive {
+            schedule,
+            workers,
+            duration,
+            pids,
+            slots: (0..workers).map(|i| (i, i)).collect(),
+            next_idx: workers,
+            applied: Vec::new(),
+            started: HashMap::new(),
+        }
+    }
+
+    fn pid_of(&self, slot: u64) -> Option<(u64, i32)> {
+        let idx = *self.slots.get(&slot)?;
+        let pid = *self
+            .pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&idx)?;
+        Some((idx, pid as i32))
+    }
+
+    fn signal_worker(&self, slot: u64, signal: Signal) -> Option<String> {
+        let (idx, pid) = self.pid_of(slot)?;
+        let _ = kill(Pid::from_raw(pid), signal);
+        Some(format!("w{idx}"))
+    }
+
+    async fn start(
+        &mut self,
+        i: usize,
+        run: &mut CellRun<'_>,
+        backlog: bench::cell::Backlog,
+    ) -> anyhow::Result<()> {
+        let f = self.schedule.faults[i].clone();
+        let now = mono_ns();
+        let mut target = None;
+        match f.kind {
+            // The worker freezes itself; its history records when.
+            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs => return Ok(()),
+            FaultKind::WorkerSigstop => {
+                target = f
+                    .worker
+                    .and_then(|w| self.signal_worker(w, Signal::SIGSTOP));
+            }
+            FaultKind::WorkerKill9 => {
+                if let Some(slot) = f.worker {
+                    target = self.signal_worker(slot, Signal::SIGKILL);
+                    // A new worker takes the slot, on the whole backlog again.
+                    let idx = self.next_idx;
+                    self.next_idx += 1;
+                    run.spawn_workers(backlog, idx..idx + 1)?;
+                    self.slots.insert(slot, idx);
+                }
+            }
+            FaultKind::LockServerSigstop => {
+                if let Some(lock) = run.stack.lock_child() {
+                    let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).pause();
+                }
+            }
+            FaultKind::LockServerRestart => run.stack.restart_lock().await?,
+            FaultKind::DelaySpike => {
+                if let Some(c) = run.stack.proxy_control() {
+                    let d = Duration::from_millis(f.delay_ms.unwrap_or(0));
+                    c.set_spike(Some(LatencySpec::Fixed(d)));
+                }
+            }
+            FaultKind::LossSpike => {
+                if let Some(c) = run.stack.proxy_control() {
+                    c.set_loss(f.loss.unwrap_or(0.0));
+                }
+            }
+        }
+        if f.for_ms == 0 {
+            self.applied.push(Applied {
+                kind: f.kind,
+                from_ns: now,
+                to_ns: mono_ns(),
+                target,
+            });
+        } else {
+            self.started.insert(i, (now, target));
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, i: usize, run: &mut CellRun<'_>) {
+        let Some((from_ns, target)) = self.started.remove(&i) else {
+            return;
+        };
+        let f = &self.schedule.faults[i];
+        // Another fault of the same kind (on the same worker) still runs: it
+        // keeps its hold, and its own end lifts it.
+        let still = self.started.keys().any(|&j| {
+            let g = &self.schedule.faults[j];
+            g.kind == f.kind && g.worker == f.worker
+        });
+        match f.kind {
+            _ if still => {}
+            FaultKind::WorkerSigstop => {
+                if let Some(w) = f.worker {
+                    self.signal_worker(w, Signal::SIGCONT);
+                }
+            }
+            FaultKind::LockServerSigstop => {
+                if let Some(lock) = run.stack.lock_child() {
+                    let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).resume();
+                }
+            }
+            FaultKind::DelaySpike => {
+                if let Some(c) = run.stack.proxy_control() {
+                    c.set_spike(None);
+                }
+            }
+            FaultKind::LossSpike => {
+                if let Some(c) = run.stack.proxy_control() {
+                    c.set_loss(0.0);
+                }
+            }
+            _ => {}
+        }
+        self.applied.push(Applied {
+            kind: f.kind,
+            from_ns,
+            to_ns: mono_ns(),
+            target,
+        });
+    }
+
+    /// Every process running again, the proxy clean (also after an error).
+    fn heal(&mut self, run: &mut CellRun<'_>) {
+        let pending: Vec<usize> = self.started.keys().copied().collect();
+        for i in pending {
+            self.end(i, run);
+        }
+        for pid in self.pids.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGCONT);
+        }
+        if let Some(lock) = run.stack.lock_child() {
+            let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).resume();
+        }
+        if let Some(c) = run.stack.proxy_control() {
+            c.set_spike(None);
+            c.set_loss(0.0);
+        }
+    }
+
+    async fn apply_all(
+        &mut self,
+        run: &mut CellRun<'_>,
+        backlog: bench::cell::Backlog,
+    ) -> anyhow::Result<Ended> {
+        let opened = Instant::now();
+        let mut timeline: Vec<(u64, Action)> = Vec::new();
+        for (i, f) in self.schedule.faults.iter().enumerate() {
+            if f.kind.is_freeze() {
+                continue;
+            }
+            timeline.push((f.at_ms, Action::Start(i)));
+            if f.for_ms > 0 {
+                timeline.push((f.at_ms + f.for_ms, Action::End(i)));
+            }
+        }
+        // Ends before starts at the same instant; then in schedule order.
+        timeline.sort_by_key(|(t, a)| (*t, matches!(a, Action::Start(_))));
+        for (t_ms, action) in timeline {
+            let due = opened + Duration::from_millis(t_ms);
+            if run
+                .run_for(due.saturating_duration_since(Instant::now()))
+                .await
+                == Ended::Interrupted
+            {
+                return Ok(Ended::Interrupted);
+            }
+            match action {
+                Action::Start(i) => self.start(i, run, backlog).await?,
+                Action::End(i) => self.end(i, run),
+            }
+        }
+        let rest = (opened + self.duration).saturating_duration_since(Instant::now());
+        Ok(run.run_for(rest).await)
+    }
+}
+
+impl Schedule for ChaosDrive {
+    async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
+        let backlog = run.seed_backlog(run.plan.payouts).await?;
+        // Each worker gets the whole backlog (a slice of one): they contend.
+        for idx in 0..self.workers {
+            run.spawn_workers(backlog, idx..idx + 1)?;
+        }
+        run.open_window().await?;
+        let ended = self.apply_all(run, backlog).await;
+        self.heal(run);
+        ended
+    }
+}

@@ -1,0 +1,344 @@
+//! The fault schedules of `experiments chaos`: pure values drawn from a
+//! run's seed ([`draw`]), recorded in `chaos.json` so any run replays alone.
+//! A schedule is a list of [`PlannedFault`]s on the run's clock (ms from the
+//! window's opening); faults whose intervals intersect are the overlaps.
+//! Worker freezes are the exception: a worker process freezes *itself* at
+//! the N-th time it reaches a step ([`FreezePoint`]), so it is frozen at
+//! exactly the point of its payout the fault names, whenever that comes.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rand::{Rng as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// One kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// A worker process SIGSTOPs itself after its client check passed,
+    /// before the submit (inside the critical section), for longer than its lease.
+    WorkerFreezeInCs,
+    /// A worker process SIGSTOPs itself between payouts, holding no lock.
+    WorkerFreezeOutsideCs,
+    /// The driver SIGSTOPs a worker process at an arbitrary instant.
+    WorkerSigstop,
+    /// kill -9 of a worker process; a new one takes its place.
+    WorkerKill9,
+    /// SIGSTOP of the lock-server.
+    LockServerSigstop,
+    /// kill -9 of the lock-server and a restart on the same durable store.
+    LockServerRestart,
+    /// The proxy's delay jumps for every lock exchange.
+    DelaySpike,
+    /// The proxy loses a fraction of the lock requests.
+    LossSpike,
+}
+
+impl FaultKind {
+    /// Every kind the process runtime can inject.
+    pub const PROCESS: [FaultKind; 8] = [
+        FaultKind::WorkerFreezeInCs,
+        FaultKind::WorkerFreezeOutsideCs,
+        FaultKind::WorkerSigstop,
+        FaultKind::WorkerKill9,
+        FaultKind::LockServerSigstop,
+        FaultKind::LockServerRestart,
+        FaultKind::DelaySpike,
+        FaultKind::LossSpike,
+    ];
+
+    /// The name in `chaos.json` and the tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::WorkerFreezeInCs => "worker_freeze_in_cs",
+            FaultKind::WorkerFreezeOutsideCs => "worker_freeze_outside_cs",
+            FaultKind::WorkerSigstop => "worker_sigstop",
+            FaultKind::WorkerKill9 => "worker_kill9",
+            FaultKind::LockServerSigstop => "lock_server_sigstop",
+            FaultKind::LockServerRestart => "lock_server_kill9_restart",
+            FaultKind::DelaySpike => "delay_spike",
+            FaultKind::LossSpike => "loss_spike",
+        }
+    }
+
+    /// A self-freeze of a worker process (timed by its own steps).
+    pub fn is_freeze(self) -> bool {
+        matches!(
+            self,
+            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs
+        )
+    }
+}
+
+/// One fault of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannedFault {
+    /// What.
+    pub kind: FaultKind,
+    /// When it starts, ms from the window's opening (freezes: not before).
+    pub at_ms: u64,
+    /// How long it lasts, ms (0: an instant, kill -9).
+    pub for_ms: u64,
+    /// The worker it targets (worker faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u64>,
+    /// Freezes: at the N-th time the worker reaches the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nth: Option<u64>,
+    /// Delay spikes: the added round trip, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// Loss spikes: the fraction of requests lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+}
+
+impl PlannedFault {
+    /// Whether it overlaps `o` in time (freezes count from their `at_ms`).
+    pub fn overlaps(&self, o: &PlannedFault) -> bool {
+        let end = |f: &PlannedFault| f.at_ms + f.for_ms.max(1);
+        self.at_ms < end(o) && o.at_ms < end(self)
+    }
+}
+
+/// One run's schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSchedule {
+    /// The run's index (`--only-run`).
+    pub run: u32,
+    /// Its seed: `--seed` + index.
+    pub seed: u64,
+    /// Its faults, by start.
+    pub faults: Vec<PlannedFault>,
+}
+
+impl RunSchedule {
+    /// Pairs of faults that overlap in time.
+    pub fn overlaps(&self) -> u64 {
+        let f = &self.faults;
+        let mut n = 0;
+        for (i, a) in f.iter().enumerate() {
+            n += f[i + 1..].iter().filter(|b| a.overlaps(b)).count() as u64;
+        }
+        n
+    }
+
+    /// The self-freezes of worker `idx`, as its `--freeze` argument.
+    pub fn freezes_of(&self, idx: u64) -> Freezes {
+        Freezes(
+            self.faults
+                .iter()
+                .filter(|f| f.kind.is_freeze() && f.worker == Some(idx))
+                .map(|f| FreezePoint {
+                    step: match f.kind {
+                        FaultKind::WorkerFreezeInCs => FreezeStep::Checked,
+                        _ => FreezeStep::Idle,
+                    },
+                    nth: f.nth.unwrap_or(1),
+                    for_ms: f.for_ms,
+                })
+                .collect(),
+        )
+    }
+}
+
+/// What a run's schedule is drawn within.
+#[derive(Clone, Debug)]
+pub struct ScheduleParams {
+    /// The lease, ms: fault lengths are multiples of it.
+    pub lease_ms: u64,
+    /// The run's window, ms: every fault ends by 80 % of it.
+    pub duration_ms: u64,
+    /// Worker processes at the start.
+    pub workers: u64,
+    /// The kinds to draw from.
+    pub kinds: Vec<FaultKind>,
+    /// Faults drawn besides the one freeze in the critical section every run has.
+    pub extra: std::ops::RangeInclusive<u64>,
+}
+
+/// Draws run `run`'s schedule from `seed`: one worker frozen inside its
+/// critical section (the fault the fences exist for), plus `extra` faults
+/// of kinds drawn uniformly, at uniform times in the first 60 % of the
+/// window, lasting 0.5–3 leases; every fault ends within 80 % of it.
+pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let lease = p.lease_ms.max(1);
+    let horizon = p.duration_ms * 8 / 10;
+    let mut faults = Vec::new();
+    let extra = rng.random_range(p.extra.clone());
+    let mut kinds = vec![FaultKind::WorkerFreezeInCs];
+    for _ in 0..extra {
+        if p.kinds.is_empty() {
+            break;
+        }
+        kinds.push(p.kinds[rng.random_range(0..p.kinds.len())]);
+    }
+    for kind in kinds {
+        let at_ms = rng.random_range(p.duration_ms / 10..=p.duration_ms * 6 / 10);
+        let span = |rng: &mut ChaCha8Rng, lo: f64, hi: f64| {
+            (lease as f64 * rng.random_range(lo..=hi)).round() as u64
+        };
+        let mut f = PlannedFault {
+            kind,
+            at_ms,
+            for_ms: 0,
+            worker: None,
+            nth: None,
+            delay_ms: None,
+            loss: None,
+        };
+        match kind {
+            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs => {
+                // Long enough for the lease to lapse and another worker to take over.
+                f.for_ms = span(&mut rng, 2.0, 3.0);
+                f.worker = Some(rng.random_range(0..p.workers.max(1)));
+                f.nth = Some(rng.random_range(1..=4));
+                f.at_ms = 0;
+            }
+            FaultKind::WorkerSigstop => {
+                f.for_ms = span(&mut rng, 0.5, 3.0);
+                f.worker = Some(rng.random_range(0..p.workers.max(1)));
+            }
+            FaultKind::WorkerKill9 => f.worker = Some(rng.random_range(0..p.workers.max(1))),
+            FaultKind::LockServerSigstop => f.for_ms = span(&mut rng, 0.3, 2.0),
+            FaultKind::LockServerRestart => {}
+            FaultKind::DelaySpike => {
+                f.for_ms = span(&mut rng, 0.5, 2.0);
+                f.delay_ms = Some(span(&mut rng, 0.05, 0.6));
+            }
+            FaultKind::LossSpike => {
+                f.for_ms = span(&mut rng, 0.5, 2.0);
+                f.loss = Some((rng.random_range(0.1..=0.6f64) * 100.0).round() / 100.0);
+            }
+        }
+        f.for_ms = f.for_ms.min(horizon.saturating_sub(f.at_ms));
+        faults.push(f);
+    }
+    faults.sort_by_key(|f| (f.at_ms, f.kind));
+    RunSchedule { run, seed, faults }
+}
+
+/// Where a worker process freezes itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreezeStep {
+    /// After its client check passed, before the submit (`bench::worker::Step::Checked`).
+    Checked,
+    /// Between payouts (`bench::worker::Step::Idle`).
+    Idle,
+}
+
+/// One self-freeze: at the `nth` time the worker reaches `step`, for `for_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreezePoint {
+    /// The step.
+    pub step: FreezeStep,
+    /// Which time it reaches it (1-based).
+    pub nth: u64,
+    /// How long it stays stopped, ms.
+    pub for_ms: u64,
+}
+
+/// A worker's `--freeze` list: `checked@2:800,idle@5:300` (ms).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Freezes(pub Vec<FreezePoint>);
+
+impl fmt::Display for Freezes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|p| {
+                let step = match p.step {
+                    FreezeStep::Checked => "checked",
+                    FreezeStep::Idle => "idle",
+                };
+                format!("{step}@{}:{}", p.nth, p.for_ms)
+            })
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl FromStr for Freezes {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let bad =
+                || format!("{part:?} is not STEP@N:MS (STEP checked or idle), e.g. checked@2:800");
+            let (step, rest) = part.trim().split_once('@').ok_or_else(bad)?;
+            let (nth, ms) = rest.split_once(':').ok_or_else(bad)?;
+            let step = match step {
+                "checked" => FreezeStep::Checked,
+                "idle" => FreezeStep::Idle,
+                _ => return Err(bad()),
+            };
+            let nth: u64 = nth.parse().map_err(|_| bad())?;
+            if nth == 0 {
+                return Err(bad());
+            }
+            out.push(FreezePoint {
+                step,
+                nth,
+                for_ms: ms.parse().map_err(|_| bad())?,
+            });
+        }
+        Ok(Freezes(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> ScheduleParams {
+        ScheduleParams {
+            lease_ms: 500,
+            duration_ms: 4000,
+            workers: 3,
+            kinds: FaultKind::PROCESS.to_vec(),
+            extra: 1..=3,
+        }
+    }
+
+    #[test]
+    fn a_schedule_replays_from_its_seed_and_ends_inside_the_window() {
+        let a = draw(3, 42, &params());
+        assert_eq!(a, draw(3, 42, &params()));
+        assert_ne!(a, draw(3, 43, &params()));
+        assert!(
+            a.faults
+                .iter()
+                .any(|f| f.kind == FaultKind::WorkerFreezeInCs)
+        );
+        for f in &a.faults {
+            assert!(f.at_ms + f.for_ms <= 3200, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn many_runs_draw_every_kind() {
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..200 {
+            seen.extend(
+                draw(i, 1 + u64::from(i), &params())
+                    .faults
+                    .iter()
+                    .map(|f| f.kind),
+            );
+        }
+        assert_eq!(seen.len(), FaultKind::PROCESS.len());
+    }
+
+    #[test]
+    fn freezes_round_trip_through_the_worker_argument() {
+        let f: Freezes = "checked@2:800,idle@5:300".parse().unwrap();
+        assert_eq!(f.to_string(), "checked@2:800,idle@5:300");
+        assert!("checked@0:1".parse::<Freezes>().is_err());
+        assert!("held@1:1".parse::<Freezes>().is_err());
+    }
+}
