@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use fencepost_harness::ChildService;
 use serde_json::{Value, json};
 
-use crate::support::{StoreKind, temp_dir};
+use crate::support::{StoreKind, open_session_over_http as open_session, post, temp_dir};
 
 /// How long any wait for a condition may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -39,28 +39,6 @@ async fn start(store_url: &str, extra: &[&str]) -> ChildService {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn post(
-    c: &reqwest::Client,
-    url: String,
-    body: Value,
-) -> Result<(u16, Value), reqwest::Error> {
-    let r = c.post(url).json(&body).send().await?;
-    let st = r.status().as_u16();
-    Ok((st, r.json().await.unwrap_or(Value::Null)))
-}
-
-async fn open_session(c: &reqwest::Client, base: &str, ttl_ms: u64) -> String {
-    let (st, body) = post(
-        c,
-        format!("{base}/v1/sessions"),
-        json!({"owner_id": "test", "ttl_ms": ttl_ms}),
-    )
-    .await
-    .expect("L1");
-    assert_eq!(st, 201, "{body}");
-    body["session_id"].as_str().unwrap().to_string()
 }
 
 /// `GET url` as JSON.

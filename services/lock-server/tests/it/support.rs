@@ -385,3 +385,28 @@ impl LockStore for FaultyStore {
         self.inner.ping().await
     }
 }
+
+/// POSTs `body` as JSON to a real lock-server: status and JSON body (`Null`
+/// when the body is not JSON).
+pub async fn post(
+    c: &reqwest::Client,
+    url: String,
+    body: serde_json::Value,
+) -> Result<(u16, serde_json::Value), reqwest::Error> {
+    let r = c.post(url).json(&body).send().await?;
+    let st = r.status().as_u16();
+    Ok((st, r.json().await.unwrap_or(serde_json::Value::Null)))
+}
+
+/// L1 against a real lock-server at `base`; panics unless `201`.
+pub async fn open_session_over_http(c: &reqwest::Client, base: &str, ttl_ms: u64) -> String {
+    let (st, body) = post(
+        c,
+        format!("{base}/v1/sessions"),
+        serde_json::json!({"owner_id": "test", "ttl_ms": ttl_ms}),
+    )
+    .await
+    .expect("L1");
+    assert_eq!(st, 201, "{body}");
+    body["session_id"].as_str().unwrap().to_string()
+}
