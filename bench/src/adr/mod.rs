@@ -75,7 +75,9 @@ pub struct AdrArgs {
     pub resume: bool,
 
     /// Delete the working files afterwards (per-cell service logs and stores
-    /// under cells/, SQLite files, bench peer's server data): what is left is
+    /// under cells/, SQLite files, bench peer's server data, chaos's per-run
+    /// histories and logs — chaos.json keeps each run's seed and schedule,
+    /// `experiments chaos --only-run I` replays one): what is left is
     /// the committable pack (data/reference/ is made with it).
     #[arg(long)]
     pub prune: bool,
@@ -98,7 +100,13 @@ pub fn prune(dir: &Path) -> std::io::Result<u64> {
         if path.is_dir() {
             let name = entry.file_name();
             let parent_is_peer = dir.file_name().is_some_and(|n| n == "peer");
-            if name == "cells" || (name == "servers" && parent_is_peer) {
+            let parent_is_chaos = dir.file_name().is_some_and(|n| n == "chaos");
+            // chaos/runs/: each run's history and service logs; chaos.json
+            // keeps every run's seed and schedule (`--only-run I` replays it).
+            if name == "cells"
+                || (name == "servers" && parent_is_peer)
+                || (name == "runs" && parent_is_chaos)
+            {
                 freed += size(&path);
                 std::fs::remove_dir_all(&path)?;
             } else {

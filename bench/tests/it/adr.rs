@@ -287,8 +287,17 @@ fn prune_keeps_the_results_and_drops_the_working_files() {
     std::fs::write(p.join("pause-uc03/lock.sqlite-wal"), vec![0u8; 4096]).unwrap();
     std::fs::create_dir_all(p.join("peer/servers/etcd")).unwrap();
     std::fs::write(p.join("peer/servers/etcd/wal"), vec![0u8; 100]).unwrap();
+    std::fs::create_dir_all(p.join("chaos/runs/run-0000")).unwrap();
+    std::fs::write(
+        p.join("chaos/runs/run-0000/history.jsonl.gz"),
+        vec![0u8; 10],
+    )
+    .unwrap();
+    std::fs::write(p.join("chaos/chaos.json"), "{}").unwrap();
     let freed = bench::adr::prune(p).unwrap();
-    assert_eq!(freed, 1 + 4096 + 100);
+    assert_eq!(freed, 1 + 4096 + 100 + 10);
+    assert!(!p.join("chaos/runs").exists());
+    assert!(p.join("chaos/chaos.json").is_file());
     assert!(!p.join("sweep/cells").exists());
     assert!(!p.join("peer/servers").exists());
     assert!(!p.join("pause-uc03/lock.sqlite-wal").exists());
