@@ -267,6 +267,58 @@ pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
         .collect()
 }
 
+/// CPU per operation, etcd ÷ fencepost, per (store, op, conc): of the
+/// service (the lock-server plus the PostgreSQL backends serving it, vs the
+/// etcd process) and of the client (this driver's CPU while it drove each
+/// system), each taken within a repeat. On a box where the driver shares the
+/// cores, ops/s is bound by their sum; these say which side sets the ratio.
+pub fn cpu_ratios(rows: &[PeerRow]) -> Vec<(Ratio, Option<Spread>)> {
+    let per_op = |r: &PeerRow, f: fn(&PeerRow) -> Option<f64>| {
+        (r.ops > 0)
+            .then_some(())
+            .and(f(r))
+            .map(|s| s / r.ops as f64)
+    };
+    let service = |r: &PeerRow| r.cpu_server_s.map(|s| s + r.cpu_store_s.unwrap_or(0.0));
+    let etcd: BTreeMap<(PeerOp, usize, u32), &PeerRow> = rows
+        .iter()
+        .filter(|r| r.system == "etcd")
+        .map(|r| ((r.op, r.conc, r.repeat), r))
+        .collect();
+    let mut per: BTreeMap<(String, PeerOp, usize), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.system == "fencepost") {
+        let Some(e) = etcd.get(&(r.op, r.conc, r.repeat)) else {
+            continue;
+        };
+        let slot = per.entry((r.store.clone(), r.op, r.conc)).or_default();
+        if let (Some(a), Some(b)) = (per_op(e, service), per_op(r, service))
+            && b > 0.0
+        {
+            slot.0.push(a / b);
+        }
+        if let (Some(a), Some(b)) = (per_op(e, |r| r.cpu_bench_s), per_op(r, |r| r.cpu_bench_s))
+            && b > 0.0
+        {
+            slot.1.push(a / b);
+        }
+    }
+    per.into_iter()
+        .filter_map(|((store, op, conc), (svc, drv))| {
+            Spread::of(&svc).map(|spread| {
+                (
+                    Ratio {
+                        store,
+                        op,
+                        conc,
+                        spread,
+                    },
+                    Spread::of(&drv),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Rows grouped by (op, system/store, conc), in a stable order.
 fn groups(rows: &[PeerRow]) -> BTreeMap<(PeerOp, String, usize), Vec<&PeerRow>> {
     let mut g: BTreeMap<(PeerOp, String, usize), Vec<&PeerRow>> = BTreeMap::new();
@@ -388,6 +440,35 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             fmt_opt(cpu_us_per_op(&g, |r| r.cpu_store_s), 1),
             fmt_opt(cpu_us_per_op(&g, |r| r.cpu_bench_s), 1),
             g.iter().map(|r| r.errors).sum::<u64>(),
+        );
+    }
+    let _ = writeln!(
+        t,
+        "\n## Where the ratio comes from: CPU per operation, etcd ÷ fencepost\n\n\
+         Above 1× fencepost spends less. Service: the lock-server plus the PostgreSQL \
+         backends serving it, vs the etcd process. Client: this driver (reqwest for \
+         fencepost, `etcd-client`/tonic for etcd). When the cores are saturated ops/s follow \
+         the sum of both, so a client library that costs more than the service caps the \
+         ops/s ratio below the service's CPU ratio. Median (min–max) over repeats.\n"
+    );
+    let _ = writeln!(
+        t,
+        "| store | op | conc | service | client |\n|---|---|---:|---:|---:|"
+    );
+    for (r, drv) in cpu_ratios(rows) {
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {:.2}× ({:.2}–{:.2}) | {} |",
+            r.store,
+            r.op.as_str(),
+            r.conc,
+            r.spread.median,
+            r.spread.min,
+            r.spread.max,
+            drv.map_or_else(
+                || "-".into(),
+                |d| format!("{:.2}× ({:.2}–{:.2})", d.median, d.min, d.max)
+            ),
         );
     }
     let _ = writeln!(
@@ -597,6 +678,25 @@ mod tests {
             &sample,
             (Some(1.0), None, Some(0.5)),
         )
+    }
+
+    #[test]
+    fn cpu_ratios_compare_service_and_client_cpu_per_operation() {
+        let mut f = row("fencepost", "postgres", PeerOp::Grant, 16, 1, 10_000.0);
+        let mut e = row("etcd", "bbolt", PeerOp::Grant, 16, 1, 5_000.0);
+        (f.ops, e.ops) = (40_000, 20_000);
+        // fencepost: 1 s lock-server + 1 s PostgreSQL for 40k ops = 50 µs/op;
+        // etcd: 5 s for 20k = 250 µs/op → 5×. Client: 4 s/40k vs 1 s/20k → 0.5×.
+        (f.cpu_server_s, f.cpu_store_s, f.cpu_bench_s) = (Some(1.0), Some(1.0), Some(4.0));
+        (e.cpu_server_s, e.cpu_store_s, e.cpu_bench_s) = (Some(5.0), None, Some(1.0));
+        let r = cpu_ratios(&[f, e]);
+        assert_eq!(r.len(), 1);
+        assert!(
+            (r[0].0.spread.median - 5.0).abs() < 1e-9,
+            "{:?}",
+            r[0].0.spread
+        );
+        assert!((r[0].1.unwrap().median - 0.5).abs() < 1e-9);
     }
 
     #[test]

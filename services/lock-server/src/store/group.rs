@@ -42,11 +42,17 @@ use super::{
 /// larger, e.g. a sweep; it is then committed alone).
 pub const MAX_BATCH_WRITES: usize = 512;
 
-/// Transactions a PostgreSQL store runs at once (its pool has 8 connections;
-/// the rest serve reads). Round trips to the server, not only its WAL flush,
-/// bound one transaction, so a few in flight overlap them; PostgreSQL flushes
-/// the WAL of concurrent commits together.
-pub const POSTGRES_IN_FLIGHT: usize = 4;
+/// Transactions a PostgreSQL store runs at once: one. Every write
+/// transaction of a leader key-share-locks the one leader row (the fence);
+/// two or more such transactions at once make PostgreSQL build a MultiXact
+/// for the row's lockers, again for each newcomer, which cost more than the
+/// batches saved. Measured with `bench peer --ops grant --concurrency 16
+/// --stores postgres` (3 s windows, interleaved, one machine): 1 in flight
+/// 10,376 and 10,847 grants/s; 2 in flight 7,126 and 6,891; 4 in flight
+/// 4,409 and 5,150 (etcd 4,590–4,716/s beside them). One transaction at a
+/// time is pipelined into one round trip (see [`super::postgres`]); the
+/// batch grows with the load instead.
+pub const POSTGRES_IN_FLIGHT: usize = 1;
 
 /// A [`LockStore`] that merges concurrent commits into one transaction of
 /// the store behind it, with at most `in_flight` transactions at once. Reads

@@ -24,6 +24,7 @@
 
 pub mod group;
 pub mod memory;
+mod pg_batch;
 pub mod postgres;
 pub mod sqlite;
 

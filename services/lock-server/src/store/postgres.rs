@@ -1,21 +1,24 @@
 //! `postgres://…` — the store for deployments and for replicas sharing one
 //! database. A small connection pool; the schema is applied at start. Every
-//! write goes through [`LockStore::commit`]: one transaction, one statement
-//! per [`Write`] (pipelined), committed before the server replies, so tokens
-//! survive any crash of the lock-server. The group committer in front of this
-//! store ([`super::group`]) puts concurrent requests' writes in one commit.
+//! write goes through [`LockStore::commit`]: one transaction of a few
+//! array-parameter statements (one per kind of write, [`super::pg_batch`]),
+//! pipelined, committed before the server replies, so tokens survive any
+//! crash of the lock-server. The group committer in front of this store
+//! ([`super::group`]) puts concurrent requests' writes in one commit.
 //!
 //! **Leadership (C1 §6).** The `fp_leader` row holds the leader's `epoch`,
 //! node id, advertised URL and lease end, written on PostgreSQL's clock
 //! ([`LockStore::claim_leadership`]). Every write transaction starts with
 //! the fence ([`PostgresStore::fence_sql`], run by [`LockStore::commit`] —
-//! the one place the epoch is checked, once per batch): it key-share-locks
-//! the leader row for this epoch while its lease is live. A takeover first
+//! the one place the epoch is checked, once per batch, pipelined with the
+//! batch's writes): it key-share-locks the leader row for this epoch while
+//! its lease is live, and fails the transaction otherwise. A takeover first
 //! locks the row `FOR UPDATE`, the one lock that conflicts with it, so it
 //! waits for every write in flight and every write after it fails; the
 //! leader's renewal (a plain `UPDATE` of non-key columns) does not conflict,
 //! so a slow write never holds the leader's own renewal back.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
@@ -24,13 +27,48 @@ use std::task::Poll;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures_util::future::{MaybeDone, maybe_done};
-use tokio_postgres::{NoTls, SimpleQueryMessage};
+use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
 
+use super::pg_batch::{self, Statement};
 use super::{
-    Committed, Fence, GRANT_SQL, INSERT_SESSION_SQL, LeaderBid, LeaderRow, LockStore, SCHEMA,
-    SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL,
-    SET_LEASE_SQL, SessionRecord, Snapshot, StoreError, Write, key_record,
+    Committed, Fence, LeaderBid, LeaderRow, LockStore, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
+    SELECT_SESSIONS_SQL, SessionRecord, Snapshot, StoreError, Write, key_record,
 };
+
+/// The tables on PostgreSQL: the shared [`super::SCHEMA`]'s columns, with one
+/// difference in what they mean and how they are indexed, so that the hot
+/// path is made of HOT updates (heap-only tuples: no new index entries, the
+/// old version pruned in place). A row is held exactly when `holder_token`
+/// is set; `holder_session` is the key's last holder and stays when the
+/// grant ends. The index on `holder_session` (for L3 and the sweeper) is
+/// therefore never changed by a release, nor by a grant to the session that
+/// held the key last; only a grant to another session adds an index entry.
+/// (With the partial index of the shared schema every grant and every
+/// release changed an indexed column: no update was HOT, and 16 hot keys
+/// updated ~10k times a second left chains of dead versions that every
+/// lookup walked until autovacuum came — most of PostgreSQL's CPU per
+/// grant.) The fill factor leaves room on each page for those versions.
+const PG_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS fp_sessions (
+    id       TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL,
+    ttl_ms   BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fp_locks (
+    key            TEXT PRIMARY KEY,
+    last_token     BIGINT NOT NULL,
+    holder_session TEXT,
+    holder_token   BIGINT,
+    lease_ms       BIGINT
+) WITH (fillfactor = 50);
+CREATE INDEX IF NOT EXISTS fp_locks_holder_session ON fp_locks (holder_session);
+DROP INDEX IF EXISTS fp_locks_holder_live;
+DROP INDEX IF EXISTS fp_locks_holder;
+";
+
+/// The held keys (the shared schema's query selects on `holder_session`).
+const PG_SELECT_HELD_LOCKS_SQL: &str = "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks WHERE holder_token IS NOT NULL";
 
 /// The leader row (PostgreSQL only: SQLite and memory are single-node).
 const LEADER_SCHEMA: &str = "
@@ -110,7 +148,7 @@ impl PostgresStore {
             fence: Arc::default(),
         };
         let c = store.client().await?;
-        c.batch_execute(SCHEMA).await?;
+        c.batch_execute(PG_SCHEMA).await?;
         c.batch_execute(LEADER_SCHEMA).await?;
         Ok(store)
     }
@@ -120,9 +158,11 @@ impl PostgresStore {
     /// store. As the leader of epoch `e`: the statements that key-share-lock
     /// the leader row if it still has epoch `e` and a live lease on the
     /// database's clock, and bound how long the transaction may idle (a
-    /// frozen leader's locks must not hold a takeover back) — they return a
-    /// row exactly when the write may commit. A standby: [`StoreError::Fenced`]
-    /// before any connection is taken.
+    /// frozen leader's locks must not hold a takeover back). They fail with
+    /// `division_by_zero` (no row: `1 / 0`) exactly when the write may not
+    /// commit, which aborts the transaction, so the writes after them can be
+    /// sent without waiting for the fence's answer. A standby:
+    /// [`StoreError::Fenced`] before any connection is taken.
     fn fence_sql(&self) -> Result<Option<(u64, String)>, StoreError> {
         let fence = *self.fence.lock().unwrap_or_else(|e| e.into_inner());
         match fence {
@@ -133,8 +173,8 @@ impl PostgresStore {
                 // Both values are integers formatted by us: no injection.
                 format!(
                     "SET LOCAL idle_in_transaction_session_timeout = {}; \
-                     SELECT 1 FROM fp_leader WHERE id = 1 AND epoch = {epoch} \
-                     AND expires_at > clock_timestamp() FOR KEY SHARE",
+                     SELECT 1 / count(*)::int FROM (SELECT 1 FROM fp_leader WHERE id = 1 \
+                     AND epoch = {epoch} AND expires_at > clock_timestamp() FOR KEY SHARE) AS fence",
                     idle_limit.as_millis().max(1)
                 ),
             ))),
@@ -168,26 +208,26 @@ impl PostgresStore {
     }
 }
 
-/// L3 and the sweeper's session delete in one statement (so that one write
-/// is one statement and pipelined writes run in their order).
-const DELETE_SESSIONS_SQL: &str = "
-WITH gone AS (DELETE FROM fp_sessions WHERE id = ANY($1::text[]))
-UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL
-WHERE holder_session = ANY($1::text[])";
-
-/// Clears each `(key, token)` that is still the holder, in one statement.
-const CLEAR_GRANTS_SQL: &str = "
-UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL
-FROM unnest($1::text[], $2::bigint[]) AS c(key, token)
-WHERE fp_locks.key = c.key AND fp_locks.holder_token = c.token";
-
-/// The prepared statement of each kind of [`Write`], on one connection.
-struct Statements {
-    insert_session: tokio_postgres::Statement,
-    delete_sessions: tokio_postgres::Statement,
-    grant: tokio_postgres::Statement,
-    set_lease: tokio_postgres::Statement,
+/// The prepared statement of each kind of [`Statement`], on one connection.
+struct Prepared {
+    insert_sessions: tokio_postgres::Statement,
+    grants: tokio_postgres::Statement,
+    set_leases: tokio_postgres::Statement,
     clear_grants: tokio_postgres::Statement,
+    delete_sessions: tokio_postgres::Statement,
+}
+
+impl Prepared {
+    /// The connection's cached statements (prepared on its first batch).
+    async fn on(c: &deadpool_postgres::Object) -> Result<Self, tokio_postgres::Error> {
+        Ok(Prepared {
+            insert_sessions: c.prepare_cached(pg_batch::INSERT_SESSIONS_SQL).await?,
+            grants: c.prepare_cached(pg_batch::GRANTS_SQL).await?,
+            set_leases: c.prepare_cached(pg_batch::SET_LEASES_SQL).await?,
+            clear_grants: c.prepare_cached(pg_batch::CLEAR_GRANTS_SQL).await?,
+            delete_sessions: c.prepare_cached(pg_batch::DELETE_SESSIONS_SQL).await?,
+        })
+    }
 }
 
 /// Polls `f` once: a tokio-postgres request is sent on its first poll.
@@ -199,52 +239,59 @@ async fn send<F: Future>(mut f: Pin<&mut MaybeDone<F>>) {
     .await
 }
 
-/// One write as one statement on `tx` (inside the batch's transaction, or
-/// alone); a grant's token.
-async fn apply(
-    tx: &tokio_postgres::Client,
-    stmts: &Statements,
-    w: &Write,
-) -> Result<Committed, tokio_postgres::Error> {
-    match w {
-        Write::CreateSession(s) => {
-            tx.execute(
-                &stmts.insert_session,
-                &[&s.id, &s.owner_id, &(s.ttl_ms as i64)],
-            )
-            .await?;
+/// One statement of a batch's [`pg_batch::plan`] on `c` (inside the batch's
+/// transaction, or alone); the `(batch index, token)` of each grant in it.
+async fn run(
+    c: &tokio_postgres::Client,
+    p: &Prepared,
+    s: &Statement<'_>,
+) -> Result<Vec<(usize, u64)>, tokio_postgres::Error> {
+    match s {
+        Statement::InsertSessions { ids, owners, ttls } => {
+            c.execute(&p.insert_sessions, &[ids, owners, ttls]).await?;
         }
-        Write::DeleteSessions(ids) => {
-            tx.execute(&stmts.delete_sessions, &[ids]).await?;
-        }
-        Write::Grant {
-            key,
-            session_id,
-            lease_ms,
+        Statement::Grants {
+            keys,
+            sessions,
+            leases,
+            writes,
         } => {
-            let row = tx
-                .query_one(&stmts.grant, &[key, session_id, &(*lease_ms as i64)])
-                .await?;
-            return Ok(Some(row.get::<_, i64>(0) as u64));
+            let rows = c.query(&p.grants, &[keys, sessions, leases]).await?;
+            // Keys are distinct within the statement (pg_batch): one row each.
+            let at: HashMap<&str, usize> =
+                keys.iter().copied().zip(writes.iter().copied()).collect();
+            return rows
+                .iter()
+                .map(|r| {
+                    let key: &str = r.get(0);
+                    let token = r.get::<_, i64>(1) as u64;
+                    Ok((at[key], token))
+                })
+                .collect();
         }
-        Write::SetLease {
-            key,
-            token,
-            lease_ms,
+        Statement::SetLeases {
+            keys,
+            tokens,
+            leases,
         } => {
-            tx.execute(
-                &stmts.set_lease,
-                &[key, &(*token as i64), &(*lease_ms as i64)],
-            )
-            .await?;
+            c.execute(&p.set_leases, &[keys, tokens, leases]).await?;
         }
-        Write::ClearGrants(grants) => {
-            let (keys, tokens): (Vec<&str>, Vec<i64>) =
-                grants.iter().map(|(k, t)| (k.as_str(), *t as i64)).unzip();
-            tx.execute(&stmts.clear_grants, &[&keys, &tokens]).await?;
+        Statement::ClearGrants { keys, tokens } => {
+            c.execute(&p.clear_grants, &[keys, tokens]).await?;
         }
+        Statement::DeleteSessions { ids } => {
+            c.execute(&p.delete_sessions, &[ids]).await?;
+        }
+        Statement::Empty => {}
     }
-    Ok(None)
+    Ok(vec![])
+}
+
+/// Puts each grant's token in its write's place.
+fn place(out: &mut [Committed], tokens: Vec<(usize, u64)>) {
+    for (at, token) in tokens {
+        out[at] = Some(token);
+    }
 }
 
 #[async_trait]
@@ -258,7 +305,7 @@ impl LockStore for PostgresStore {
     }
 
     async fn load_live(&self) -> Result<Snapshot, StoreError> {
-        self.snapshot(SELECT_HELD_LOCKS_SQL).await
+        self.snapshot(PG_SELECT_HELD_LOCKS_SQL).await
     }
 
     async fn last_token(&self, key: &str) -> Result<Option<u64>, StoreError> {
@@ -270,76 +317,64 @@ impl LockStore for PostgresStore {
 
     async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
         let fence = self.fence_sql()?;
+        let plan = pg_batch::plan(writes);
+        let mut out = vec![None; writes.len()];
         let c = self.client().await?;
-        let stmts = Statements {
-            insert_session: c.prepare_cached(INSERT_SESSION_SQL).await?,
-            delete_sessions: c.prepare_cached(DELETE_SESSIONS_SQL).await?,
-            grant: c.prepare_cached(GRANT_SQL).await?,
-            set_lease: c.prepare_cached(SET_LEASE_SQL).await?,
-            clear_grants: c.prepare_cached(CLEAR_GRANTS_SQL).await?,
-        };
-        let begun = match &fence {
-            None => {
-                if let [w] = writes {
-                    // One statement is a transaction of its own: one round trip.
-                    return Ok(vec![apply(&c, &stmts, w).await?]);
-                }
-                false
+        let prepared = Prepared::on(&c).await?;
+        if fence.is_none() {
+            if let [s] = plan.as_slice() {
+                // One statement is a transaction of its own: one round trip.
+                place(&mut out, run(&c, &prepared, s).await?);
+                return Ok(out);
             }
-            Some((epoch, fence_sql)) => {
-                // A leader's batch: BEGIN and the fence first, awaited — its
-                // answer decides whether any write is sent (one round trip more
-                // per batch, not per write). On a refusal or an error the
-                // transaction is rolled back before the connection goes back
-                // to the pool.
-                let fenced_in = match c.simple_query(&format!("BEGIN; {fence_sql}")).await {
-                    Ok(messages) => messages
-                        .iter()
-                        .any(|m| matches!(m, SimpleQueryMessage::Row(_))),
-                    Err(e) => {
-                        let _ = c.batch_execute("ROLLBACK").await;
-                        return Err(e.into());
-                    }
-                };
-                if !fenced_in {
-                    let _ = c.batch_execute("ROLLBACK").await;
-                    return Err(StoreError::Fenced(format!(
-                        "epoch {epoch} is over: another replica leads, or its leader lease ran out"
-                    )));
-                }
-                true
-            }
-        };
-        // BEGIN, one statement per write, COMMIT — all sent before any answer
-        // is read (pipelined: one round trip and one WAL flush). tokio-postgres
-        // sends a request when its future is first polled, so each is polled
-        // once here, in this order; the server runs them in that order. Once
-        // sent, they run to COMMIT (or, after an error, ROLLBACK) even if this
+        }
+        // BEGIN (and, on a leader, the fence), one statement per kind of
+        // write, COMMIT — all sent before any answer is read (pipelined: one
+        // round trip and one WAL flush). tokio-postgres sends a request when
+        // its future is first polled, so each is polled once here, in this
+        // order; the server runs them in that order. The fence fails (an
+        // error, which aborts the transaction) unless the leader row still
+        // has this epoch and a live lease: every statement after it then
+        // fails and COMMIT rolls back, so nothing of a fenced batch is
+        // written. Once sent, they run to COMMIT (or ROLLBACK) even if this
         // future is dropped, so the connection goes back to the pool idle.
-        let mut begin = pin!(maybe_done(async {
-            if begun {
-                Ok(())
-            } else {
-                c.batch_execute("BEGIN").await
-            }
-        }));
-        let mut applied: Vec<_> = writes
+        let begin_sql = match &fence {
+            None => "BEGIN".to_string(),
+            Some((_, fence_sql)) => format!("BEGIN; {fence_sql}"),
+        };
+        let mut begin = pin!(maybe_done(c.batch_execute(&begin_sql)));
+        let mut ran: Vec<_> = plan
             .iter()
-            .map(|w| Box::pin(maybe_done(apply(&c, &stmts, w))))
+            .map(|s| Box::pin(maybe_done(run(&c, &prepared, s))))
             .collect();
         let mut commit = pin!(maybe_done(c.batch_execute("COMMIT")));
         send(begin.as_mut()).await;
-        for a in &mut applied {
-            send(a.as_mut()).await;
+        for r in &mut ran {
+            send(r.as_mut()).await;
         }
         send(commit.as_mut()).await;
         begin.as_mut().await;
-        begin.as_mut().take_output().expect("awaited")?;
-        let mut out = Vec::with_capacity(writes.len());
-        for a in &mut applied {
-            a.as_mut().await;
-            // A failed write aborted the transaction: COMMIT rolls it back.
-            out.push(a.as_mut().take_output().expect("awaited")?);
+        if let Err(e) = begin.as_mut().take_output().expect("awaited") {
+            commit.as_mut().await;
+            return Err(match (&fence, e.code()) {
+                (Some((epoch, _)), Some(&SqlState::DIVISION_BY_ZERO)) => {
+                    StoreError::Fenced(format!(
+                        "epoch {epoch} is over: another replica leads, or its leader lease ran out"
+                    ))
+                }
+                _ => e.into(),
+            });
+        }
+        for r in &mut ran {
+            r.as_mut().await;
+            // A failed statement aborted the transaction: COMMIT rolls it back.
+            match r.as_mut().take_output().expect("awaited") {
+                Ok(tokens) => place(&mut out, tokens),
+                Err(e) => {
+                    commit.as_mut().await;
+                    return Err(e.into());
+                }
+            }
         }
         commit.as_mut().await;
         commit.as_mut().take_output().expect("awaited")?;

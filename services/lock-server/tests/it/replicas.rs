@@ -540,7 +540,7 @@ async fn contention_across_a_forced_failover_never_overlaps() {
 /// old lease plus grace, and a live leader's row is not taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deposed_epoch_cannot_write_and_a_live_leader_row_is_not_taken() {
-    use lock_server::store::{self, Fence, LeaderBid, SessionRecord, StoreError};
+    use lock_server::store::{self, Fence, LeaderBid, SessionRecord, StoreError, Write};
     let Some(url) = StoreKind::Postgres.fresh_url().await else {
         return;
     };
@@ -603,6 +603,18 @@ async fn a_deposed_epoch_cannot_write_and_a_live_leader_row_is_not_taken() {
         a.set_lease("k", 1, 5_000).await,
         a.clear_grant("k", 1).await,
         a.delete_session("s1").await,
+        // A batch of several statements: the fence is pipelined with them.
+        a.commit(&[
+            Write::Grant {
+                key: "k2".into(),
+                session_id: "s1".into(),
+                lease_ms: 1_000,
+            },
+            Write::ClearGrants(vec![("k".into(), 1)]),
+            Write::CreateSession(sess("s3")),
+        ])
+        .await
+        .map(|_| ()),
     ] {
         assert!(matches!(r, Err(StoreError::Fenced(_))), "{r:?}");
     }

@@ -1,0 +1,398 @@
+//! How a batch of [`Write`]s becomes few PostgreSQL statements: the writes
+//! are cut, in order, into *segments* whose writes pairwise commute, and each
+//! segment runs as one array-parameter (`unnest`) statement per kind of write.
+//! A group-committed batch of 16 clients' grants and releases is then two
+//! statements, not 16 — PostgreSQL's cost per statement (bind, plan, execute,
+//! one protocol round of messages) was most of its CPU per grant.
+//!
+//! **Why reordering inside a segment is safe.** Two writes are kept in one
+//! segment only if either order of them leaves the same rows and returns the
+//! same tokens:
+//! - lock writes (`Grant`, `SetLease`, `ClearGrants`) on *different* keys
+//!   touch different rows; two on the same key never share a segment;
+//! - `DeleteSessions(ids)` clears the grants those sessions hold: it does not
+//!   commute with a `Grant` *to* one of them (so they are split), and it does
+//!   commute with `SetLease`/`ClearGrants` of such a grant (both orders end
+//!   with the holder cleared) and with a `Grant` of that key to another
+//!   session (both orders end with the new holder);
+//! - `CreateSession(s)` touches only `fp_sessions` (no foreign key): it is
+//!   split only from another write naming `s`.
+//!
+//! Segments run in order, so the batch means exactly what its writes meant
+//! one by one. This module is pure (no connection): [`plan`] is unit-tested.
+
+use std::collections::HashSet;
+
+use super::Write;
+
+/// Inserts many sessions in one statement.
+pub(crate) const INSERT_SESSIONS_SQL: &str = "
+INSERT INTO fp_sessions (id, owner_id, ttl_ms)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])";
+
+/// Issues the next token of each (distinct) key and sets its holder; returns
+/// `(key, token)` per key.
+pub(crate) const GRANTS_SQL: &str = "
+INSERT INTO fp_locks (key, last_token, holder_session, holder_token, lease_ms)
+SELECT g.key, 1, g.session, 1, g.lease FROM unnest($1::text[], $2::text[], $3::bigint[]) AS g(key, session, lease)
+ON CONFLICT (key) DO UPDATE SET
+    last_token     = fp_locks.last_token + 1,
+    holder_session = excluded.holder_session,
+    holder_token   = fp_locks.last_token + 1,
+    lease_ms       = excluded.lease_ms
+RETURNING key, last_token";
+
+/// Records the lease of each (distinct) `(key, token)` that still holds.
+pub(crate) const SET_LEASES_SQL: &str = "
+UPDATE fp_locks SET lease_ms = c.lease
+FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS c(key, token, lease)
+WHERE fp_locks.key = c.key AND fp_locks.holder_token = c.token";
+
+/// Clears each `(key, token)` that is still the holder, in one statement.
+/// `holder_session` stays as the key's *last* holder (see
+/// [`super::postgres`]: a release changes no indexed column, so it is a HOT
+/// update); a row is held exactly when `holder_token` is set.
+pub(crate) const CLEAR_GRANTS_SQL: &str = "
+UPDATE fp_locks SET holder_token = NULL, lease_ms = NULL
+FROM unnest($1::text[], $2::bigint[]) AS c(key, token)
+WHERE fp_locks.key = c.key AND fp_locks.holder_token = c.token";
+
+/// L3 and the sweeper's session delete in one statement (found through the
+/// `holder_session` index; released rows of those sessions are left alone).
+pub(crate) const DELETE_SESSIONS_SQL: &str = "
+WITH gone AS (DELETE FROM fp_sessions WHERE id = ANY($1::text[]))
+UPDATE fp_locks SET holder_token = NULL, lease_ms = NULL
+WHERE holder_session = ANY($1::text[]) AND holder_token IS NOT NULL";
+
+/// One statement of a batch, with its array parameters.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) enum Statement<'a> {
+    /// [`INSERT_SESSIONS_SQL`].
+    InsertSessions {
+        ids: Vec<&'a str>,
+        owners: Vec<&'a str>,
+        ttls: Vec<i64>,
+    },
+    /// [`GRANTS_SQL`]; `writes[i]` is the index in the batch of `keys[i]`'s
+    /// grant (where its token goes).
+    Grants {
+        keys: Vec<&'a str>,
+        sessions: Vec<&'a str>,
+        leases: Vec<i64>,
+        writes: Vec<usize>,
+    },
+    /// [`SET_LEASES_SQL`].
+    SetLeases {
+        keys: Vec<&'a str>,
+        tokens: Vec<i64>,
+        leases: Vec<i64>,
+    },
+    /// [`CLEAR_GRANTS_SQL`].
+    ClearGrants {
+        keys: Vec<&'a str>,
+        tokens: Vec<i64>,
+    },
+    /// [`DELETE_SESSIONS_SQL`].
+    DeleteSessions { ids: Vec<&'a str> },
+    /// Nothing (a slot of a segment no write used; never returned by [`plan`]).
+    #[default]
+    Empty,
+}
+
+impl Statement<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            Statement::InsertSessions { ids, .. } | Statement::DeleteSessions { ids } => {
+                ids.is_empty()
+            }
+            Statement::Grants { keys, .. }
+            | Statement::SetLeases { keys, .. }
+            | Statement::ClearGrants { keys, .. } => keys.is_empty(),
+            Statement::Empty => true,
+        }
+    }
+}
+
+/// The writes of one segment, by kind, and what they name.
+#[derive(Default)]
+struct Segment<'a> {
+    /// Keys a lock write of this segment touches.
+    keys: HashSet<&'a str>,
+    /// Sessions a grant of this segment is to.
+    granted_to: HashSet<&'a str>,
+    /// Sessions this segment creates or deletes.
+    sessions: HashSet<&'a str>,
+    /// One slot per kind, in the order they run.
+    insert: Statement<'a>,
+    grants: Statement<'a>,
+    leases: Statement<'a>,
+    clears: Statement<'a>,
+    deletes: Statement<'a>,
+}
+
+impl<'a> Segment<'a> {
+    /// Whether `w` commutes with every write already in this segment.
+    fn admits(&self, w: &'a Write) -> bool {
+        match w {
+            Write::CreateSession(s) => {
+                !self.sessions.contains(s.id.as_str()) && !self.granted_to.contains(s.id.as_str())
+            }
+            Write::DeleteSessions(ids) => ids.iter().all(|id| {
+                !self.sessions.contains(id.as_str()) && !self.granted_to.contains(id.as_str())
+            }),
+            Write::Grant {
+                key, session_id, ..
+            } => !self.keys.contains(key.as_str()) && !self.sessions.contains(session_id.as_str()),
+            Write::SetLease { key, .. } => !self.keys.contains(key.as_str()),
+            Write::ClearGrants(grants) => {
+                grants.iter().all(|(k, _)| !self.keys.contains(k.as_str()))
+            }
+        }
+    }
+
+    /// Adds `w` (the batch's write number `at`); [`Self::admits`] said yes.
+    fn push(&mut self, at: usize, w: &'a Write) {
+        match w {
+            Write::CreateSession(s) => {
+                self.sessions.insert(&s.id);
+                let Statement::InsertSessions { ids, owners, ttls } =
+                    slot(&mut self.insert, || Statement::InsertSessions {
+                        ids: vec![],
+                        owners: vec![],
+                        ttls: vec![],
+                    })
+                else {
+                    unreachable!("the insert slot holds InsertSessions")
+                };
+                ids.push(&s.id);
+                owners.push(&s.owner_id);
+                ttls.push(s.ttl_ms as i64);
+            }
+            Write::DeleteSessions(gone) => {
+                self.sessions.extend(gone.iter().map(String::as_str));
+                let Statement::DeleteSessions { ids } = slot(&mut self.deletes, || {
+                    Statement::DeleteSessions { ids: vec![] }
+                }) else {
+                    unreachable!("the delete slot holds DeleteSessions")
+                };
+                ids.extend(gone.iter().map(String::as_str));
+            }
+            Write::Grant {
+                key,
+                session_id,
+                lease_ms,
+            } => {
+                self.keys.insert(key);
+                self.granted_to.insert(session_id);
+                let Statement::Grants {
+                    keys,
+                    sessions,
+                    leases,
+                    writes,
+                } = slot(&mut self.grants, || Statement::Grants {
+                    keys: vec![],
+                    sessions: vec![],
+                    leases: vec![],
+                    writes: vec![],
+                })
+                else {
+                    unreachable!("the grant slot holds Grants")
+                };
+                keys.push(key);
+                sessions.push(session_id);
+                leases.push(*lease_ms as i64);
+                writes.push(at);
+            }
+            Write::SetLease {
+                key,
+                token,
+                lease_ms,
+            } => {
+                self.keys.insert(key);
+                let Statement::SetLeases {
+                    keys,
+                    tokens,
+                    leases,
+                } = slot(&mut self.leases, || Statement::SetLeases {
+                    keys: vec![],
+                    tokens: vec![],
+                    leases: vec![],
+                })
+                else {
+                    unreachable!("the lease slot holds SetLeases")
+                };
+                keys.push(key);
+                tokens.push(*token as i64);
+                leases.push(*lease_ms as i64);
+            }
+            Write::ClearGrants(grants) => {
+                self.keys.extend(grants.iter().map(|(k, _)| k.as_str()));
+                let Statement::ClearGrants { keys, tokens } =
+                    slot(&mut self.clears, || Statement::ClearGrants {
+                        keys: vec![],
+                        tokens: vec![],
+                    })
+                else {
+                    unreachable!("the clear slot holds ClearGrants")
+                };
+                for (k, t) in grants {
+                    keys.push(k);
+                    tokens.push(*t as i64);
+                }
+            }
+        }
+    }
+
+    /// Its non-empty statements, in a fixed order (any order is the same).
+    fn finish(self, out: &mut Vec<Statement<'a>>) {
+        for s in [
+            self.insert,
+            self.grants,
+            self.leases,
+            self.clears,
+            self.deletes,
+        ] {
+            if !s.is_empty() {
+                out.push(s);
+            }
+        }
+    }
+}
+
+/// `s`, made `make()` first if it is still [`Statement::Empty`].
+fn slot<'s, 'a>(
+    s: &'s mut Statement<'a>,
+    make: impl FnOnce() -> Statement<'a>,
+) -> &'s mut Statement<'a> {
+    if matches!(s, Statement::Empty) {
+        *s = make();
+    }
+    s
+}
+
+/// The statements that run `writes`, in order: the fewest a greedy cut into
+/// commuting segments gives (one per kind per segment).
+pub(crate) fn plan(writes: &[Write]) -> Vec<Statement<'_>> {
+    let mut out = Vec::new();
+    let mut segment = Segment::default();
+    for (at, w) in writes.iter().enumerate() {
+        if !segment.admits(w) {
+            std::mem::take(&mut segment).finish(&mut out);
+        }
+        segment.push(at, w);
+    }
+    segment.finish(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SessionRecord;
+
+    fn grant(key: &str, session: &str) -> Write {
+        Write::Grant {
+            key: key.into(),
+            session_id: session.into(),
+            lease_ms: 1000,
+        }
+    }
+
+    fn clear(key: &str, token: u64) -> Write {
+        Write::ClearGrants(vec![(key.into(), token)])
+    }
+
+    fn kinds(p: &[Statement]) -> Vec<&'static str> {
+        p.iter()
+            .map(|s| match s {
+                Statement::InsertSessions { .. } => "insert",
+                Statement::Grants { .. } => "grants",
+                Statement::SetLeases { .. } => "leases",
+                Statement::ClearGrants { .. } => "clears",
+                Statement::DeleteSessions { .. } => "deletes",
+                Statement::Empty => "empty",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn grants_and_releases_of_distinct_keys_are_two_statements() {
+        let writes: Vec<Write> = (0..16)
+            .map(|i| {
+                if i % 2 == 0 {
+                    grant(&format!("k{i}"), &format!("s{i}"))
+                } else {
+                    clear(&format!("k{i}"), 7)
+                }
+            })
+            .collect();
+        let p = plan(&writes);
+        assert_eq!(kinds(&p), ["grants", "clears"]);
+        let Statement::Grants { keys, writes, .. } = &p[0] else {
+            panic!("{p:?}")
+        };
+        assert_eq!(keys.len(), 8);
+        assert_eq!(
+            writes,
+            &[0, 2, 4, 6, 8, 10, 12, 14],
+            "token slots in batch order"
+        );
+    }
+
+    #[test]
+    fn two_writes_of_one_key_keep_their_order() {
+        let writes = [grant("k", "s1"), clear("k", 1), grant("k", "s2")];
+        assert_eq!(kinds(&plan(&writes)), ["grants", "clears", "grants"]);
+        let writes = [
+            Write::SetLease {
+                key: "k".into(),
+                token: 1,
+                lease_ms: 5,
+            },
+            Write::SetLease {
+                key: "k".into(),
+                token: 1,
+                lease_ms: 9,
+            },
+        ];
+        assert_eq!(
+            kinds(&plan(&writes)),
+            ["leases", "leases"],
+            "last lease wins"
+        );
+    }
+
+    #[test]
+    fn a_session_delete_is_cut_from_a_grant_to_that_session_only() {
+        let writes = [
+            grant("a", "s1"),
+            Write::DeleteSessions(vec!["s1".into()]),
+            grant("b", "s1"),
+        ];
+        assert_eq!(kinds(&plan(&writes)), ["grants", "deletes", "grants"]);
+        // A delete of another session, and a release of s1's grant, commute.
+        let writes = [
+            grant("a", "s2"),
+            clear("c", 3),
+            Write::DeleteSessions(vec!["s1".into()]),
+            grant("b", "s3"),
+        ];
+        assert_eq!(kinds(&plan(&writes)), ["grants", "clears", "deletes"]);
+    }
+
+    #[test]
+    fn create_session_then_a_grant_to_it_are_split() {
+        let s = SessionRecord {
+            id: "s1".into(),
+            owner_id: "o".into(),
+            ttl_ms: 1000,
+        };
+        // Within a segment inserts run first: a grant before the session's
+        // insert is cut off, one to another session is not.
+        let writes = [grant("a", "s1"), Write::CreateSession(s.clone())];
+        assert_eq!(kinds(&plan(&writes)), ["grants", "insert"]);
+        let writes = [grant("a", "s2"), Write::CreateSession(s)];
+        assert_eq!(kinds(&plan(&writes)), ["insert", "grants"]);
+        assert!(plan(&[]).is_empty());
+    }
+}
