@@ -285,7 +285,9 @@ pub fn cpu_ratios(rows: &[PeerRow]) -> Vec<(Ratio, Option<Spread>)> {
         .filter(|r| r.system == "etcd")
         .map(|r| ((r.op, r.conc, r.repeat), r))
         .collect();
-    let mut per: BTreeMap<(String, PeerOp, usize), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    // Per (store, op, conc): the service ratios and the client ratios.
+    type Samples = (Vec<f64>, Vec<f64>);
+    let mut per: BTreeMap<(String, PeerOp, usize), Samples> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.system == "fencepost") {
         let Some(e) = etcd.get(&(r.op, r.conc, r.repeat)) else {
             continue;

@@ -42,16 +42,17 @@ use super::{
 /// larger, e.g. a sweep; it is then committed alone).
 pub const MAX_BATCH_WRITES: usize = 512;
 
-/// Transactions a PostgreSQL store runs at once: one. Every write
-/// transaction of a leader key-share-locks the one leader row (the fence);
-/// two or more such transactions at once make PostgreSQL build a MultiXact
-/// for the row's lockers, again for each newcomer, which cost more than the
-/// batches saved. Measured with `bench peer --ops grant --concurrency 16
-/// --stores postgres` (3 s windows, interleaved, one machine): 1 in flight
-/// 10,376 and 10,847 grants/s; 2 in flight 7,126 and 6,891; 4 in flight
-/// 4,409 and 5,150 (etcd 4,590–4,716/s beside them). One transaction at a
-/// time is pipelined into one round trip (see [`super::postgres`]); the
-/// batch grows with the load instead.
+/// Transactions a PostgreSQL store runs at once: one. Measured with `bench
+/// peer --ops grant --concurrency 16 --stores postgres` (3 s windows,
+/// interleaved, one 2-core machine): 1 in flight 10,376 and 10,847 grants/s;
+/// 2 in flight 7,126 and 6,891; 4 in flight 4,409 and 5,150 (etcd 4,590–4,716/s
+/// beside them). More transactions at once mean smaller batches and more
+/// backends competing for the cores (with the leader fence switched off, 4 in
+/// flight was still slower than 1: 4,341 and 3,730 vs 7,638), and every
+/// leader transaction key-share-locks the one leader row, so concurrent ones
+/// make PostgreSQL build MultiXacts (23 member pages in one window at 4,
+/// none at 1). One transaction at a time is pipelined into one round trip
+/// (see [`super::postgres`]); the batch grows with the load instead.
 pub const POSTGRES_IN_FLIGHT: usize = 1;
 
 /// A [`LockStore`] that merges concurrent commits into one transaction of

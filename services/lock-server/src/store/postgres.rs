@@ -321,12 +321,12 @@ impl LockStore for PostgresStore {
         let mut out = vec![None; writes.len()];
         let c = self.client().await?;
         let prepared = Prepared::on(&c).await?;
-        if fence.is_none() {
-            if let [s] = plan.as_slice() {
-                // One statement is a transaction of its own: one round trip.
-                place(&mut out, run(&c, &prepared, s).await?);
-                return Ok(out);
-            }
+        if fence.is_none()
+            && let [s] = plan.as_slice()
+        {
+            // One statement is a transaction of its own: one round trip.
+            place(&mut out, run(&c, &prepared, s).await?);
+            return Ok(out);
         }
         // BEGIN (and, on a leader, the fence), one statement per kind of
         // write, COMMIT — all sent before any answer is read (pipelined: one
