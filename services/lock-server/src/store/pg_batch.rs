@@ -65,52 +65,51 @@ UPDATE fp_locks SET holder_token = NULL, lease_ms = NULL
 WHERE holder_session = ANY($1::text[]) AND holder_token IS NOT NULL";
 
 /// One statement of a batch, with its array parameters.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Statement<'a> {
     /// [`INSERT_SESSIONS_SQL`].
-    InsertSessions {
-        ids: Vec<&'a str>,
-        owners: Vec<&'a str>,
-        ttls: Vec<i64>,
-    },
-    /// [`GRANTS_SQL`]; `writes[i]` is the index in the batch of `keys[i]`'s
-    /// grant (where its token goes).
-    Grants {
-        keys: Vec<&'a str>,
-        sessions: Vec<&'a str>,
-        leases: Vec<i64>,
-        writes: Vec<usize>,
-    },
+    InsertSessions(Inserts<'a>),
+    /// [`GRANTS_SQL`].
+    Grants(Grants<'a>),
     /// [`SET_LEASES_SQL`].
-    SetLeases {
-        keys: Vec<&'a str>,
-        tokens: Vec<i64>,
-        leases: Vec<i64>,
-    },
+    SetLeases(Leases<'a>),
     /// [`CLEAR_GRANTS_SQL`].
-    ClearGrants {
-        keys: Vec<&'a str>,
-        tokens: Vec<i64>,
-    },
-    /// [`DELETE_SESSIONS_SQL`].
-    DeleteSessions { ids: Vec<&'a str> },
-    /// Nothing (a slot of a segment no write used; never returned by [`plan`]).
-    #[default]
-    Empty,
+    ClearGrants(Clears<'a>),
+    /// [`DELETE_SESSIONS_SQL`]: the session ids.
+    DeleteSessions(Vec<&'a str>),
 }
 
-impl Statement<'_> {
-    fn is_empty(&self) -> bool {
-        match self {
-            Statement::InsertSessions { ids, .. } | Statement::DeleteSessions { ids } => {
-                ids.is_empty()
-            }
-            Statement::Grants { keys, .. }
-            | Statement::SetLeases { keys, .. }
-            | Statement::ClearGrants { keys, .. } => keys.is_empty(),
-            Statement::Empty => true,
-        }
-    }
+/// The parameters of [`INSERT_SESSIONS_SQL`].
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Inserts<'a> {
+    pub ids: Vec<&'a str>,
+    pub owners: Vec<&'a str>,
+    pub ttls: Vec<i64>,
+}
+
+/// The parameters of [`GRANTS_SQL`]; `writes[i]` is the index in the batch
+/// of `keys[i]`'s grant (where its token goes).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Grants<'a> {
+    pub keys: Vec<&'a str>,
+    pub sessions: Vec<&'a str>,
+    pub leases: Vec<i64>,
+    pub writes: Vec<usize>,
+}
+
+/// The parameters of [`SET_LEASES_SQL`].
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Leases<'a> {
+    pub keys: Vec<&'a str>,
+    pub tokens: Vec<i64>,
+    pub leases: Vec<i64>,
+}
+
+/// The parameters of [`CLEAR_GRANTS_SQL`].
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Clears<'a> {
+    pub keys: Vec<&'a str>,
+    pub tokens: Vec<i64>,
 }
 
 /// The writes of one segment, by kind, and what they name.
@@ -122,12 +121,11 @@ struct Segment<'a> {
     granted_to: HashSet<&'a str>,
     /// Sessions this segment creates or deletes.
     sessions: HashSet<&'a str>,
-    /// One slot per kind, in the order they run.
-    insert: Statement<'a>,
-    grants: Statement<'a>,
-    leases: Statement<'a>,
-    clears: Statement<'a>,
-    deletes: Statement<'a>,
+    inserts: Inserts<'a>,
+    grants: Grants<'a>,
+    leases: Leases<'a>,
+    clears: Clears<'a>,
+    deletes: Vec<&'a str>,
 }
 
 impl<'a> Segment<'a> {
@@ -155,27 +153,13 @@ impl<'a> Segment<'a> {
         match w {
             Write::CreateSession(s) => {
                 self.sessions.insert(&s.id);
-                let Statement::InsertSessions { ids, owners, ttls } =
-                    slot(&mut self.insert, || Statement::InsertSessions {
-                        ids: vec![],
-                        owners: vec![],
-                        ttls: vec![],
-                    })
-                else {
-                    unreachable!("the insert slot holds InsertSessions")
-                };
-                ids.push(&s.id);
-                owners.push(&s.owner_id);
-                ttls.push(s.ttl_ms as i64);
+                self.inserts.ids.push(&s.id);
+                self.inserts.owners.push(&s.owner_id);
+                self.inserts.ttls.push(s.ttl_ms as i64);
             }
             Write::DeleteSessions(gone) => {
                 self.sessions.extend(gone.iter().map(String::as_str));
-                let Statement::DeleteSessions { ids } = slot(&mut self.deletes, || {
-                    Statement::DeleteSessions { ids: vec![] }
-                }) else {
-                    unreachable!("the delete slot holds DeleteSessions")
-                };
-                ids.extend(gone.iter().map(String::as_str));
+                self.deletes.extend(gone.iter().map(String::as_str));
             }
             Write::Grant {
                 key,
@@ -184,24 +168,10 @@ impl<'a> Segment<'a> {
             } => {
                 self.keys.insert(key);
                 self.granted_to.insert(session_id);
-                let Statement::Grants {
-                    keys,
-                    sessions,
-                    leases,
-                    writes,
-                } = slot(&mut self.grants, || Statement::Grants {
-                    keys: vec![],
-                    sessions: vec![],
-                    leases: vec![],
-                    writes: vec![],
-                })
-                else {
-                    unreachable!("the grant slot holds Grants")
-                };
-                keys.push(key);
-                sessions.push(session_id);
-                leases.push(*lease_ms as i64);
-                writes.push(at);
+                self.grants.keys.push(key);
+                self.grants.sessions.push(session_id);
+                self.grants.leases.push(*lease_ms as i64);
+                self.grants.writes.push(at);
             }
             Write::SetLease {
                 key,
@@ -209,35 +179,15 @@ impl<'a> Segment<'a> {
                 lease_ms,
             } => {
                 self.keys.insert(key);
-                let Statement::SetLeases {
-                    keys,
-                    tokens,
-                    leases,
-                } = slot(&mut self.leases, || Statement::SetLeases {
-                    keys: vec![],
-                    tokens: vec![],
-                    leases: vec![],
-                })
-                else {
-                    unreachable!("the lease slot holds SetLeases")
-                };
-                keys.push(key);
-                tokens.push(*token as i64);
-                leases.push(*lease_ms as i64);
+                self.leases.keys.push(key);
+                self.leases.tokens.push(*token as i64);
+                self.leases.leases.push(*lease_ms as i64);
             }
             Write::ClearGrants(grants) => {
-                self.keys.extend(grants.iter().map(|(k, _)| k.as_str()));
-                let Statement::ClearGrants { keys, tokens } =
-                    slot(&mut self.clears, || Statement::ClearGrants {
-                        keys: vec![],
-                        tokens: vec![],
-                    })
-                else {
-                    unreachable!("the clear slot holds ClearGrants")
-                };
                 for (k, t) in grants {
-                    keys.push(k);
-                    tokens.push(*t as i64);
+                    self.keys.insert(k);
+                    self.clears.keys.push(k);
+                    self.clears.tokens.push(*t as i64);
                 }
             }
         }
@@ -245,29 +195,22 @@ impl<'a> Segment<'a> {
 
     /// Its non-empty statements, in a fixed order (any order is the same).
     fn finish(self, out: &mut Vec<Statement<'a>>) {
-        for s in [
-            self.insert,
-            self.grants,
-            self.leases,
-            self.clears,
-            self.deletes,
-        ] {
-            if !s.is_empty() {
-                out.push(s);
-            }
+        if !self.inserts.ids.is_empty() {
+            out.push(Statement::InsertSessions(self.inserts));
+        }
+        if !self.grants.keys.is_empty() {
+            out.push(Statement::Grants(self.grants));
+        }
+        if !self.leases.keys.is_empty() {
+            out.push(Statement::SetLeases(self.leases));
+        }
+        if !self.clears.keys.is_empty() {
+            out.push(Statement::ClearGrants(self.clears));
+        }
+        if !self.deletes.is_empty() {
+            out.push(Statement::DeleteSessions(self.deletes));
         }
     }
-}
-
-/// `s`, made `make()` first if it is still [`Statement::Empty`].
-fn slot<'s, 'a>(
-    s: &'s mut Statement<'a>,
-    make: impl FnOnce() -> Statement<'a>,
-) -> &'s mut Statement<'a> {
-    if matches!(s, Statement::Empty) {
-        *s = make();
-    }
-    s
 }
 
 /// The statements that run `writes`, in order: the fewest a greedy cut into
@@ -305,12 +248,11 @@ mod tests {
     fn kinds(p: &[Statement]) -> Vec<&'static str> {
         p.iter()
             .map(|s| match s {
-                Statement::InsertSessions { .. } => "insert",
-                Statement::Grants { .. } => "grants",
-                Statement::SetLeases { .. } => "leases",
-                Statement::ClearGrants { .. } => "clears",
-                Statement::DeleteSessions { .. } => "deletes",
-                Statement::Empty => "empty",
+                Statement::InsertSessions(_) => "insert",
+                Statement::Grants(_) => "grants",
+                Statement::SetLeases(_) => "leases",
+                Statement::ClearGrants(_) => "clears",
+                Statement::DeleteSessions(_) => "deletes",
             })
             .collect()
     }
@@ -328,7 +270,7 @@ mod tests {
             .collect();
         let p = plan(&writes);
         assert_eq!(kinds(&p), ["grants", "clears"]);
-        let Statement::Grants { keys, writes, .. } = &p[0] else {
+        let Statement::Grants(Grants { keys, writes, .. }) = &p[0] else {
             panic!("{p:?}")
         };
         assert_eq!(keys.len(), 8);

@@ -30,7 +30,7 @@ use futures_util::future::{MaybeDone, maybe_done};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
-use super::pg_batch::{self, Statement};
+use super::pg_batch::{self, Clears, Grants, Inserts, Leases, Statement};
 use super::{
     Committed, Fence, LeaderBid, LeaderRow, LockStore, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
     SELECT_SESSIONS_SQL, SessionRecord, Snapshot, StoreError, Write, key_record,
@@ -247,42 +247,37 @@ async fn run(
     s: &Statement<'_>,
 ) -> Result<Vec<(usize, u64)>, tokio_postgres::Error> {
     match s {
-        Statement::InsertSessions { ids, owners, ttls } => {
+        Statement::InsertSessions(Inserts { ids, owners, ttls }) => {
             c.execute(&p.insert_sessions, &[ids, owners, ttls]).await?;
         }
-        Statement::Grants {
+        Statement::Grants(Grants {
             keys,
             sessions,
             leases,
             writes,
-        } => {
+        }) => {
             let rows = c.query(&p.grants, &[keys, sessions, leases]).await?;
             // Keys are distinct within the statement (pg_batch): one row each.
             let at: HashMap<&str, usize> =
                 keys.iter().copied().zip(writes.iter().copied()).collect();
-            return rows
+            return Ok(rows
                 .iter()
-                .map(|r| {
-                    let key: &str = r.get(0);
-                    let token = r.get::<_, i64>(1) as u64;
-                    Ok((at[key], token))
-                })
-                .collect();
+                .map(|r| (at[r.get::<_, &str>(0)], r.get::<_, i64>(1) as u64))
+                .collect());
         }
-        Statement::SetLeases {
+        Statement::SetLeases(Leases {
             keys,
             tokens,
             leases,
-        } => {
+        }) => {
             c.execute(&p.set_leases, &[keys, tokens, leases]).await?;
         }
-        Statement::ClearGrants { keys, tokens } => {
+        Statement::ClearGrants(Clears { keys, tokens }) => {
             c.execute(&p.clear_grants, &[keys, tokens]).await?;
         }
-        Statement::DeleteSessions { ids } => {
+        Statement::DeleteSessions(ids) => {
             c.execute(&p.delete_sessions, &[ids]).await?;
         }
-        Statement::Empty => {}
     }
     Ok(vec![])
 }
