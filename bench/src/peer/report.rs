@@ -457,20 +457,16 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
         t,
         "| store | op | conc | service | client |\n|---|---|---:|---:|---:|"
     );
+    let cell = |s: &Spread| format!("{:.2}× ({:.2}–{:.2})", s.median, s.min, s.max);
     for (r, drv) in cpu_ratios(rows) {
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {:.2}× ({:.2}–{:.2}) | {} |",
+            "| {} | {} | {} | {} | {} |",
             r.store,
             r.op.as_str(),
             r.conc,
-            r.spread.median,
-            r.spread.min,
-            r.spread.max,
-            drv.map_or_else(
-                || "-".into(),
-                |d| format!("{:.2}× ({:.2}–{:.2})", d.median, d.min, d.max)
-            ),
+            cell(&r.spread),
+            drv.as_ref().map_or_else(|| "-".into(), cell),
         );
     }
     let _ = writeln!(

@@ -433,13 +433,11 @@ pub async fn open(url: &str) -> Result<Arc<dyn LockStore>, StoreError> {
     Err(StoreError::BadUrl(url.to_string()))
 }
 
-/// The schema both SQL stores share (SQLite and PostgreSQL both take it;
-/// SQLite creates `fp_locks` `WITHOUT ROWID`, see [`sqlite`]). The holder
-/// index is partial: it holds the held keys only, so a grant or release of one
-/// of a million FREE keys touches one small, hot index page rather than a
-/// random leaf of a million NULL entries (the full index of earlier versions
-/// is dropped).
-pub(crate) const SCHEMA: &str = "
+/// The tables both SQL stores share (SQLite creates `fp_locks` `WITHOUT
+/// ROWID`, see [`sqlite`]). Each store adds its own index on
+/// `holder_session` ([`SQLITE_INDEXES`]; PostgreSQL's, and what a held row
+/// means there, are in [`postgres`]).
+pub(crate) const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS fp_sessions (
     id       TEXT PRIMARY KEY,
     owner_id TEXT NOT NULL,
@@ -452,6 +450,13 @@ CREATE TABLE IF NOT EXISTS fp_locks (
     holder_token   BIGINT,
     lease_ms       BIGINT
 );
+";
+
+/// SQLite's holder index. It is partial: it holds the held keys only, so a
+/// grant or release of one of a million FREE keys touches one small, hot
+/// index page rather than a random leaf of a million NULL entries (the full
+/// index of earlier versions is dropped).
+pub(crate) const SQLITE_INDEXES: &str = "
 CREATE INDEX IF NOT EXISTS fp_locks_holder_live ON fp_locks (holder_session) WHERE holder_session IS NOT NULL;
 DROP INDEX IF EXISTS fp_locks_holder;
 ";

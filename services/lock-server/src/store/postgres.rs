@@ -33,35 +33,25 @@ use tokio_postgres::error::SqlState;
 use super::pg_batch::{self, Clears, Grants, Inserts, Leases, Statement};
 use super::{
     Committed, Fence, LeaderBid, LeaderRow, LockStore, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
-    SELECT_SESSIONS_SQL, SessionRecord, Snapshot, StoreError, Write, key_record,
+    SELECT_SESSIONS_SQL, SessionRecord, Snapshot, StoreError, TABLES, Write, key_record,
 };
 
-/// The tables on PostgreSQL: the shared [`super::SCHEMA`]'s columns, with one
-/// difference in what they mean and how they are indexed, so that the hot
-/// path is made of HOT updates (heap-only tuples: no new index entries, the
-/// old version pruned in place). A row is held exactly when `holder_token`
-/// is set; `holder_session` is the key's last holder and stays when the
-/// grant ends. The index on `holder_session` (for L3 and the sweeper) is
-/// therefore never changed by a release, nor by a grant to the session that
-/// held the key last; only a grant to another session adds an index entry.
-/// (With the partial index of the shared schema every grant and every
-/// release changed an indexed column: none of 37,014 updates in one `bench
-/// peer` window was HOT, so each left a dead version and new index entries
-/// behind for lookups and vacuum.) The fill factor leaves room on each page
-/// for the new versions.
-const PG_SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS fp_sessions (
-    id       TEXT PRIMARY KEY,
-    owner_id TEXT NOT NULL,
-    ttl_ms   BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS fp_locks (
-    key            TEXT PRIMARY KEY,
-    last_token     BIGINT NOT NULL,
-    holder_session TEXT,
-    holder_token   BIGINT,
-    lease_ms       BIGINT
-) WITH (fillfactor = 50);
+/// What PostgreSQL adds to the shared [`TABLES`]: one difference in what the
+/// columns mean and how they are indexed, so that the hot path is made of
+/// HOT updates (heap-only tuples: no new index entries, the old version
+/// pruned in place). A row is held exactly when `holder_token` is set;
+/// `holder_session` is the key's last holder and stays when the grant ends.
+/// The index on `holder_session` (for L3 and the sweeper) is therefore never
+/// changed by a release, nor by a grant to the session that held the key
+/// last; only a grant to another session adds an index entry. (With the
+/// partial index SQLite uses, every grant and every release changed an
+/// indexed column: none of 37,014 updates in one `bench peer` window was
+/// HOT, so each left a dead version and new index entries behind for
+/// lookups and vacuum.) The fill factor leaves room on each page for the
+/// new versions (set on existing tables too; it applies to pages written
+/// from then on).
+const PG_INDEXES: &str = "
+ALTER TABLE fp_locks SET (fillfactor = 50);
 CREATE INDEX IF NOT EXISTS fp_locks_holder_session ON fp_locks (holder_session);
 DROP INDEX IF EXISTS fp_locks_holder_live;
 DROP INDEX IF EXISTS fp_locks_holder;
@@ -148,7 +138,8 @@ impl PostgresStore {
             fence: Arc::default(),
         };
         let c = store.client().await?;
-        c.batch_execute(PG_SCHEMA).await?;
+        c.batch_execute(TABLES).await?;
+        c.batch_execute(PG_INDEXES).await?;
         c.batch_execute(LEADER_SCHEMA).await?;
         Ok(store)
     }

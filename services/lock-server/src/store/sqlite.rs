@@ -17,9 +17,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, Committed, DELETE_SESSION_SQL, GRANT_SQL,
-    INSERT_SESSION_SQL, LockStore, SCHEMA, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL,
-    SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, SET_LEASE_SQL, SessionRecord, Snapshot, StoreError,
-    Write, key_record,
+    INSERT_SESSION_SQL, LockStore, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
+    SELECT_SESSIONS_SQL, SET_LEASE_SQL, SQLITE_INDEXES, SessionRecord, Snapshot, StoreError,
+    TABLES, Write, key_record,
 };
 
 /// A store in one SQLite file.
@@ -78,17 +78,18 @@ impl SqliteStore {
     }
 }
 
-/// The shared schema with `fp_locks` as a `WITHOUT ROWID` table in new files:
+/// The shared tables, with `fp_locks` as a `WITHOUT ROWID` table in new files:
 /// the key's b-tree is the table, so a grant or release dirties one leaf
 /// instead of a table leaf and an index leaf (fewer distinct pages per commit
 /// and per checkpoint when the keys are many). Files created earlier keep
 /// their rowid table; both work.
 fn sqlite_schema() -> String {
-    SCHEMA.replacen(
+    let tables = TABLES.replacen(
         "    lease_ms       BIGINT\n);",
         "    lease_ms       BIGINT\n) WITHOUT ROWID;",
         1,
-    )
+    );
+    format!("{tables}{SQLITE_INDEXES}")
 }
 
 /// SQLite's placeholders are `?1`; the shared SQL uses PostgreSQL's `$1`.
