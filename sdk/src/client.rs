@@ -31,7 +31,7 @@ pub(crate) struct ClientInner {
     pub(crate) config: LockClientConfig,
     /// The clock every deadline is read from (a copy of `config.clock`).
     pub(crate) clock: Arc<dyn Clock>,
-    /// The HTTP layer (one pooled reqwest client).
+    /// The HTTP layer (one pooled HTTP/1.1 client, [`crate::http`]).
     pub(crate) http: Http,
     /// Histograms, counters and margin stats.
     pub(crate) metrics: Metrics,
@@ -59,8 +59,7 @@ impl LockClient {
     /// Validates `config` and builds the client. Does no I/O.
     pub fn new(config: LockClientConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let http =
-            Http::new(&config.urls(), config.request_timeout).map_err(ConfigError::HttpClient)?;
+        let http = Http::new(&config.urls(), config.request_timeout);
         let adaptive = config.margin.is_adaptive();
         Ok(LockClient {
             inner: Arc::new(ClientInner {

@@ -197,9 +197,6 @@ pub enum ConfigError {
         #[source]
         source: DurationParseError,
     },
-    /// The HTTP client could not be built (a platform problem, not a value).
-    #[error("cannot build the HTTP client: {0}")]
-    HttpClient(#[source] reqwest::Error),
 }
 
 /// Everything a [`LockClient`](crate::LockClient) needs. Build it with
@@ -390,14 +387,11 @@ impl LockClientConfig {
         for (key, url) in std::iter::once((KEY_BASE_URL, &self.base_url))
             .chain(self.replica_urls.iter().map(|u| (KEY_URLS, u)))
         {
-            let url_ok = reqwest::Url::parse(url)
-                .map(|u| u.scheme() == "http" || u.scheme() == "https")
-                .unwrap_or(false);
-            if !url_ok {
+            if crate::http::split_url(url).is_none() {
                 return Err(ConfigError::Invalid {
                     key,
                     value: url.clone(),
-                    reason: "must be an http:// URL such as http://127.0.0.1:7070",
+                    reason: "must be an http:// URL such as http://127.0.0.1:7070 (plain HTTP/1.1: the SDK speaks no TLS)",
                 });
             }
         }

@@ -182,7 +182,7 @@ pub enum LockError {
     /// The request could not be sent or its reply not read (refused, reset).
     /// No deadline moved; retry later.
     #[error("transport failure talking to the lock-server: {0}")]
-    Transport(#[source] reqwest::Error),
+    Transport(#[source] crate::http::HttpError),
     /// The server's reply does not follow C1 (unknown code, bad JSON): a
     /// version mismatch or a proxy in the way. Report it; retrying rarely helps.
     #[error("unexpected reply from the lock-server (HTTP {status}): {problem}")]

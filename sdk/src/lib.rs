@@ -47,6 +47,7 @@ mod client;
 pub mod clock;
 mod config;
 mod error;
+pub mod http;
 pub mod lease;
 pub mod metrics;
 mod session;

@@ -14,14 +14,17 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use fencepost_api::lock::{
     AcquireRequest, CreateSessionRequest, ErrorBody, HeartbeatReply, LeaseGranted, LockErrorCode,
     LockInfo, ReleaseRequest, RenewRequest, SessionGranted, encode_key,
 };
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::clock::{Clock, MonoTime};
 use crate::error::{LockError, LockLost, LostReason, ReplyProblem};
+use crate::http::{HttpClient, HttpMethod};
 use crate::metrics::Outcome;
 
 /// The result of one exchange, with the clock reading taken just before the
@@ -59,13 +62,40 @@ pub(crate) struct GrantRef<'a> {
     pub token: u64,
 }
 
-/// Builds one attempt of a request for a base URL.
-type MakeRequest<'a> = &'a (dyn Fn(&str) -> reqwest::RequestBuilder + Send + Sync);
+/// One request, serialised once and sent to whichever replica is current.
+struct Call {
+    method: HttpMethod,
+    /// The path under the base URL (`/v1/...`).
+    path: String,
+    /// The JSON body, if any.
+    body: Option<Bytes>,
+    /// Why the body could not be serialised (then nothing is sent).
+    unencodable: Option<String>,
+}
+
+impl Call {
+    fn new(method: HttpMethod, path: String) -> Self {
+        Call {
+            method,
+            path,
+            body: None,
+            unencodable: None,
+        }
+    }
+
+    fn json(mut self, body: &impl Serialize) -> Self {
+        match serde_json::to_vec(body) {
+            Ok(b) => self.body = Some(Bytes::from(b)),
+            Err(e) => self.unencodable = Some(e.to_string()),
+        }
+        self
+    }
+}
 
 /// The lock-server replicas, reached through one pooled HTTP client.
 pub(crate) struct Http {
     /// Connection pool shared by every session of the client.
-    client: reqwest::Client,
+    client: HttpClient,
     /// The configured base URLs, without trailing slashes (at least one).
     bases: Vec<String>,
     /// Where the next exchange goes: the replica that served last, or the
@@ -76,26 +106,18 @@ pub(crate) struct Http {
 impl Http {
     /// A client for `base_urls` (the first is tried first) whose connections
     /// time out after `connect_timeout`.
-    pub(crate) fn new(
-        base_urls: &[String],
-        connect_timeout: Duration,
-    ) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            // The lock-server is a local service; a proxy would only add RTT.
-            .no_proxy()
-            .connect_timeout(connect_timeout)
-            .tcp_nodelay(true)
-            .build()?;
+    pub(crate) fn new(base_urls: &[String], connect_timeout: Duration) -> Self {
+        let client = HttpClient::new(connect_timeout);
         let bases: Vec<String> = base_urls
             .iter()
             .map(|b| b.trim_end_matches('/').to_string())
             .collect();
         let current = Mutex::new(bases.first().cloned().unwrap_or_default());
-        Ok(Http {
+        Http {
             client,
             bases,
             current,
-        })
+        }
     }
 
     /// The base URL the next exchange goes to.
@@ -139,8 +161,8 @@ impl Http {
             owner_id: owner_id.to_string(),
             ttl_ms: Some(ttl_ms),
         };
-        let req = |base: &str| self.client.post(format!("{base}/v1/sessions")).json(&body);
-        self.json(clock, &req, timeout, None).await
+        let call = Call::new(HttpMethod::Post, "/v1/sessions".into()).json(&body);
+        self.json(clock, &call, timeout, None).await
     }
 
     /// L2 `POST /v1/sessions/{id}/heartbeat`.
@@ -151,12 +173,9 @@ impl Http {
         timeout: Duration,
     ) -> Reply<HeartbeatReply> {
         let id = encode_key(session_id);
-        let req = |base: &str| {
-            self.client
-                .post(format!("{base}/v1/sessions/{id}/heartbeat"))
-                .json(&serde_json::json!({}))
-        };
-        self.json(clock, &req, timeout, None).await
+        let mut call = Call::new(HttpMethod::Post, format!("/v1/sessions/{id}/heartbeat"));
+        call.body = Some(Bytes::from_static(b"{}"));
+        self.json(clock, &call, timeout, None).await
     }
 
     /// L3 `DELETE /v1/sessions/{id}`.
@@ -167,8 +186,8 @@ impl Http {
         timeout: Duration,
     ) -> Reply<()> {
         let id = encode_key(session_id);
-        let req = |base: &str| self.client.delete(format!("{base}/v1/sessions/{id}"));
-        self.empty(clock, &req, timeout, None).await
+        let call = Call::new(HttpMethod::Delete, format!("/v1/sessions/{id}"));
+        self.empty(clock, &call, timeout, None).await
     }
 
     /// L4 `POST /v1/locks/{key}/acquire`.
@@ -185,12 +204,8 @@ impl Http {
             ttl_ms: Some(ttl_ms),
         };
         let key = encode_key(key);
-        let req = |base: &str| {
-            self.client
-                .post(format!("{base}/v1/locks/{key}/acquire"))
-                .json(&body)
-        };
-        self.json(clock, &req, timeout, None).await
+        let call = Call::new(HttpMethod::Post, format!("/v1/locks/{key}/acquire")).json(&body);
+        self.json(clock, &call, timeout, None).await
     }
 
     /// L5 `POST /v1/locks/{key}/renew`.
@@ -208,12 +223,8 @@ impl Http {
             ttl_ms: Some(ttl_ms),
         };
         let key = encode_key(grant.key);
-        let req = |base: &str| {
-            self.client
-                .post(format!("{base}/v1/locks/{key}/renew"))
-                .json(&body)
-        };
-        self.json(clock, &req, timeout, Some(grant)).await
+        let call = Call::new(HttpMethod::Post, format!("/v1/locks/{key}/renew")).json(&body);
+        self.json(clock, &call, timeout, Some(grant)).await
     }
 
     /// L6 `POST /v1/locks/{key}/release`.
@@ -229,12 +240,8 @@ impl Http {
             token: grant.token,
         };
         let key = encode_key(grant.key);
-        let req = |base: &str| {
-            self.client
-                .post(format!("{base}/v1/locks/{key}/release"))
-                .json(&body)
-        };
-        self.empty(clock, &req, timeout, Some(grant)).await
+        let call = Call::new(HttpMethod::Post, format!("/v1/locks/{key}/release")).json(&body);
+        self.empty(clock, &call, timeout, Some(grant)).await
     }
 
     /// L7 `GET /v1/locks/{key}`.
@@ -245,19 +252,19 @@ impl Http {
         timeout: Duration,
     ) -> Reply<LockInfo> {
         let key = encode_key(key);
-        let req = |base: &str| self.client.get(format!("{base}/v1/locks/{key}"));
-        self.json(clock, &req, timeout, None).await
+        let call = Call::new(HttpMethod::Get, format!("/v1/locks/{key}"));
+        self.json(clock, &call, timeout, None).await
     }
 
     /// An exchange whose success carries a JSON body.
     async fn json<T: DeserializeOwned>(
         &self,
         clock: &dyn Clock,
-        req: MakeRequest<'_>,
+        call: &Call,
         timeout: Duration,
         grant: Option<GrantRef<'_>>,
     ) -> Reply<T> {
-        let (send, received, raw) = self.raw(clock, req, timeout).await;
+        let (send, received, raw) = self.raw(clock, call, timeout).await;
         let result = raw.and_then(|(status, bytes)| {
             if (200..300).contains(&status) {
                 serde_json::from_slice(&bytes).map_err(|e| LockError::UnexpectedReply {
@@ -279,11 +286,11 @@ impl Http {
     async fn empty(
         &self,
         clock: &dyn Clock,
-        req: MakeRequest<'_>,
+        call: &Call,
         timeout: Duration,
         grant: Option<GrantRef<'_>>,
     ) -> Reply<()> {
-        let (send, received, raw) = self.raw(clock, req, timeout).await;
+        let (send, received, raw) = self.raw(clock, call, timeout).await;
         let result = raw.and_then(|(status, bytes)| {
             if (200..300).contains(&status) {
                 Ok(())
@@ -306,9 +313,17 @@ impl Http {
     async fn raw(
         &self,
         clock: &dyn Clock,
-        req: MakeRequest<'_>,
+        call: &Call,
         timeout: Duration,
-    ) -> (MonoTime, MonoTime, Result<(u16, Vec<u8>), LockError>) {
+    ) -> (MonoTime, MonoTime, Result<(u16, Bytes), LockError>) {
+        if let Some(message) = &call.unencodable {
+            let now = clock.now();
+            let refused = LockError::BadRequest {
+                message: format!("the request body cannot be encoded: {message}"),
+                input: None,
+            };
+            return (now, now, Err(refused));
+        }
         let hops = self.bases.len() + 1;
         let mut first: Option<MonoTime> = None;
         let mut hop = 0;
@@ -324,23 +339,22 @@ impl Http {
                 let send = first.unwrap_or(now);
                 return (send, now, Err(LockError::Timeout { after: timeout }));
             }
-            // Serialise and build first, so `send` is as close as possible to the write.
-            let request = match req(&base).timeout(left).build() {
-                Ok(r) => r,
-                Err(e) => {
-                    let now = clock.now();
-                    return (first.unwrap_or(now), now, Err(LockError::Transport(e)));
-                }
-            };
+            // The request was serialised before the first hop, so `send` is
+            // read as close as possible to the write.
+            let url = format!("{base}{}", call.path);
             let send = clock.now();
             let send = *first.get_or_insert(send);
-            let result = async {
-                let resp = self.client.execute(request).await?;
-                let status = resp.status().as_u16();
-                let bytes = resp.bytes().await?;
-                Ok::<_, reqwest::Error>((status, bytes.to_vec()))
-            }
-            .await;
+            let exchange = self.client.send(call.method, &url, call.body.clone());
+            let result = match tokio::time::timeout(left, exchange).await {
+                Ok(r) => r.map(|reply| (reply.status, reply.body)),
+                Err(_) => {
+                    return (
+                        send,
+                        clock.now(),
+                        Err(LockError::Timeout { after: timeout }),
+                    );
+                }
+            };
             let last = hop >= hops;
             match &result {
                 Ok((503, bytes)) if !last => {

@@ -8,8 +8,8 @@
 //! server sustains at that concurrency.
 //!
 //! Each system is driven through its native client: fencepost over HTTP/1.1
-//! keep-alive (`reqwest`, one connection per task), etcd over gRPC
-//! (`etcd-client`, one channel per task).
+//! keep-alive with the SDK's own client (`fencepost_sdk::http`, one
+//! connection per task), etcd over gRPC (`etcd-client`, one channel per task).
 //! - heartbeat: fencepost L2 on the task's session; etcd one LeaseKeepAlive
 //!   on the task's stream (sent, then its answer read).
 //! - grant: fencepost L4 on the task's own key, then L6 with the token;
@@ -19,8 +19,10 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use etcd_client::{Compare, CompareOp, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp};
 use fencepost_sdk::Histogram;
+use fencepost_sdk::http::{HttpClient, HttpError, HttpMethod, HttpReply};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -98,24 +100,24 @@ impl Sample {
     }
 }
 
-/// A fencepost client's request URLs, parsed once at set-up so the timed
+/// A fencepost client's request URLs, built once at set-up so the timed
 /// loop spends nothing on them (the driver shares the cores it measures).
 struct FencepostUrls {
     /// L2 of the session.
-    heartbeat: reqwest::Url,
+    heartbeat: String,
     /// L4 of the client's key.
-    acquire: reqwest::Url,
+    acquire: String,
     /// L6 of the client's key.
-    release: reqwest::Url,
+    release: String,
     /// L3 of the session.
-    close: reqwest::Url,
+    close: String,
 }
 
 /// One client task's connection and session.
 enum Client {
-    /// A reqwest client (one keep-alive connection) and a lock-server session.
+    /// The SDK's HTTP client (one keep-alive connection) and a lock-server session.
     Fencepost {
-        http: reqwest::Client,
+        http: HttpClient,
         urls: Box<FencepostUrls>,
         session: String,
     },
@@ -134,30 +136,26 @@ impl Client {
         let key = format!("peer:{tag}:{i}");
         match target {
             Target::Fencepost(base) => {
-                let http = reqwest::Client::builder()
-                    .no_proxy()
-                    .tcp_nodelay(true)
-                    .pool_max_idle_per_host(1)
-                    .timeout(OP_TIMEOUT)
-                    .build()?;
-                let resp = http
-                    .post(format!("{base}/v1/sessions"))
-                    .json(&json!({"owner_id": format!("peer-{i}"), "ttl_ms": CLIENT_TTL_S * 1000}))
-                    .send()
-                    .await?;
-                let status = resp.status();
-                let body: Value = resp.json().await?;
-                anyhow::ensure!(status.as_u16() == 201, "L1: {status} {body}");
+                let http = HttpClient::new(OP_TIMEOUT);
+                let open = json!({"owner_id": format!("peer-{i}"), "ttl_ms": CLIENT_TTL_S * 1000});
+                let resp = timed(http.send(
+                    HttpMethod::Post,
+                    &format!("{base}/v1/sessions"),
+                    Some(Bytes::from(open.to_string())),
+                ))
+                .await
+                .map_err(|e| anyhow::anyhow!("L1: {e}"))?;
+                let body: Value = serde_json::from_slice(&resp.body)?;
+                anyhow::ensure!(resp.status == 201, "L1: {} {body}", resp.status);
                 let session = body["session_id"]
                     .as_str()
                     .ok_or_else(|| anyhow::anyhow!("L1: no session_id in {body}"))?
                     .to_string();
-                let url = |path: String| reqwest::Url::parse(&format!("{base}{path}"));
                 let urls = Box::new(FencepostUrls {
-                    heartbeat: url(format!("/v1/sessions/{session}/heartbeat"))?,
-                    acquire: url(format!("/v1/locks/{key}/acquire"))?,
-                    release: url(format!("/v1/locks/{key}/release"))?,
-                    close: url(format!("/v1/sessions/{session}"))?,
+                    heartbeat: format!("{base}/v1/sessions/{session}/heartbeat"),
+                    acquire: format!("{base}/v1/locks/{key}/acquire"),
+                    release: format!("{base}/v1/locks/{key}/release"),
+                    close: format!("{base}/v1/sessions/{session}"),
                 });
                 Ok(Client::Fencepost {
                     http,
@@ -202,7 +200,7 @@ impl Client {
     async fn close(self) {
         match self {
             Client::Fencepost { http, urls, .. } => {
-                let _ = http.delete(urls.close.clone()).send().await;
+                let _ = timed(http.send(HttpMethod::Delete, &urls.close, None)).await;
             }
             Client::Etcd {
                 mut client, lease, ..
@@ -213,52 +211,57 @@ impl Client {
     }
 }
 
+/// `exchange` bounded by [`OP_TIMEOUT`].
+async fn timed(
+    exchange: impl std::future::Future<Output = Result<HttpReply, HttpError>>,
+) -> Result<HttpReply, String> {
+    match tokio::time::timeout(OP_TIMEOUT, exchange).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no reply within {OP_TIMEOUT:?}")),
+    }
+}
+
 /// L2, or L4 then L6.
 async fn fencepost_op(
-    http: &reqwest::Client,
+    http: &HttpClient,
     urls: &FencepostUrls,
     session: &str,
     op: PeerOp,
 ) -> Result<(), String> {
-    let post = |url: &reqwest::Url, body: Option<Value>| {
-        let req = http.post(url.clone());
-        match body {
-            Some(b) => req.json(&b),
-            None => req,
-        }
-        .send()
-    };
     match op {
         PeerOp::Heartbeat => {
-            let resp = post(&urls.heartbeat, None)
-                .await
-                .map_err(|e| format!("L2: {e}"))?;
-            let status = resp.status();
-            let body = resp.bytes().await.map_err(|e| format!("L2 body: {e}"))?;
-            if status.as_u16() != 200 {
-                return Err(format!("L2: {status} {}", String::from_utf8_lossy(&body)));
+            let resp = timed(http.send(
+                HttpMethod::Post,
+                &urls.heartbeat,
+                Some(Bytes::from_static(b"{}")),
+            ))
+            .await
+            .map_err(|e| format!("L2: {e}"))?;
+            if resp.status != 200 {
+                let body = String::from_utf8_lossy(&resp.body);
+                return Err(format!("L2: {} {body}", resp.status));
             }
         }
         PeerOp::Grant => {
-            let resp = post(&urls.acquire, Some(json!({"session_id": session})))
-                .await
-                .map_err(|e| format!("L4: {e}"))?;
-            let status = resp.status();
-            let body: Value = resp.json().await.map_err(|e| format!("L4 body: {e}"))?;
-            let token = match (status.as_u16(), body["token"].as_u64()) {
+            let acquire = json!({"session_id": session}).to_string();
+            let resp =
+                timed(http.send(HttpMethod::Post, &urls.acquire, Some(Bytes::from(acquire))))
+                    .await
+                    .map_err(|e| format!("L4: {e}"))?;
+            let body: Value =
+                serde_json::from_slice(&resp.body).map_err(|e| format!("L4 body: {e}"))?;
+            let token = match (resp.status, body["token"].as_u64()) {
                 (200, Some(t)) => t,
-                _ => return Err(format!("L4: {status} {body}")),
+                (status, _) => return Err(format!("L4: {status} {body}")),
             };
-            let resp = post(
-                &urls.release,
-                Some(json!({"session_id": session, "token": token})),
-            )
-            .await
-            .map_err(|e| format!("L6: {e}"))?;
-            let status = resp.status();
-            if status.as_u16() != 204 {
-                let body = resp.bytes().await.unwrap_or_default();
-                return Err(format!("L6: {status} {}", String::from_utf8_lossy(&body)));
+            let release = json!({"session_id": session, "token": token}).to_string();
+            let resp =
+                timed(http.send(HttpMethod::Post, &urls.release, Some(Bytes::from(release))))
+                    .await
+                    .map_err(|e| format!("L6: {e}"))?;
+            if resp.status != 204 {
+                let body = String::from_utf8_lossy(&resp.body);
+                return Err(format!("L6: {} {body}", resp.status));
             }
         }
     }

@@ -367,7 +367,7 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     let _ = writeln!(
         t,
         "One driver, closed loop, each client its own connection and session/lease: fencepost \
-         over HTTP/1.1 keep-alive, etcd over gRPC (`etcd-client`). heartbeat = L2 vs one \
+         over HTTP/1.1 keep-alive with the SDK's own client, etcd over gRPC (`etcd-client`). heartbeat = L2 vs one \
          LeaseKeepAlive on the client's stream; grant = L4 + L6 vs \
          `txn(create_revision == 0 → put with lease)` + `txn(create_revision == token → delete)`. \
          Same durability on every side: the lock-server's SQLite runs in WAL mode with \
@@ -448,8 +448,8 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
         t,
         "\n## Where the ratio comes from: CPU per operation, etcd ÷ fencepost\n\n\
          Above 1× fencepost spends less. Service: the lock-server plus the PostgreSQL \
-         backends serving it, vs the etcd process. Client: this driver (reqwest for \
-         fencepost, `etcd-client`/tonic for etcd). When the cores are saturated ops/s follow \
+         backends serving it, vs the etcd process. Client: this driver (the SDK's \
+         HTTP/1.1 client, `fencepost_sdk::http`, for fencepost; `etcd-client`/tonic for etcd). When the cores are saturated ops/s follow \
          the sum of both, so a client library that costs more than the service caps the \
          ops/s ratio below the service's CPU ratio. Median (min–max) over repeats.\n"
     );
