@@ -34,11 +34,19 @@ use hyper::{Request, header};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::clock::{Clock, MonoTime, MonotonicClock};
+
 /// The largest reply body read (a C1 reply is a few hundred bytes).
 pub const MAX_REPLY_BYTES: usize = 1 << 20;
 
 /// Idle connections kept per `host:port`; more are closed when they come back.
 pub const MAX_IDLE_PER_HOST: usize = 256;
+
+/// How long a connection may sit idle in the pool before it is closed instead
+/// of reused ([`HttpClient::new`]). A middlebox (NAT, load balancer) may drop
+/// an idle connection silently; a request written into one is lost until its
+/// timeout, so a connection idle this long is not trusted with one.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The request methods C1 uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,24 +178,44 @@ pub struct HttpClient {
 
 struct Pool {
     connect_timeout: Duration,
-    /// Idle connections by authority; the most recently used is taken first.
-    idle: Mutex<HashMap<String, Vec<SendRequest<Full<Bytes>>>>>,
+    idle_timeout: Duration,
+    /// Reads when a connection went idle (connection hygiene, no lease).
+    clock: MonotonicClock,
+    /// Idle connections by authority, oldest first; the most recently used
+    /// is taken first.
+    idle: Mutex<HashMap<String, Vec<Idle>>>,
+}
+
+/// A pooled connection and when it was put back.
+struct Idle {
+    conn: SendRequest<Full<Bytes>>,
+    since: MonoTime,
 }
 
 impl fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpClient")
             .field("connect_timeout", &self.inner.connect_timeout)
+            .field("idle_timeout", &self.inner.idle_timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl HttpClient {
-    /// A client whose new connections must open within `connect_timeout`.
+    /// A client whose new connections must open within `connect_timeout`,
+    /// and which closes connections idle for [`DEFAULT_IDLE_TIMEOUT`].
     pub fn new(connect_timeout: Duration) -> Self {
+        Self::with_idle_timeout(connect_timeout, DEFAULT_IDLE_TIMEOUT)
+    }
+
+    /// As [`HttpClient::new`], closing connections idle for `idle_timeout`
+    /// (zero: every exchange opens a new connection).
+    pub fn with_idle_timeout(connect_timeout: Duration, idle_timeout: Duration) -> Self {
         HttpClient {
             inner: Arc::new(Pool {
                 connect_timeout,
+                idle_timeout,
+                clock: MonotonicClock::new(),
                 idle: Mutex::new(HashMap::new()),
             }),
         }
@@ -253,16 +281,23 @@ impl HttpClient {
         }
     }
 
-    /// An idle connection to `authority` that is still open and ready.
+    /// An idle connection to `authority` that is still open, not idle too
+    /// long, and ready.
     async fn take_idle(&self, authority: &str) -> Option<SendRequest<Full<Bytes>>> {
         loop {
             let mut conn = {
+                let now = self.inner.clock.now();
                 let mut idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
                 let list = idle.get_mut(authority)?;
                 loop {
                     let c = list.pop()?;
-                    if !c.is_closed() {
-                        break c;
+                    if now.saturating_duration_since(c.since) >= self.inner.idle_timeout {
+                        // Every one below went idle earlier still.
+                        list.clear();
+                        return None;
+                    }
+                    if !c.conn.is_closed() {
+                        break c.conn;
                     }
                 }
             };
@@ -278,10 +313,11 @@ impl HttpClient {
         if conn.is_closed() {
             return;
         }
+        let since = self.inner.clock.now();
         let mut idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
         let list = idle.entry(authority.to_string()).or_default();
         if list.len() < MAX_IDLE_PER_HOST {
-            list.push(conn);
+            list.push(Idle { conn, since });
         }
     }
 
@@ -325,7 +361,7 @@ impl HttpClient {
     fn idle_open(&self, authority: &str) -> usize {
         let idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.get(authority)
-            .map_or(0, |l| l.iter().filter(|c| !c.is_closed()).count())
+            .map_or(0, |l| l.iter().filter(|c| !c.conn.is_closed()).count())
     }
 }
 
@@ -480,6 +516,21 @@ mod tests {
             out.push(h.await.unwrap());
         }
         out
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_past_the_idle_timeout_is_not_reused() {
+        let s = server(vec![]).await;
+        let c = HttpClient::with_idle_timeout(Duration::from_secs(5), Duration::ZERO);
+        let url = format!("{}/a", s.base);
+        for _ in 0..3 {
+            assert_eq!(
+                c.send(HttpMethod::Get, &url, None).await.unwrap().status,
+                200
+            );
+        }
+        assert_eq!(s.connections.load(Ordering::SeqCst), 3);
+        assert_eq!(s.requests.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]

@@ -71,6 +71,20 @@ fn bad_ttls_are_refused_naming_the_key() {
             .to_string()
             .starts_with("lock.client.base-url=not a url:")
     );
+    // The SDK speaks no TLS: refused when built, not at the first request.
+    let cfg = LockClientConfig::new("https://lock.example:7070");
+    let err = LockClient::new(cfg).err().unwrap().to_string();
+    assert!(
+        err.starts_with("lock.client.base-url=https://lock.example:7070:") && err.contains("TLS"),
+        "{err}"
+    );
+    for ok in [
+        "http://127.0.0.1:7070",
+        "http://lock:7070/",
+        "http://[::1]:7070",
+    ] {
+        assert!(LockClient::new(LockClientConfig::new(ok)).is_ok(), "{ok}");
+    }
 }
 
 #[test]
