@@ -266,8 +266,9 @@ impl HttpClient {
                     return Ok(HttpReply { status, body });
                 }
                 Err(mut e) => match e.take_message() {
-                    // Never written: the pooled connection had closed. Once
-                    // more on a new one (a new connection's failure ends it).
+                    // Never written: the pooled connection had closed. Again
+                    // on the next pooled connection or a new one; a new
+                    // connection's failure ends the exchange.
                     Some(unsent) if reused => request = unsent,
                     _ => {
                         return Err(HttpError::new(
