@@ -470,6 +470,11 @@ mod tests {
         HttpClient::new(Duration::from_secs(5))
     }
 
+    /// A GET that must get an answer; its status.
+    async fn get_status(c: &HttpClient, url: &str) -> u16 {
+        c.send(HttpMethod::Get, url, None).await.unwrap().status
+    }
+
     #[tokio::test]
     async fn sequential_exchanges_share_one_connection() {
         let s = server(vec![]).await;
@@ -499,7 +504,7 @@ mod tests {
                 let (c, url) = (c.clone(), url.clone());
                 tokio::spawn(async move { c.send(HttpMethod::Get, &url, None).await })
             });
-            for r in futures_join(all).await {
+            for r in join_all(all).await {
                 assert_eq!(r.unwrap().status, 200);
             }
         }
@@ -511,7 +516,7 @@ mod tests {
         );
     }
 
-    async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    async fn join_all<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
         let mut out = Vec::new();
         for h in handles.collect::<Vec<_>>() {
             out.push(h.await.unwrap());
@@ -525,10 +530,7 @@ mod tests {
         let c = HttpClient::with_idle_timeout(Duration::from_secs(5), Duration::ZERO);
         let url = format!("{}/a", s.base);
         for _ in 0..3 {
-            assert_eq!(
-                c.send(HttpMethod::Get, &url, None).await.unwrap().status,
-                200
-            );
+            assert_eq!(get_status(&c, &url).await, 200);
         }
         assert_eq!(s.connections.load(Ordering::SeqCst), 3);
         assert_eq!(s.requests.load(Ordering::SeqCst), 3);
@@ -539,10 +541,7 @@ mod tests {
         let s = server(vec![Act::AnswerThenClose]).await;
         let c = client();
         let url = format!("{}/a", s.base);
-        assert_eq!(
-            c.send(HttpMethod::Get, &url, None).await.unwrap().status,
-            200
-        );
+        assert_eq!(get_status(&c, &url).await, 200);
         // Wait (with a deadline) until the client has seen the close.
         tokio::time::timeout(Duration::from_secs(10), async {
             while c.idle_open(&s.authority) > 0 {
@@ -551,10 +550,7 @@ mod tests {
         })
         .await
         .expect("the client never saw the server close the connection");
-        assert_eq!(
-            c.send(HttpMethod::Get, &url, None).await.unwrap().status,
-            200
-        );
+        assert_eq!(get_status(&c, &url).await, 200);
         assert_eq!(s.connections.load(Ordering::SeqCst), 2);
         assert_eq!(s.requests.load(Ordering::SeqCst), 2);
     }
