@@ -262,11 +262,11 @@ pub struct RunArgs {
     pub pg_url: Option<String>,
 
     /// The lock-server image for --runtime docker (scripts/build-images.sh builds it).
-    #[arg(long, default_value = crate::docker::DEFAULT_LOCK_IMAGE)]
+    #[arg(long, default_value = bench_driver::docker::DEFAULT_LOCK_IMAGE)]
     pub lock_image: String,
 
     /// The rail-stub image for --runtime docker (scripts/build-images.sh builds it).
-    #[arg(long, default_value = crate::docker::DEFAULT_RAIL_IMAGE)]
+    #[arg(long, default_value = bench_driver::docker::DEFAULT_RAIL_IMAGE)]
     pub rail_image: String,
 
     /// The lock-server for --runtime external.

@@ -12,12 +12,13 @@ use fencepost_api::latency::LatencySpec;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
-use crate::backend::BackendKind;
 use crate::cli::RunArgs;
-use crate::grid::{self, Cell, FlagError};
-use crate::manifest::Manifest;
 use crate::runner::{self, Live, RunConfig, Runtime};
-use crate::{report, results};
+use bench_analysis::manifest::Manifest;
+use bench_analysis::results;
+use bench_core::grid::{self, Cell, FlagError};
+use bench_driver::backend::BackendKind;
+use bench_report::report;
 use clap::Parser as _;
 
 /// A checked `run`/`sweep`.
@@ -82,7 +83,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             "bench run takes one policy; use bench sweep for a list",
         ));
     }
-    let projection = crate::projection::Production {
+    let projection = bench_analysis::projection::Production {
         lease_ms: grid::parse_ttls(&args.projection_lease)
             .map_err(|e| flag("--projection-lease", &args.projection_lease, e.why))?[0]
             .as_millis() as u64,
@@ -247,7 +248,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
         }
         None => PathBuf::from("data/runs").join(format!(
             "{}-{command}",
-            crate::manifest::now_rfc3339().replace(':', "")
+            bench_analysis::manifest::now_rfc3339().replace(':', "")
         )),
     };
     Ok(Plan {
@@ -413,7 +414,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         m.argv = argv;
         m.grid = grid_of(&config, &cells);
         m.grid_flags = Some(grid_flags);
-        m.binaries = crate::manifest::binary_versions(&config.runtime);
+        m.binaries = crate::runner::binary_versions(&config.runtime);
         m.replay_of = replay_of.map(|p| p.display().to_string());
         m
     };
@@ -438,8 +439,8 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
     );
 
     // The docker runtime: whatever a cell's guard left behind is removed when the run ends, on every path.
-    let _docker_cleanup =
-        matches!(config.runtime, Runtime::Docker { .. }).then_some(crate::docker::RunCleanup);
+    let _docker_cleanup = matches!(config.runtime, Runtime::Docker { .. })
+        .then_some(bench_driver::docker::RunCleanup);
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -479,7 +480,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         // With a delay proxy, its own overhead is measured once per run (on a
         // lock-server: the baseline sends L2 heartbeats).
         let baseline = cell_config.net_delay.is_some()
-            && cell_config.backend() == crate::backend::BackendKind::Fencepost
+            && cell_config.backend() == bench_driver::backend::BackendKind::Fencepost
             && manifest.proxy_overhead.is_none();
         let result =
             runner::run_cell(cell_config, &plan, &out, stop_rx.clone(), &live, baseline).await?;
@@ -543,7 +544,7 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         }
     }
     bar.finish_and_clear();
-    manifest.finished_at = Some(crate::manifest::now_rfc3339());
+    manifest.finished_at = Some(bench_analysis::manifest::now_rfc3339());
     manifest.write(&out)?;
     report::write_report(&out)?;
     print!("{}", summary_text(&out, &rows));
@@ -593,7 +594,9 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
         );
     }
     t.push('\n');
-    let summary = crate::summary::build(rows, &|cell| crate::summary::load_cell_hists(out, cell));
+    let summary = bench_analysis::summary::build(rows, &|cell| {
+        bench_analysis::summary::load_cell_hists(out, cell)
+    });
     if summary.rows.len() < rows.len() {
         let _ = writeln!(
             t,
@@ -621,7 +624,7 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
         }
         t.push('\n');
     }
-    for rec in crate::recommend::recommendations_from(&summary) {
+    for rec in bench_analysis::recommend::recommendations_from(&summary) {
         let _ = writeln!(t, "{rec}");
     }
     let _ = writeln!(t, "\nreport: {}", out.join("report.md").display());
@@ -630,13 +633,13 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
 
 /// The expanded grid of a run as `manifest.json` records it: every cell on
 /// every backend, in run order, with its seed.
-pub fn grid_of(config: &RunConfig, cells: &[Cell]) -> Vec<crate::manifest::GridCell> {
+pub fn grid_of(config: &RunConfig, cells: &[Cell]) -> Vec<bench_analysis::manifest::GridCell> {
     cells
         .iter()
         .flat_map(|c| {
             config.backends.iter().map(move |&b| {
                 let plan = config.on_backend(b).plan(*c);
-                crate::manifest::GridCell {
+                bench_analysis::manifest::GridCell {
                     cell: plan.id,
                     backend: b.to_string(),
                     policy: c.policy.to_string(),
@@ -673,7 +676,7 @@ pub fn changed_flags(
     old: &Manifest,
     config_now: &serde_json::Value,
     grid_flags_now: &serde_json::Value,
-    grid_now: &[crate::manifest::GridCell],
+    grid_now: &[bench_analysis::manifest::GridCell],
 ) -> Vec<String> {
     let mut out = Vec::new();
     let (was, now) = (old.config.as_object(), config_now.as_object());

@@ -10,7 +10,7 @@ fn main() {
     let code = match cli.command {
         Command::Run(args) => run(&args, false),
         Command::Sweep(args) => run(&args, true),
-        Command::Report { dir } => match bench::report::write_report(&dir) {
+        Command::Report { dir } => match bench_report::report::write_report(&dir) {
             Ok(path) => {
                 println!("report: {}", path.display());
                 0
@@ -43,7 +43,7 @@ fn main() {
             }
         },
         Command::Adr(args) => bench::adr::main(&args),
-        Command::Triggers { dir } => match bench::triggers::run_triggers_command(&dir) {
+        Command::Triggers { dir } => match bench_analysis::triggers::run_triggers_command(&dir) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("bench triggers: {e:#}");

@@ -7,16 +7,17 @@
 //!
 //! Time base: production numbers (lease 30 s, `rail.read.timeout` 5 s, the
 //! "+2 s" of D4, the rail's latency) are scaled by `lease / 30 s`
-//! ([`crate::timebase`]), so `--ttl 1s` runs the ADR's arithmetic in seconds
+//! ([`bench_core::timebase`]), so `--ttl 1s` runs the ADR's arithmetic in seconds
 //! and `--ttl 30s` in production time. The network (heartbeat RTT,
 //! `--net-delay`) is never scaled: it is what is being measured.
 //!
-//! Warm-up: every cell runs `--warmup` (default [`crate::cell::WARMUP_PERIODS`]
+//! Warm-up: every cell runs `--warmup` (default [`bench_driver::cell::WARMUP_PERIODS`]
 //! heartbeat periods of the cell) before its measured window opens; nothing
 //! of it enters any figure. With `--net-delay`, the first cell a run measures
-//! also measures the delay proxy's own overhead ([`crate::proxy`]), outside
+//! also measures the delay proxy's own overhead ([`bench_driver::proxy`]), outside
 //! its window.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -24,16 +25,17 @@ use fencepost_api::latency::LatencySpec;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::backend::BackendKind;
-use crate::backend::etcd::session_ttl_on_etcd;
-pub use crate::cell::{CellPlan, Live, Runtime};
-use crate::cell::{Conditions, Hooks, Stack, Steady, default_warmup, measure};
-use crate::grid::{Cell, PauseSpec, PolicySpec};
-use crate::hist::Histograms;
-pub use crate::projection::Production;
-use crate::proxy::{BASELINE_PAIRS, ProxyOverhead};
-use crate::results::CellRow;
-use crate::timebase::TimeBase;
+pub use bench_analysis::projection::Production;
+use bench_analysis::results::CellRow;
+use bench_core::grid::{Cell, PauseSpec, PolicySpec};
+use bench_core::hist::Histograms;
+use bench_core::overhead::ProxyOverhead;
+use bench_core::timebase::TimeBase;
+use bench_driver::backend::BackendKind;
+use bench_driver::backend::etcd::session_ttl_on_etcd;
+pub use bench_driver::cell::{CellPlan, Live, Runtime};
+use bench_driver::cell::{Conditions, Hooks, Stack, Steady, default_warmup, measure};
+use bench_driver::proxy::BASELINE_PAIRS;
 
 /// The R7 prefix of the seeded backlog.
 pub const PAYOUT_PREFIX: &str = "bench";
@@ -83,7 +85,7 @@ pub struct RunConfig {
     /// `--etcd-url`: an etcd to use instead of starting one.
     pub etcd_url: Option<String>,
     /// `--warmup`: excluded from every figure; `None` = the default per cell
-    /// ([`crate::cell::WARMUP_PERIODS`] heartbeat periods).
+    /// ([`bench_driver::cell::WARMUP_PERIODS`] heartbeat periods).
     #[serde(serialize_with = "warmup")]
     pub warmup: Option<Duration>,
 }
@@ -93,7 +95,7 @@ fn warmup<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::
         Some(d) => s.serialize_str(&fencepost_api::format_duration(*d)),
         None => s.serialize_str(&format!(
             "default ({} heartbeat periods)",
-            crate::cell::WARMUP_PERIODS
+            bench_driver::cell::WARMUP_PERIODS
         )),
     }
 }
@@ -197,14 +199,6 @@ impl RunConfig {
     }
 }
 
-impl CellPlan {
-    /// The plan as a cell of run `run_id` (the results directory's name).
-    pub fn in_run(mut self, run_id: &str) -> Self {
-        self.run_id = run_id.to_string();
-        self
-    }
-}
-
 /// What a finished cell produced.
 pub struct CellResult {
     /// Its results row.
@@ -253,8 +247,35 @@ pub async fn run_cell(
     };
     m.write_ledger_check(&cell_dir)?;
     Ok(Some(CellResult {
-        row: CellRow::from_measurement(&m),
+        row: crate::row::cell_row(&m),
         histograms: m.workers.hists,
         proxy_overhead,
     }))
+}
+
+/// `lock-server --version` and `rail-stub --version` with their paths, for
+/// the runtimes that start them as processes; empty otherwise.
+pub fn binary_versions(runtime: &Runtime) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let local = matches!(runtime, Runtime::Process { .. } | Runtime::Etcd { .. });
+    if !local {
+        return out;
+    }
+    for name in ["lock-server", "rail-stub"] {
+        let v = match fencepost_harness::binary(name, name) {
+            Ok(path) => {
+                let version =
+                    bench_analysis::manifest::first_line(&path.to_string_lossy(), &["--version"])
+                        .unwrap_or_else(|| "unknown".into());
+                format!("{version} ({})", path.display())
+            }
+            Err(e) => format!("not found: {e}"),
+        };
+        out.insert(name.to_owned(), v);
+    }
+    out.insert(
+        "bench".to_owned(),
+        format!("bench {}", env!("CARGO_PKG_VERSION")),
+    );
+    out
 }

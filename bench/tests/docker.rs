@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use bench::cli::{Cli, Command as BenchCommand};
-use bench::docker::{DEFAULT_LOCK_IMAGE, DEFAULT_RAIL_IMAGE, LABEL_RUN};
+use bench_driver::docker::{DEFAULT_LOCK_IMAGE, DEFAULT_RAIL_IMAGE, LABEL_RUN};
 use clap::Parser;
 
 /// Skips (prints why and returns `None`) outside CI; panics with `CI=true`.
@@ -32,7 +32,7 @@ fn require(what: &str, ok: bool) -> Option<()> {
 /// `DOCKER_HOST` at its API shim, which children would inherit).
 fn docker() -> Command {
     let mut cmd = Command::new("docker");
-    if let Some(host) = bench::docker::engine_docker_host() {
+    if let Some(host) = bench_driver::docker::engine_docker_host() {
         cmd.env("DOCKER_HOST", host);
     }
     cmd
@@ -125,7 +125,7 @@ async fn a_docker_run_pays_without_duplicates_and_leaves_no_container_behind() {
         .expect("the run completes");
     assert_eq!(code, 0, "bench run --runtime docker exit code");
 
-    let rows = bench::results::read_results(&out.0).expect("results written");
+    let rows = bench_analysis::results::read_results(&out.0).expect("results written");
     assert_eq!(rows.len(), 1, "one cell");
     let row = &rows[0];
     assert!(row.payouts_paid > 0, "the run paid nothing: {row:?}");
@@ -139,7 +139,7 @@ async fn a_docker_run_pays_without_duplicates_and_leaves_no_container_behind() {
         "the lock-server container's log was captured"
     );
 
-    let label = format!("label={LABEL_RUN}={}", bench::docker::run_id());
+    let label = format!("label={LABEL_RUN}={}", bench_driver::docker::run_id());
     assert_eq!(
         docker_ids(&["ps", "-aq", "--filter", &label]),
         Vec::<String>::new(),

@@ -110,7 +110,7 @@ pub struct PauseArgs {
     /// The lock service: fencepost (the lock-server) or etcd (started from
     /// `etcd` on PATH; the session TTL is rounded up to whole seconds; no grace).
     #[arg(long, default_value = "fencepost")]
-    pub backend: bench::backend::BackendKind,
+    pub backend: bench_driver::backend::BackendKind,
 
     /// Seed for the pause points, the workers' jitter and the rail's latency; random if absent (printed and recorded).
     #[arg(long)]
@@ -322,12 +322,12 @@ pub enum SabotageMode {
     NoFences,
 }
 
-/// `experiments worker` (internal): one `bench::worker::Worker` in this process.
+/// `experiments worker` (internal): one `bench_driver::worker::Worker` in this process.
 #[derive(Debug, Args, Clone)]
 pub struct WorkerArgs {
     /// The lock service `--lock-url` points at: `fencepost` or `etcd`.
     #[arg(long, default_value = "fencepost")]
-    pub backend: bench::backend::BackendKind,
+    pub backend: bench_driver::backend::BackendKind,
     /// The lock-server (or etcd's client URL).
     #[arg(long)]
     pub lock_url: String,

@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench::cell::{
+use bench_analysis::results::CellRow;
+use bench_core::grid::PolicySpec;
+use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_driver::cell::{
     CellPlan, CellRun, Conditions, Ended, Hooks, Live, Runtime, Schedule, Stack, measure,
 };
-use bench::grid::PolicySpec;
-use bench::results::CellRow;
-use bench::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
 use fencepost_api::latency::LatencySpec;
 use fencepost_harness::ChildService;
 use plotters::coord::Shift;
@@ -441,7 +441,7 @@ async fn run(args: &FailoverArgs) -> anyhow::Result<(FailoverResult, PathBuf)> {
         seed,
         repeat: 0,
         conditions: Conditions::default(),
-        warmup: bench::cell::default_warmup(session_ttl, args.ttl, args.margin),
+        warmup: bench_driver::cell::default_warmup(session_ttl, args.ttl, args.margin),
         cpu_quota: None,
     };
     let runtime = Runtime::External {
@@ -482,8 +482,8 @@ async fn run(args: &FailoverArgs) -> anyhow::Result<(FailoverResult, PathBuf)> {
     drop(rail);
     drop(nodes);
     let m = measured?.ok_or_else(|| anyhow::anyhow!("interrupted"))?;
-    let row = CellRow::from_measurement(&m);
-    bench::results::write_results(&dir, std::slice::from_ref(&row))?;
+    let row = bench::row::cell_row(&m);
+    bench_analysis::results::write_results(&dir, std::slice::from_ref(&row))?;
     let opened = opened
         .lock()
         .unwrap_or_else(|e| e.into_inner())

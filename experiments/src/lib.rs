@@ -14,7 +14,7 @@
 //!   operation recorded and the history checked (issue 16).
 //!
 //! Pause and throttle run their cells through the bench's one cell driver
-//! (`bench::cell`: stack, pool, measured window); what is theirs — the pause
+//! (`bench_driver::cell`: stack, pool, measured window); what is theirs — the pause
 //! rounds, the cgroup, the claim hook — plugs into it as hooks.
 //!
 //! Shared modules: [`worker_proc`] is the hidden `experiments worker`

@@ -1,13 +1,13 @@
 //! The results layout every experiment shares with the bench: an output
 //! directory (default `data/runs/<timestamp>-<experiment>/`), `manifest.json`
-//! through `bench::manifest::Manifest` (seed, configuration, commit, machine),
+//! through `bench_analysis::manifest::Manifest` (seed, configuration, commit, machine),
 //! JSON files, and a `report.md` section that `bench report` can include;
 //! and the runtime and exit-code plumbing of the experiments' `main`s.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
-use bench::manifest::{Manifest, now_rfc3339};
+use bench_analysis::manifest::{Manifest, now_rfc3339};
 use serde::Serialize;
 
 /// The file every experiment writes its report section into.

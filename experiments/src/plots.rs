@@ -1,6 +1,6 @@
 //! The experiments' plots, each written as `<stem>.svg` and `<stem>.png` with
 //! plotters, text in the DejaVu Sans the bench registers
-//! (`bench::plots::register_fonts`), so PNGs need no system font:
+//! (`bench_report::plots::register_fonts`), so PNGs need no system font:
 //! - `timeline` (pause): who held which token when, the freezes, the fences;
 //! - `clock` (clock): violation rate against grace / bound, per scenario;
 //! - `throttle_rtt` (throttle): heartbeat RTT CDFs, throttled vs unthrottled.
@@ -14,7 +14,7 @@ use plotters::prelude::*;
 use crate::timeline::{Event, EventKind, Freeze};
 
 // The frame every plot shares (size, font, colours, SVG+PNG rendering) is the bench's.
-pub use bench::plots::{FONT, PLOT_SIZE, Plot, color, render};
+pub use bench_report::plots::{FONT, PLOT_SIZE, Plot, color, render};
 
 fn font(size: u32) -> TextStyle<'static> {
     (FONT, size).into_font().into()

@@ -1,9 +1,9 @@
 //! The parent side of `experiments worker`: starting a worker process with the
-//! arguments that rebuild a `bench::worker::WorkerEnv` in the child
+//! arguments that rebuild a `bench_driver::worker::WorkerEnv` in the child
 //! ([`worker_args`]), reading its JSON lines ([`WorkerChild`]), and the
 //! process state the pause experiment waits on ([`proc_state`],
 //! [`wait_stopped`]). A [`WorkerChild`] in continuous mode is a
-//! `bench::cell::RemoteWorker`, so the cell driver's pool runs worker
+//! `bench_driver::cell::RemoteWorker`, so the cell driver's pool runs worker
 //! processes like in-process workers; [`ProcessSpawner`] is the hook that
 //! starts them (and, for the throttle experiment, moves each into a cgroup).
 
@@ -12,10 +12,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use bench::cell::{BoxFuture, RemoteWorker, SpawnRemote, WorkerReport};
-use bench::grid::PolicySpec;
-use bench::hist::Histograms;
-use bench::worker::{TallySnapshot, WorkerEnv};
+use bench_core::grid::PolicySpec;
+use bench_core::hist::Histograms;
+use bench_driver::cell::{BoxFuture, RemoteWorker, SpawnRemote, WorkerReport};
+use bench_driver::worker::{TallySnapshot, WorkerEnv};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
@@ -230,7 +230,7 @@ impl RemoteWorker for WorkerChild {
                 ) = (t, line)
                 {
                     let decode = |what: &str, text: &str| {
-                        bench::hist::decode(text)
+                        bench_core::hist::decode(text)
                             .with_context(|| format!("the worker's {what} histogram"))
                     };
                     break WorkerReport {

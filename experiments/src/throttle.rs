@@ -3,7 +3,7 @@
 //! run twice against one lock-server and rail-stub: unthrottled, then with the
 //! worker processes in a cgroup limited to `--quota` of a core. It compares
 //! the heartbeat RTT distributions, abandonment, and ADR-006 §6.5's verdicts
-//! (`bench::triggers::evaluate`) on the two results rows, and writes them
+//! (`bench_analysis::triggers::evaluate`) on the two results rows, and writes them
 //! in the bench's layout (`results.csv`/`.parquet`, `hgrm/`, `triggers.json`)
 //! so `bench report` and `bench triggers` can read the directory.
 //!
@@ -15,23 +15,23 @@
 //! `not_evaluated`, and the experiment warns.
 //!
 //! Both runs are cells of the bench's cell driver on one
-//! [`bench::cell::Stack`]: the [`bench::cell::Steady`] load, worker processes
+//! [`bench_driver::cell::Stack`]: the [`bench_driver::cell::Steady`] load, worker processes
 //! through [`crate::proc::ProcessSpawner`] (whose spawn hook moves each one
 //! into the cgroup for the throttled run), and the results row from
-//! `CellRow::from_measurement` — throughput over the measured window.
+//! `bench::row::cell_row` — throughput over the measured window.
 
 use std::path::{Path, PathBuf};
 
-use bench::cell::{
-    CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, Steady, default_warmup, measure,
-};
-use bench::grid::PolicySpec;
-use bench::results::CellRow;
-use bench::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
-use bench::triggers::{
+use bench_analysis::results::CellRow;
+use bench_analysis::triggers::{
     AUTOPILOT_THROTTLING, TriggerResult, UNTHROTTLED, evaluate, markdown_table, write_triggers,
 };
-use bench::worker::TallySnapshot;
+use bench_core::grid::PolicySpec;
+use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_driver::cell::{
+    CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, Steady, default_warmup, measure,
+};
+use bench_driver::worker::TallySnapshot;
 use fencepost_api::latency::LatencySpec;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -170,14 +170,14 @@ async fn run(args: &ThrottleArgs, group: &CpuCgroup) -> anyhow::Result<(Throttle
     stack.stop().await;
     let (runs, histograms) = measured?;
     let rows: Vec<CellRow> = runs.iter().map(|r| r.row.clone()).collect();
-    bench::results::write_results(&dir, &rows)?;
+    bench_analysis::results::write_results(&dir, &rows)?;
     let triggers = evaluate(&rows);
     write_triggers(&dir, &triggers)?;
     let cdfs: Vec<crate::plots::Cdf> = histograms
         .iter()
         .map(|(cell, h)| crate::plots::Cdf {
             label: format!("{cell} ({} corrected samples)", h.len()),
-            points: bench::hist::cdf_points_ms(h),
+            points: bench_core::hist::cdf_points_ms(h),
         })
         .collect();
     crate::plots::rtt_cdfs(
@@ -238,7 +238,7 @@ async fn run_both(
         let m = measure(stack, plan, &mut Steady, hooks)
             .await?
             .ok_or_else(|| anyhow::anyhow!("run {name} was interrupted"))?;
-        let row = CellRow::from_measurement(&m);
+        let row = bench::row::cell_row(&m);
         m.save_histograms(dir)?;
         histograms.push((row.cell.clone(), m.workers.hists.corrected.clone()));
         runs.push(ThrottleRun {
@@ -321,7 +321,7 @@ pub fn report_section(r: &ThrottleResult) -> String {
             w.hb_corrected_count,
             w.hb_timeouts,
             w.session_lost,
-            bench::triggers::margin_needed(w, w.hb_rtt_corrected_p99_us),
+            bench_analysis::triggers::margin_needed(w, w.hb_rtt_corrected_p99_us),
             w.payouts_paid,
             w.throughput_per_s,
             w.abandoned_insufficient_lease,

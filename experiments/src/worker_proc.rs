@@ -1,4 +1,4 @@
-//! `experiments worker` (hidden): one `bench::worker::Worker` — the payout
+//! `experiments worker` (hidden): one `bench_driver::worker::Worker` — the payout
 //! worker, not a copy of it, on the SDK or on etcd (`--backend`) — running in its own OS process, so the pause
 //! experiment can freeze a whole process (its heartbeat task included) and the
 //! throttle experiment can put it in a cgroup.
@@ -21,14 +21,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bench::cell::HeartbeatCounts;
-use bench::cpu::cpu_seconds;
-use bench::grid::parse_policy;
-use bench::hist::encode;
-use bench::history::{OpKind, Outcome, Recorder};
-use bench::worker::{
+use bench_core::cpu::cpu_seconds;
+use bench_core::grid::parse_policy;
+use bench_core::hist::encode;
+use bench_driver::cell::HeartbeatCounts;
+use bench_driver::worker::{
     ClaimHook, Step, StepCtx, StepHook, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker,
 };
+use bench_history::{OpKind, Outcome, Recorder};
 use nix::sys::signal::{Signal, raise};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt as _;
@@ -67,7 +67,7 @@ pub enum WorkerLine {
         /// The token it held.
         token: u64,
     },
-    /// A client-side counter went up (see `bench::worker::Tally`).
+    /// A client-side counter went up (see `bench_driver::worker::Tally`).
     Tally {
         /// Which counter.
         field: Counter,
@@ -97,7 +97,7 @@ pub enum WorkerLine {
         /// The SDK's heartbeat counters.
         #[serde(default)]
         heartbeat: HeartbeatCounts,
-        /// The raw heartbeat RTT histogram, `bench::hist::encode`d.
+        /// The raw heartbeat RTT histogram, `bench_core::hist::encode`d.
         rtt_hdr: String,
         /// The corrected heartbeat RTT histogram, encoded.
         #[serde(default)]

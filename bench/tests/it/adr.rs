@@ -3,13 +3,13 @@
 
 use std::path::Path;
 
-use bench::adr::evidence::{load, render};
 use bench::adr::{
     ADR_MANIFEST, AdrManifest, EVIDENCE_MD, Features, Status, StepRecord, plan, subcommands,
 };
-use bench::hist::{Series, save_series};
-use bench::results::{CellRow, write_results};
-use bench::triggers::TRIGGERS;
+use bench_analysis::results::{CellRow, write_results};
+use bench_analysis::triggers::TRIGGERS;
+use bench_core::hist::{Series, save_series};
+use bench_report::adr::evidence::{load, render};
 
 use super::output::{Scratch, healthy, synthetic_histogram};
 

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use bench::grid::{Cell, PolicySpec};
 use bench::runner::{self, RunConfig, Runtime};
+use bench_core::grid::{Cell, PolicySpec};
 use tokio::sync::watch;
 
 /// A fresh directory under the system temp dir.
@@ -46,7 +46,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         seed: 7,
         client_check: true,
         warmup: None,
-        backends: vec![bench::backend::BackendKind::Fencepost],
+        backends: vec![bench_driver::backend::BackendKind::Fencepost],
         etcd_url: None,
     }
 }
@@ -70,7 +70,7 @@ async fn a_fixed_20ms_proxy_delay_shows_up_in_the_recorded_rtt() {
         .unwrap()
         .unwrap();
     let overhead = result.proxy_overhead.as_ref().expect("baseline measured");
-    assert_eq!(overhead.samples, bench::proxy::BASELINE_PAIRS as u64);
+    assert_eq!(overhead.samples, bench_driver::proxy::BASELINE_PAIRS as u64);
     assert!(
         overhead.direct_p50_us > 0 && overhead.proxied_p50_us > 0,
         "{overhead:?}"
@@ -197,7 +197,7 @@ fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
             "{f} missing or empty"
         );
     }
-    let rows = bench::results::read_results(&out).unwrap();
+    let rows = bench_analysis::results::read_results(&out).unwrap();
     assert_eq!(
         rows.iter().map(|r| r.cell.as_str()).collect::<Vec<_>>(),
         [
@@ -225,7 +225,7 @@ fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
         short_sweep(&out, "1s", &["--seed", "11", "--resume"]),
         Some(0)
     );
-    assert_eq!(bench::results::read_results(&out).unwrap(), rows);
+    assert_eq!(bench_analysis::results::read_results(&out).unwrap(), rows);
     // A different configuration is refused on resume.
     assert_eq!(short_sweep(&out, "2s", &["--resume"]), Some(2));
     // triggers reads it back: 0 (none fired) or 3 (one fired), never 2.
@@ -235,7 +235,7 @@ fn a_short_sweep_writes_every_output_with_zero_duplicates_and_resumes() {
 
 /// `(cell, seed, repeat)` of every row of a results directory.
 fn cell_seeds(dir: &std::path::Path) -> Vec<(String, u64, u32)> {
-    bench::results::read_results(dir)
+    bench_analysis::results::read_results(dir)
         .unwrap()
         .into_iter()
         .map(|r| (r.cell, r.seed, r.repeat))

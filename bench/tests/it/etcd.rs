@@ -8,11 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bench::backend::etcd::server::{EtcdServer, etcd_binary};
-use bench::backend::etcd::{EtcdBackend, EtcdConfig};
-use bench::backend::{BackendError, BackendKind, BackendSession, HeartbeatStats, LockBackend};
-use bench::grid::Cell;
 use bench::runner;
+use bench_core::grid::Cell;
+use bench_driver::backend::etcd::server::{EtcdServer, etcd_binary};
+use bench_driver::backend::etcd::{EtcdBackend, EtcdConfig};
+use bench_driver::backend::{
+    BackendError, BackendKind, BackendSession, HeartbeatStats, LockBackend,
+};
 use fencepost_sdk::{LockError, LostReason};
 use tokio::sync::watch;
 

@@ -4,7 +4,7 @@
 //! refuses a client that passed `check_still_held`, and not when only fence 1
 //! refuses a claim after a lapse; the warm-up is excluded from the window.
 //!
-//! The sabotage is a step hook in the worker (`bench::worker::StepHook`): it
+//! The sabotage is a step hook in the worker (`bench_driver::worker::StepHook`): it
 //! stalls or mutes the worker's heartbeat and holds the worker at a point of
 //! its payout while a rival — a second SDK client, a real holder with a real
 //! token — takes the payout over.
@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bench::cell::{BoxFuture, CellPlan, Hooks, Stack, Steady, measure};
-use bench::grid::Cell;
-use bench::hist::{Series, load_series};
-use bench::rail::{RailClient, RailOutcome};
-use bench::results::{CellRow, Measurement};
-use bench::triggers::{Verdict, evaluate_row};
-use bench::worker::{Step, StepCtx, StepHook};
+use bench_analysis::results::CellRow;
+use bench_analysis::triggers::{Verdict, evaluate_row};
+use bench_core::grid::Cell;
+use bench_core::hist::{Series, load_series};
+use bench_driver::cell::Measurement;
+use bench_driver::cell::{BoxFuture, CellPlan, Hooks, Stack, Steady, measure};
+use bench_driver::rail::{RailClient, RailOutcome};
+use bench_driver::worker::{Step, StepCtx, StepHook};
 use fencepost_sdk::{AcquireOptions, HeartbeatFault, LockClient, LockClientConfig};
 
 use crate::driver::{config, temp_dir};
@@ -43,7 +44,7 @@ async fn run_with(
     stack.stop().await;
     let m = measured.unwrap().expect("not interrupted");
     m.save_histograms(dir).unwrap();
-    let row = CellRow::from_measurement(&m);
+    let row = bench::row::cell_row(&m);
     (m, row)
 }
 

@@ -6,15 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use bench::hist::{self, load_histogram, save_histogram, summarize};
-use bench::plots::PLOT_STEMS;
-use bench::report::{recommendations, write_report};
-use bench::results::{BadInput, COLUMNS, CellRow, read_results, write_results};
-use bench::triggers::{
+use bench_analysis::results::{BadInput, COLUMNS, CellRow, read_results, write_results};
+use bench_analysis::triggers::{
     AUTOPILOT_THROTTLING, D4_UNSATISFIABLE, D4Window, FENCED_OUT_WITH_CLIENT_CHECK,
     MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN, TRIGGERS, TriggerResult, Verdict, evaluate,
     evaluate_row, run_triggers_command,
 };
+use bench_core::hist::{self, load_histogram, save_histogram, summarize};
+use bench_report::plots::PLOT_STEMS;
+use bench_report::report::{recommendations, write_report};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -727,7 +727,10 @@ fn overlapping_intervals_are_not_resolved_and_the_larger_margin_is_taken() {
         "{}",
         r.reason
     );
-    assert_eq!(r.trigger2_sweep, bench::triggers::Verdict::InsufficientData);
+    assert_eq!(
+        r.trigger2_sweep,
+        bench_analysis::triggers::Verdict::InsufficientData
+    );
 }
 
 #[test]
@@ -836,10 +839,10 @@ fn plots_of_a_large_grid_are_drawn() {
             rows.push(r);
         }
     }
-    let out = bench::plots::draw_plots(
+    let out = bench_report::plots::draw_plots(
         dir.path(),
         &rows,
-        &bench::summary::build(&rows, &|_| None).rows,
+        &bench_analysis::summary::build(&rows, &|_| None).rows,
     )
     .unwrap();
     assert_eq!(out.files.len(), 2 * PLOT_STEMS.len());
@@ -880,11 +883,11 @@ fn trigger_3_uses_the_shorter_of_lease_and_session_ttl() {
 /// everything it shows comes from the input (an unreadable manifest is a note).
 #[test]
 fn the_report_is_a_pure_function_of_its_input() {
-    use bench::report::{ManifestError, ReportInput, render_report};
+    use bench_report::report::{ManifestError, ReportInput, render_report};
     let rows = sweep_rows();
     let triggers = evaluate(&rows);
-    let summary = bench::summary::build(&rows, &|_| None);
-    let recs = bench::report::recommendations_from(&summary);
+    let summary = bench_analysis::summary::build(&rows, &|_| None);
+    let recs = bench_report::report::recommendations_from(&summary);
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
     let bad: Result<Option<serde_json::Value>, ManifestError> =
         Err(serde_json::from_str::<serde_json::Value>("{")

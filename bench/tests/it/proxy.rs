@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use bench::proxy::DelayProxy;
+use bench_driver::proxy::DelayProxy;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;

@@ -6,7 +6,7 @@
 //! to worker processes and the lock-server, a lock-server restart on its
 //! durable store, the proxy's delay and loss. Every fault the driver applies
 //! is recorded with its start and end on the history's clock
-//! ([`bench::history::mono_ns`]). When the schedule is done every process
+//! ([`bench_history::mono_ns`]). When the schedule is done every process
 //! runs again and the proxy is back to no delay, no loss.
 
 use std::collections::HashMap;
@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench::cell::{CellRun, Ended, RemoteWorker, Schedule, SpawnRemote};
-use bench::history::mono_ns;
-use bench::worker::WorkerEnv;
+use bench_driver::cell::{CellRun, Ended, RemoteWorker, Schedule, SpawnRemote};
+use bench_driver::worker::WorkerEnv;
+use bench_history::mono_ns;
 use fencepost_api::latency::LatencySpec;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -171,7 +171,7 @@ impl ChaosDrive {
         &mut self,
         i: usize,
         run: &mut CellRun<'_>,
-        backlog: bench::cell::Backlog,
+        backlog: bench_driver::cell::Backlog,
     ) -> anyhow::Result<()> {
         let f = self.schedule.faults[i].clone();
         let now = mono_ns();
@@ -289,7 +289,7 @@ impl ChaosDrive {
     async fn apply_all(
         &mut self,
         run: &mut CellRun<'_>,
-        backlog: bench::cell::Backlog,
+        backlog: bench_driver::cell::Backlog,
     ) -> anyhow::Result<Ended> {
         let opened = Instant::now();
         let mut timeline: Vec<(u64, Action)> = Vec::new();

@@ -3,9 +3,9 @@
 //! a rail-stub, payout worker processes on the SDK — under a fault schedule
 //! drawn from the run's seed ([`schedule`]), applied by the run's
 //! [`drive::ChaosDrive`] through the bench's one cell driver
-//! (`bench::cell::measure`). Every worker records its operations
-//! (`bench::history`); after the run the histories and the rail's final
-//! ledger are checked (`bench::history::check`) and written to the run's
+//! (`bench_driver::cell::measure`). Every worker records its operations
+//! (`bench_history`); after the run the histories and the rail's final
+//! ledger are checked (`bench_history::check`) and written to the run's
 //! `history.jsonl` (gzipped when large). `chaos.json` sums the runs: fault
 //! counts per kind, operations checked, `paid_twice`, `stale_paid`,
 //! `token_regressions`, `history_violations`, and per run its seed and
@@ -25,11 +25,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench::cell::{CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, measure};
-use bench::grid::PolicySpec;
-use bench::history::check::{HistoryCheck, HistoryViolation, check};
-use bench::history::{Op, OpKind, load, read_events};
-use bench::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_core::grid::PolicySpec;
+use bench_core::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_driver::cell::{CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, measure};
+use bench_history::check::{HistoryCheck, HistoryViolation, check};
+use bench_history::{Op, OpKind, load, read_events};
 use fencepost_api::latency::LatencySpec;
 use fencepost_api::rail::LedgerView;
 use serde::{Deserialize, Serialize};

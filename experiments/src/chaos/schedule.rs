@@ -224,9 +224,9 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
 /// Where a worker process freezes itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FreezeStep {
-    /// After its client check passed, before the submit (`bench::worker::Step::Checked`).
+    /// After its client check passed, before the submit (`bench_driver::worker::Step::Checked`).
     Checked,
-    /// Between payouts (`bench::worker::Step::Idle`).
+    /// Between payouts (`bench_driver::worker::Step::Idle`).
     Idle,
 }
 

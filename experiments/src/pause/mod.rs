@@ -9,7 +9,7 @@
 //!    work them and to freeze on its k-th successful claim (k from the seed);
 //! 2. the driver sees the `pausing` line and waits until `/proc/PID/stat`
 //!    says the process is stopped (`T`);
-//! 3. the other workers (in-process `bench::worker::Worker`s, client check
+//! 3. the other workers (in-process `bench_driver::worker::Worker`s, client check
 //!    on) start on the same backlog; they re-acquire the frozen payout once the
 //!    server says FREE (lease/session + grace) and pay it;
 //! 4. after at least `--pause-factor × lease` *and* once R5 shows the payout
@@ -18,10 +18,10 @@
 //!    and it abandons without touching the ledger; with `--disable-client-check`
 //!    it submits under its stale token and fence 2 refuses it.
 //!
-//! The experiment is one cell of the bench's cell driver (`bench::cell`): a
-//! [`bench::cell::Stack`] of a lock-server and a rail-stub, the others as the
+//! The experiment is one cell of the bench's cell driver (`bench_driver::cell`): a
+//! [`bench_driver::cell::Stack`] of a lock-server and a rail-stub, the others as the
 //! driver's in-process pool, and the rounds as the cell's
-//! [`bench::cell::Schedule`] (`rounds.rs`). Everything counted in `pause.json`
+//! [`bench_driver::cell::Schedule`] (`rounds.rs`). Everything counted in `pause.json`
 //! (paid, fenced, duplicates, paid twice, stale paid) is the driver's ledger
 //! difference over the window, from the rail's R6 ledger through
 //! `fencepost_api::ledger_check::check_ledger`; the workers' own lines only
@@ -34,12 +34,12 @@ mod rounds;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bench::backend::BackendKind;
-use bench::backend::etcd::session_ttl_on_etcd;
-use bench::cell::{CellPlan, Conditions, Hooks, Runtime, Stack, measure};
-use bench::grid::PolicySpec;
-use bench::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
-use bench::worker::TallySnapshot;
+use bench_core::grid::PolicySpec;
+use bench_core::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_driver::backend::BackendKind;
+use bench_driver::backend::etcd::session_ttl_on_etcd;
+use bench_driver::cell::{CellPlan, Conditions, Hooks, Runtime, Stack, measure};
+use bench_driver::worker::TallySnapshot;
 use fencepost_api::ledger_check::LedgerCheck;
 use fencepost_api::rail::SubmissionOutcome;
 use serde::{Deserialize, Serialize};

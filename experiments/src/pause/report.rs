@@ -70,8 +70,8 @@ pub fn report_section(r: &PauseResult) -> String {
 /// What differs on etcd, in the report's words (empty on fencepost).
 fn backend_note(r: &PauseResult) -> String {
     match r.config.backend {
-        bench::backend::BackendKind::Fencepost => String::new(),
-        bench::backend::BackendKind::Etcd => format!(
+        bench_driver::backend::BackendKind::Fencepost => String::new(),
+        bench_driver::backend::BackendKind::Etcd => format!(
             "On etcd the key lives on the frozen worker's session lease ({} ms: etcd leases are \
              whole seconds) and etcd has no grace: the key is deleted once etcd's lessor finds the \
              lease expired (it checks every 500 ms), and the next acquire's txn gets it with a \

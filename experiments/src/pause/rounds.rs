@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench::cell::{CellRun, Ended, Schedule};
-use bench::worker::{ClaimHook, TallySnapshot};
+use bench_driver::cell::{CellRun, Ended, Schedule};
+use bench_driver::worker::{ClaimHook, TallySnapshot};
 use fencepost_api::rail::{PayoutState, SubmissionOutcome};
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;

@@ -83,7 +83,7 @@ fn frozen_worker_without_the_client_check_is_refused_by_fence_two_every_time() {
 /// except under `CI=true`, where that fails.
 #[test]
 fn on_etcd_a_frozen_worker_without_the_client_check_is_refused_by_fence_two() {
-    if bench::backend::etcd::server::etcd_binary().is_err() {
+    if bench_driver::backend::etcd::server::etcd_binary().is_err() {
         assert!(
             std::env::var("CI").map_or(true, |v| v != "true"),
             "CI=true and no etcd on PATH for the etcd pause experiment"
@@ -95,7 +95,7 @@ fn on_etcd_a_frozen_worker_without_the_client_check_is_refused_by_fence_two() {
         "pause-etcd-off",
         &["--backend", "etcd", "--disable-client-check"],
     );
-    assert_eq!(r.config.backend, bench::backend::BackendKind::Etcd);
+    assert_eq!(r.config.backend, bench_driver::backend::BackendKind::Etcd);
     assert_eq!(
         r.config.session_ttl_ms, 1_000,
         "etcd leases are whole seconds"

@@ -98,9 +98,9 @@ fn throttle_writes_a_pair_that_trigger_5_reads_from_the_table() {
         return;
     }
     assert_eq!(run.status.code(), Some(0), "{text}");
-    let rows = bench::results::read_results(&out).unwrap();
+    let rows = bench_analysis::results::read_results(&out).unwrap();
     assert_eq!(rows.len(), 2, "{rows:?}");
-    assert_eq!(rows[0].cpu_quota, bench::triggers::UNTHROTTLED);
+    assert_eq!(rows[0].cpu_quota, bench_analysis::triggers::UNTHROTTLED);
     assert!(
         rows[1].cpu_quota.contains("20.0% of a core"),
         "{}",
@@ -110,16 +110,16 @@ fn throttle_writes_a_pair_that_trigger_5_reads_from_the_table() {
         assert!(r.hb_corrected_count > 0 && r.cpu_workers_s > 0.0, "{r:?}");
         assert!(r.warmup_s > 0.0, "the default warm-up: {r:?}");
     }
-    let json: Vec<bench::triggers::TriggerResult> =
+    let json: Vec<bench_analysis::triggers::TriggerResult> =
         serde_json::from_str(&std::fs::read_to_string(out.join("triggers.json")).unwrap()).unwrap();
     assert_eq!(json.len(), 10, "five rows per cell");
     let t5: Vec<_> = json
         .iter()
-        .filter(|t| t.trigger == bench::triggers::AUTOPILOT_THROTTLING)
+        .filter(|t| t.trigger == bench_analysis::triggers::AUTOPILOT_THROTTLING)
         .collect();
     assert_eq!(t5.len(), 2);
     // The table alone gives the same verdict (the pair is in the rows).
-    let again = bench::triggers::evaluate(&rows);
+    let again = bench_analysis::triggers::evaluate(&rows);
     for t in &t5 {
         let same = again
             .iter()
@@ -127,10 +127,18 @@ fn throttle_writes_a_pair_that_trigger_5_reads_from_the_table() {
             .unwrap();
         assert_eq!(same.verdict, t.verdict);
         if cfg!(debug_assertions) {
-            assert_eq!(t.verdict, bench::triggers::Verdict::NotEvaluated, "{t:?}");
+            assert_eq!(
+                t.verdict,
+                bench_analysis::triggers::Verdict::NotEvaluated,
+                "{t:?}"
+            );
             assert!(t.detail.contains("debug build"), "{}", t.detail);
         } else {
-            assert_ne!(t.verdict, bench::triggers::Verdict::NotEvaluated, "{t:?}");
+            assert_ne!(
+                t.verdict,
+                bench_analysis::triggers::Verdict::NotEvaluated,
+                "{t:?}"
+            );
             assert!(t.detail.contains("margin needed"), "{}", t.detail);
         }
     }

@@ -1,0 +1,24 @@
+//! `bench-analysis`: what fencepost's results say. Pure over the files a run
+//! wrote (and the rows it holds): it reads no service and runs no load.
+//!
+//! - [`results`]: the results table ([`results::CellRow`], `results.parquet` /
+//!   `results.csv`), the schema every other part reads;
+//! - [`manifest`]: `manifest.json`, what reproduces a results directory;
+//! - [`stats`]: intervals (bootstrap over repeats, t on repeat means);
+//! - [`summary`]: `summary.csv`, one row per point of the grid over its repeats;
+//! - [`triggers`]: ADR-006 §6.5's five revisit triggers, evaluated per cell;
+//! - [`recommend`]: the per-TTL margin recommendation;
+//! - [`projection`]: the measured RTTs projected onto production;
+//! - [`peer`]: `bench peer`'s rows, ratios and verdicts.
+//!
+//! It depends on the shared vocabulary ([`bench_core`]) only, never on the
+//! driver that produced the results.
+
+pub mod manifest;
+pub mod peer;
+pub mod projection;
+pub mod recommend;
+pub mod results;
+pub mod stats;
+pub mod summary;
+pub mod triggers;

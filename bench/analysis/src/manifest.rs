@@ -1,0 +1,193 @@
+//! `manifest.json`: everything needed to reproduce or judge a results
+//! directory — the argv, the seed, the full configuration, the expanded grid
+//! with every cell's seed, the git commit, tool and binary versions and the
+//! machine it ran on. `bench replay` re-runs a directory from it and
+//! `--resume` refuses a run whose flags differ from it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+/// The manifest of one `bench run` / `bench sweep` (or experiment).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    /// `bench run`, `bench sweep`, `experiments pause`, ….
+    pub command: String,
+    /// The seed every cell used.
+    pub seed: u64,
+    /// The full resolved configuration, as JSON.
+    pub config: serde_json::Value,
+    /// The git commit of the working tree (`unknown` outside a checkout), with `-dirty` if modified.
+    pub git_commit: String,
+    /// Versions of fencepost and the toolchain.
+    pub versions: Versions,
+    /// The machine.
+    pub machine: Machine,
+    /// When the run started (RFC 3339, UTC; for humans).
+    pub started_at: String,
+    /// When the run finished, if it did.
+    pub finished_at: Option<String>,
+    /// Cell ids finished so far, in order.
+    pub cells_done: Vec<String>,
+    /// The command line, argv[0] first (`bench replay` re-parses it).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// Every cell of the run in order, on every backend, with its seed.
+    #[serde(default)]
+    pub grid: Vec<GridCell>,
+    /// The grid's flags as resolved (`--margin`, `--ttl`, `--margin-policy`, `--repeat`).
+    #[serde(default)]
+    pub grid_flags: Option<serde_json::Value>,
+    /// `--version` of each service binary the run starts (process runtime), with its path.
+    #[serde(default)]
+    pub binaries: BTreeMap<String, String>,
+    /// The results directory this run replays (`bench replay`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
+    /// The delay proxy's own overhead, measured once per run with `--net-delay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_overhead: Option<bench_core::overhead::ProxyOverhead>,
+}
+
+/// One cell of the expanded grid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GridCell {
+    /// The cell id (results column `cell`).
+    pub cell: String,
+    /// `fencepost` or `etcd`.
+    pub backend: String,
+    /// The margin policy.
+    pub policy: String,
+    /// The lease, ms.
+    pub lease_ms: u64,
+    /// The margin (adaptive: its ceiling).
+    pub margin: f64,
+    /// The repeat index.
+    pub repeat: u32,
+    /// The cell's seed (the run's seed + repeat).
+    pub seed: u64,
+}
+
+/// Versions of what produced the data.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Versions {
+    /// The fencepost workspace version.
+    pub fencepost: String,
+    /// `rustc --version`, if rustc is on PATH.
+    pub rustc: String,
+    /// Debug or release build of the bench.
+    pub profile: String,
+}
+
+/// The machine the run was on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Machine {
+    /// Host name.
+    pub hostname: String,
+    /// Logical CPUs available.
+    pub cpus: usize,
+    /// Total memory, from /proc/meminfo.
+    pub mem_total: String,
+    /// CPU model, from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// `std::env::consts::OS`/`ARCH`.
+    pub os_arch: String,
+}
+
+/// The first line `cmd args` prints on stdout, trimmed; `None` when it cannot run or prints nothing.
+pub fn first_line(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    out.status.success().then(|| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    })
+}
+
+fn proc_field(path: &str, key: &str) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl Manifest {
+    /// A manifest for `command` with `config`, stamped now.
+    pub fn new(command: &str, seed: u64, config: serde_json::Value) -> Self {
+        let dirty = first_line("git", &["status", "--porcelain"]).is_some_and(|l| !l.is_empty());
+        let git_commit = first_line("git", &["rev-parse", "HEAD"])
+            .map(|c| if dirty { format!("{c}-dirty") } else { c })
+            .unwrap_or_else(|| "unknown".into());
+        Manifest {
+            command: command.into(),
+            seed,
+            config,
+            git_commit,
+            versions: Versions {
+                fencepost: env!("CARGO_PKG_VERSION").into(),
+                rustc: first_line("rustc", &["--version"]).unwrap_or_else(|| "unknown".into()),
+                profile: if cfg!(debug_assertions) {
+                    "debug"
+                } else {
+                    "release"
+                }
+                .into(),
+            },
+            machine: Machine {
+                hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "unknown".into()),
+                cpus: std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(0),
+                mem_total: proc_field("/proc/meminfo", "MemTotal"),
+                cpu_model: proc_field("/proc/cpuinfo", "model name"),
+                kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "unknown".into()),
+                os_arch: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+            },
+            started_at: now_rfc3339(),
+            finished_at: None,
+            cells_done: Vec::new(),
+            argv: Vec::new(),
+            grid: Vec::new(),
+            grid_flags: None,
+            binaries: BTreeMap::new(),
+            replay_of: None,
+            proxy_overhead: None,
+        }
+    }
+
+    /// Writes `manifest.json` into `dir` (atomically: a temp file, then rename).
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        let tmp = dir.join("manifest.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
+        std::fs::rename(&tmp, dir.join("manifest.json"))?;
+        Ok(())
+    }
+
+    /// Reads `dir/manifest.json`.
+    pub fn read(dir: &Path) -> anyhow::Result<Self> {
+        Ok(serde_json::from_slice(&std::fs::read(
+            dir.join("manifest.json"),
+        )?)?)
+    }
+}
+
+/// Wall-clock now as RFC 3339 UTC (for humans and directory names only).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}

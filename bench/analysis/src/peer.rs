@@ -1,0 +1,470 @@
+//! `bench peer`'s analysis, pure over its rows: the plan ([`PeerPlan`]),
+//! `peer.csv`, the ratios
+//! (fencepost ÷ etcd, taken per repeat between interleaved neighbours;
+//! median, min–max and a 95 % t-interval of the mean over repeats) and the
+//! verdicts against the targets. The report crate draws and writes them.
+//!
+//! A verdict against a target ratio is given only where the interval
+//! decides it: `met` when its low end is at or above the target, `not met`
+//! when its high end is below, else `not resolved at N repeats`
+//! (MEASUREMENT.md: a decision only where intervals separate).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use std::path::PathBuf;
+
+use bench_core::peer::{PeerOp, Sample};
+use serde::Serialize;
+
+/// The `peer.csv` columns, in file order.
+pub const PEER_COLUMNS: [&str; 15] = [
+    "system",
+    "store",
+    "op",
+    "conc",
+    "ops_per_s",
+    "p50_us",
+    "p99_us",
+    "repeat",
+    "order",
+    "ops",
+    "errors",
+    "seconds",
+    "cpu_server_s",
+    "cpu_store_s",
+    "cpu_bench_s",
+];
+
+/// The ratio the issue asks fencepost to reach over etcd at 16 clients.
+pub fn target_ratio(op: PeerOp) -> f64 {
+    match op {
+        PeerOp::Heartbeat => 2.0,
+        PeerOp::Grant => 1.5,
+    }
+}
+
+/// The concurrency at which the issue's targets are judged.
+pub const TARGET_CONCURRENCY: usize = 16;
+
+/// One measurement: a row of `peer.csv`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerRow {
+    /// `fencepost` or `etcd`.
+    pub system: String,
+    /// `sqlite`, `postgres`, or `bbolt` (etcd).
+    pub store: String,
+    /// `heartbeat` or `grant`.
+    pub op: PeerOp,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// Successful operations per second over the window.
+    pub ops_per_s: f64,
+    /// Median latency of a successful operation, µs.
+    pub p50_us: u64,
+    /// 99th percentile latency, µs.
+    pub p99_us: u64,
+    /// The repeat, from 1.
+    pub repeat: u32,
+    /// Position of this system within its (repeat, op, conc) group (seeded order).
+    pub order: u32,
+    /// Successful operations in the window.
+    pub ops: u64,
+    /// Failed or timed-out operations in the window.
+    pub errors: u64,
+    /// Window length, s.
+    pub seconds: f64,
+    /// CPU seconds of the server process (lock-server or etcd) over the window.
+    pub cpu_server_s: Option<f64>,
+    /// CPU seconds of the PostgreSQL backends serving the lock-server (postgres store only).
+    pub cpu_store_s: Option<f64>,
+    /// CPU seconds of the bench (the driver) over the window.
+    pub cpu_bench_s: Option<f64>,
+}
+
+impl PeerRow {
+    /// The row of one measurement.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        system: &str,
+        store: &str,
+        op: PeerOp,
+        conc: usize,
+        repeat: u32,
+        order: u32,
+        sample: &Sample,
+        cpu: (Option<f64>, Option<f64>, Option<f64>),
+    ) -> Self {
+        PeerRow {
+            system: system.into(),
+            store: store.into(),
+            op,
+            conc,
+            ops_per_s: sample.ops_per_s(),
+            p50_us: sample.latency.value_at_quantile(0.50),
+            p99_us: sample.latency.value_at_quantile(0.99),
+            repeat,
+            order,
+            ops: sample.ops,
+            errors: sample.errors,
+            seconds: sample.seconds,
+            cpu_server_s: cpu.0,
+            cpu_store_s: cpu.1,
+            cpu_bench_s: cpu.2,
+        }
+    }
+
+    /// `system/store`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.system, self.store)
+    }
+}
+
+/// `v` with `digits` decimals, or `-` when absent.
+pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// Writes `peer.csv` (every row so far) into `dir`.
+pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> anyhow::Result<()> {
+    let mut t = PEER_COLUMNS.join(",");
+    t.push('\n');
+    let opt = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));
+    for r in rows {
+        let _ = writeln!(
+            t,
+            "{},{},{},{},{:.1},{},{},{},{},{},{},{:.4},{},{},{}",
+            r.system,
+            r.store,
+            r.op.as_str(),
+            r.conc,
+            r.ops_per_s,
+            r.p50_us,
+            r.p99_us,
+            r.repeat,
+            r.order,
+            r.ops,
+            r.errors,
+            r.seconds,
+            opt(r.cpu_server_s),
+            opt(r.cpu_store_s),
+            opt(r.cpu_bench_s),
+        );
+    }
+    let tmp = dir.join("peer.csv.tmp");
+    std::fs::write(&tmp, t)?;
+    std::fs::rename(&tmp, dir.join("peer.csv"))?;
+    Ok(())
+}
+
+/// Median, min, max and a 95 % t-interval of the mean of some repeats.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// How many values.
+    pub n: usize,
+    /// Their median.
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+    /// 95 % t-interval of the mean (`None` below 2 values).
+    pub ci95: Option<(f64, f64)>,
+}
+
+/// Student's t, two-sided 95 %, for `df` degrees of freedom (1.96 beyond 30).
+fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    T.get(df.wrapping_sub(1)).copied().unwrap_or(1.96)
+}
+
+impl Spread {
+    /// The spread of `values` (`None` when empty).
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let ci95 = (n >= 2).then(|| {
+            let mean = v.iter().sum::<f64>() / n as f64;
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let half = t95(n - 1) * (var / n as f64).sqrt();
+            (mean - half, mean + half)
+        });
+        Some(Spread {
+            n,
+            median,
+            min: v[0],
+            max: v[n - 1],
+            ci95,
+        })
+    }
+
+    /// The verdict of "at least `target`" from the interval (see the module doc).
+    pub fn verdict(&self, target: f64) -> String {
+        match self.ci95 {
+            Some((lo, _)) if lo >= target => "met".into(),
+            Some((_, hi)) if hi < target => "not met".into(),
+            Some(_) => format!("not resolved at {} repeats", self.n),
+            None if self.median >= target => "met (1 repeat, no interval)".into(),
+            None => "not met (1 repeat, no interval)".into(),
+        }
+    }
+}
+
+/// One fencepost store's ratio over etcd for one (op, conc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ratio {
+    /// The fencepost store.
+    pub store: String,
+    /// The operation.
+    pub op: PeerOp,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// fencepost ops/s ÷ etcd ops/s, one per repeat that measured both.
+    pub spread: Spread,
+}
+
+/// The ratios, per (store, op, conc), each taken within a repeat.
+pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
+    let etcd: BTreeMap<(PeerOp, usize, u32), f64> = rows
+        .iter()
+        .filter(|r| r.system == "etcd")
+        .map(|r| ((r.op, r.conc, r.repeat), r.ops_per_s))
+        .collect();
+    let mut per: BTreeMap<(String, PeerOp, usize), Vec<f64>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.system == "fencepost") {
+        if let Some(&e) = etcd.get(&(r.op, r.conc, r.repeat))
+            && e > 0.0
+        {
+            per.entry((r.store.clone(), r.op, r.conc))
+                .or_default()
+                .push(r.ops_per_s / e);
+        }
+    }
+    per.into_iter()
+        .filter_map(|((store, op, conc), v)| {
+            Spread::of(&v).map(|spread| Ratio {
+                store,
+                op,
+                conc,
+                spread,
+            })
+        })
+        .collect()
+}
+
+/// CPU per operation, etcd ÷ fencepost, per (store, op, conc): of the
+/// service (the lock-server plus the PostgreSQL backends serving it, vs the
+/// etcd process) and of the client (this driver's CPU while it drove each
+/// system), each taken within a repeat. On a box where the driver shares the
+/// cores, ops/s is bound by their sum; these say which side sets the ratio.
+pub fn cpu_ratios(rows: &[PeerRow]) -> Vec<(Ratio, Option<Spread>)> {
+    let per_op = |r: &PeerRow, f: fn(&PeerRow) -> Option<f64>| {
+        (r.ops > 0)
+            .then_some(())
+            .and(f(r))
+            .map(|s| s / r.ops as f64)
+    };
+    let service = |r: &PeerRow| r.cpu_server_s.map(|s| s + r.cpu_store_s.unwrap_or(0.0));
+    let etcd: BTreeMap<(PeerOp, usize, u32), &PeerRow> = rows
+        .iter()
+        .filter(|r| r.system == "etcd")
+        .map(|r| ((r.op, r.conc, r.repeat), r))
+        .collect();
+    // Per (store, op, conc): the service ratios and the client ratios.
+    type Samples = (Vec<f64>, Vec<f64>);
+    let mut per: BTreeMap<(String, PeerOp, usize), Samples> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.system == "fencepost") {
+        let Some(e) = etcd.get(&(r.op, r.conc, r.repeat)) else {
+            continue;
+        };
+        let slot = per.entry((r.store.clone(), r.op, r.conc)).or_default();
+        if let (Some(a), Some(b)) = (per_op(e, service), per_op(r, service))
+            && b > 0.0
+        {
+            slot.0.push(a / b);
+        }
+        if let (Some(a), Some(b)) = (per_op(e, |r| r.cpu_bench_s), per_op(r, |r| r.cpu_bench_s))
+            && b > 0.0
+        {
+            slot.1.push(a / b);
+        }
+    }
+    per.into_iter()
+        .filter_map(|((store, op, conc), (svc, drv))| {
+            Spread::of(&svc).map(|spread| {
+                (
+                    Ratio {
+                        store,
+                        op,
+                        conc,
+                        spread,
+                    },
+                    Spread::of(&drv),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Rows grouped by (op, system/store, conc), in a stable order.
+pub fn groups(rows: &[PeerRow]) -> BTreeMap<(PeerOp, String, usize), Vec<&PeerRow>> {
+    let mut g: BTreeMap<(PeerOp, String, usize), Vec<&PeerRow>> = BTreeMap::new();
+    for r in rows {
+        g.entry((r.op, r.label(), r.conc)).or_default().push(r);
+    }
+    g
+}
+
+/// The median of some optional per-op CPU costs, µs of CPU per operation.
+pub fn cpu_us_per_op(rows: &[&PeerRow], f: fn(&PeerRow) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.ops > 0)
+        .filter_map(|r| f(r).map(|s| s * 1e6 / r.ops as f64))
+        .collect();
+    Spread::of(&v).map(|s| s.median)
+}
+
+/// A checked `bench peer`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PeerPlan {
+    /// The command line, as given.
+    pub argv: Vec<String>,
+    /// Measured window per measurement, s.
+    pub duration_s: f64,
+    /// Unmeasured warm-up before each window, s.
+    pub warmup_s: f64,
+    /// Concurrency levels (clients, each its own connection and session).
+    pub concurrency: Vec<usize>,
+    /// Repeats of the whole interleaved sequence.
+    pub repeats: u32,
+    /// Operations, in run order.
+    pub ops: Vec<PeerOp>,
+    /// fencepost stores: `sqlite`, `postgres`.
+    pub stores: Vec<String>,
+    /// Why a default store was left out (no PostgreSQL given), if one was.
+    pub skipped: Vec<String>,
+    /// The PostgreSQL for the postgres store (password redacted in the manifest).
+    #[serde(skip)]
+    pub pg_url: Option<String>,
+    /// An etcd to measure instead of starting one.
+    pub etcd_url: Option<String>,
+    /// Orders the systems within each (repeat, op, concurrency).
+    pub seed: u64,
+    /// The output directory.
+    pub out: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench_core::hist;
+
+    fn row(system: &str, store: &str, op: PeerOp, conc: usize, repeat: u32, ops_s: f64) -> PeerRow {
+        let sample = Sample {
+            ops: (ops_s * 4.0) as u64,
+            errors: 0,
+            seconds: 4.0,
+            latency: hist::new_histogram(),
+            first_error: None,
+        };
+        PeerRow::new(
+            system,
+            store,
+            op,
+            conc,
+            repeat,
+            0,
+            &sample,
+            (Some(1.0), None, Some(0.5)),
+        )
+    }
+
+    #[test]
+    fn cpu_ratios_compare_service_and_client_cpu_per_operation() {
+        let mut f = row("fencepost", "postgres", PeerOp::Grant, 16, 1, 10_000.0);
+        let mut e = row("etcd", "bbolt", PeerOp::Grant, 16, 1, 5_000.0);
+        (f.ops, e.ops) = (40_000, 20_000);
+        // fencepost: 1 s lock-server + 1 s PostgreSQL for 40k ops = 50 µs/op;
+        // etcd: 5 s for 20k = 250 µs/op → 5×. Client: 4 s/40k vs 1 s/20k → 0.5×.
+        (f.cpu_server_s, f.cpu_store_s, f.cpu_bench_s) = (Some(1.0), Some(1.0), Some(4.0));
+        (e.cpu_server_s, e.cpu_store_s, e.cpu_bench_s) = (Some(5.0), None, Some(1.0));
+        let r = cpu_ratios(&[f, e]);
+        assert_eq!(r.len(), 1);
+        assert!(
+            (r[0].0.spread.median - 5.0).abs() < 1e-9,
+            "{:?}",
+            r[0].0.spread
+        );
+        assert!((r[0].1.unwrap().median - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ratios_are_taken_within_each_repeat_never_across() {
+        let rows = vec![
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 1, 40_000.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 1, 20_000.0),
+            // A slow repeat for both: the ratio stays 2 even though the levels moved.
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 2, 20_000.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 2, 10_000.0),
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 3, 30_000.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 3, 15_000.0),
+        ];
+        let r = ratios(&rows);
+        assert_eq!(r.len(), 1);
+        let s = r[0].spread;
+        assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 2.0, 2.0));
+        let (lo, hi) = s.ci95.unwrap();
+        assert!((lo - 2.0).abs() < 1e-9 && (hi - 2.0).abs() < 1e-9);
+        assert_eq!(s.verdict(2.0), "met");
+    }
+
+    #[test]
+    fn a_verdict_needs_the_interval_to_decide() {
+        let wide = Spread::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(wide.median, 2.0);
+        // mean 2, s = 1, t(2) = 4.303: 2 ± 2.48.
+        let (lo, hi) = wide.ci95.unwrap();
+        assert!((lo - (2.0 - 4.303 / 3f64.sqrt())).abs() < 1e-9, "{lo}");
+        assert!((hi - (2.0 + 4.303 / 3f64.sqrt())).abs() < 1e-9, "{hi}");
+        assert_eq!(wide.verdict(1.5), "not resolved at 3 repeats");
+        let low = Spread::of(&[0.50, 0.52, 0.51]).unwrap();
+        assert_eq!(low.verdict(1.5), "not met");
+        assert_eq!(
+            Spread::of(&[2.5]).unwrap().verdict(2.0),
+            "met (1 repeat, no interval)"
+        );
+        assert_eq!(Spread::of(&[]), None);
+    }
+
+    #[test]
+    fn the_csv_has_every_column_and_empty_cells_for_missing_cpu() {
+        let dir = std::env::temp_dir().join(format!("peer-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows = vec![row("etcd", "bbolt", PeerOp::Grant, 1, 1, 100.0)];
+        write_csv(&dir, &rows).unwrap();
+        let text = std::fs::read_to_string(dir.join("peer.csv")).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next().unwrap(), PEER_COLUMNS.join(","));
+        let fields: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(fields.len(), PEER_COLUMNS.len());
+        assert_eq!(&fields[..4], ["etcd", "bbolt", "grant", "1"]);
+        assert_eq!(fields[4], "100.0");
+        assert_eq!(fields[13], "", "no store CPU for etcd");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,441 @@
+//! Per-cell latency histograms: how they are sized, summarised and stored.
+//!
+//! A cell has four histograms ([`Series`]), all in µs: the raw heartbeat RTT
+//! (stem `<cell>`), the RTT corrected for coordinated omission
+//! (`<cell>.corrected`), the heartbeat tick lag (`<cell>.tick_lag`) and the
+//! rail submit latency measured by the workers (`<cell>.rail`). Each is saved
+//! twice under `hgrm/`:
+//! - `<stem>.hgrm`: the classic HdrHistogram percentile-distribution text
+//!   (`Value Percentile TotalCount 1/(1-Percentile)` plus the Mean/StdDeviation/Max
+//!   footer), values in µs, for people and for the HdrHistogram plotter;
+//! - `<stem>.hdr`: the lossless V2 (deflate) encoding, base64 on one line, which
+//!   [`load_series`] reads back and from which any percentile can be recomputed.
+//!   It is the same encoding HdrHistogram interval logs use, so Python's `hdrh`
+//!   (`HdrHistogram.decode`) and Java's `decodeFromCompressedByteBuffer` read it too.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
+
+/// Subdirectory of a results directory that holds the histograms.
+pub const HGRM_DIR: &str = "hgrm";
+/// Lowest trackable RTT, in µs.
+pub const RTT_LOW_US: u64 = 1;
+/// Highest trackable RTT, in µs (one hour).
+pub const RTT_HIGH_US: u64 = 3_600_000_000;
+/// Significant decimal digits kept by every RTT histogram.
+pub const RTT_SIGFIG: u8 = 3;
+
+/// A new, empty RTT histogram in µs with the bench's bounds and precision.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(RTT_LOW_US, RTT_HIGH_US, RTT_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
+/// The numbers of a histogram that go into a results row, all in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RttSummary {
+    /// Number of samples.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest sample (highest equivalent value of its bucket).
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// Summarises `h` (µs); an empty histogram gives all zeros.
+pub fn summarize(h: &Histogram<u64>) -> RttSummary {
+    if h.is_empty() {
+        return RttSummary::default();
+    }
+    RttSummary {
+        count: h.len(),
+        p50: h.value_at_quantile(0.50),
+        p90: h.value_at_quantile(0.90),
+        p99: h.value_at_quantile(0.99),
+        p999: h.value_at_quantile(0.999),
+        max: h.max(),
+        mean: h.mean(),
+    }
+}
+
+/// The four histograms a cell saves, and the file stem of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Series {
+    /// Raw heartbeat RTT, send → reply; timeouts as censored "≥" samples (`<cell>`).
+    Rtt,
+    /// Heartbeat RTT from the *scheduled* send, one sample per tick (`<cell>.corrected`).
+    Corrected,
+    /// Heartbeat tick lag, scheduled → actual send (`<cell>.tick_lag`).
+    TickLag,
+    /// Rail submit (R3) latency seen by the workers; timeouts censored (`<cell>.rail`).
+    Rail,
+}
+
+impl Series {
+    /// Every series, in the order they are saved.
+    pub const ALL: [Series; 4] = [
+        Series::Rtt,
+        Series::Corrected,
+        Series::TickLag,
+        Series::Rail,
+    ];
+
+    /// The file stem of this series of `cell`.
+    pub fn stem(self, cell: &str) -> String {
+        match self {
+            Series::Rtt => cell.to_owned(),
+            Series::Corrected => format!("{cell}.corrected"),
+            Series::TickLag => format!("{cell}.tick_lag"),
+            Series::Rail => format!("{cell}.rail"),
+        }
+    }
+
+    /// What the values are, for the `.hgrm` header.
+    pub fn title(self) -> &'static str {
+        match self {
+            Series::Rtt => "heartbeat RTT (raw; timeouts censored at their give-up time)",
+            Series::Corrected => {
+                "heartbeat RTT corrected for coordinated omission (from the scheduled send)"
+            }
+            Series::TickLag => "heartbeat tick lag (scheduled -> actual send)",
+            Series::Rail => "rail submit (R3) latency seen by the workers (timeouts censored)",
+        }
+    }
+}
+
+/// The four histograms of a worker or a cell, one per [`Series`] (µs).
+#[derive(Clone, Debug)]
+pub struct Histograms {
+    /// [`Series::Rtt`].
+    pub rtt: Histogram<u64>,
+    /// [`Series::Corrected`].
+    pub corrected: Histogram<u64>,
+    /// [`Series::TickLag`].
+    pub tick_lag: Histogram<u64>,
+    /// [`Series::Rail`].
+    pub rail: Histogram<u64>,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            rtt: new_histogram(),
+            corrected: new_histogram(),
+            tick_lag: new_histogram(),
+            rail: new_histogram(),
+        }
+    }
+}
+
+impl Histograms {
+    /// One series.
+    pub fn get(&self, series: Series) -> &Histogram<u64> {
+        match series {
+            Series::Rtt => &self.rtt,
+            Series::Corrected => &self.corrected,
+            Series::TickLag => &self.tick_lag,
+            Series::Rail => &self.rail,
+        }
+    }
+
+    /// Merges `other` into `self`, series by series.
+    pub fn add(&mut self, other: &Histograms) -> anyhow::Result<()> {
+        self.rtt.add(&other.rtt)?;
+        self.corrected.add(&other.corrected)?;
+        self.tick_lag.add(&other.tick_lag)?;
+        self.rail.add(&other.rail)?;
+        Ok(())
+    }
+
+    /// Writes every series of `cell` under `dir` ([`save_series`]).
+    pub fn save(&self, dir: &Path, cell: &str) -> anyhow::Result<()> {
+        for series in Series::ALL {
+            save_series(dir, cell, series, self.get(series))?;
+        }
+        Ok(())
+    }
+}
+
+/// Path of the text percentile distribution of `cell`'s raw RTT.
+pub fn hgrm_path(dir: &Path, cell: &str) -> PathBuf {
+    dir.join(HGRM_DIR).join(format!("{cell}.hgrm"))
+}
+
+/// Path of the lossless encoding of `cell`'s raw RTT.
+pub fn hdr_path(dir: &Path, cell: &str) -> PathBuf {
+    series_hdr_path(dir, cell, Series::Rtt)
+}
+
+/// Path of the lossless encoding of one series of `cell`.
+pub fn series_hdr_path(dir: &Path, cell: &str, series: Series) -> PathBuf {
+    dir.join(HGRM_DIR)
+        .join(format!("{}.hdr", series.stem(cell)))
+}
+
+/// Writes `hgrm/<cell>.hgrm` and `hgrm/<cell>.hdr` (the raw RTT) under `dir`.
+pub fn save_histogram(dir: &Path, cell: &str, h: &Histogram<u64>) -> anyhow::Result<()> {
+    save_series(dir, cell, Series::Rtt, h)
+}
+
+/// Writes `hgrm/<stem>.hgrm` and `hgrm/<stem>.hdr` of one series of `cell` under `dir`.
+pub fn save_series(
+    dir: &Path,
+    cell: &str,
+    series: Series,
+    h: &Histogram<u64>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !cell.is_empty() && !cell.contains(['/', '\\']) && cell != "." && cell != "..",
+        "cell id {cell:?} cannot be used as a file name"
+    );
+    let hgrm_dir = dir.join(HGRM_DIR);
+    std::fs::create_dir_all(&hgrm_dir)
+        .with_context(|| format!("creating {}", hgrm_dir.display()))?;
+    let stem = series.stem(cell);
+
+    let text = percentile_distribution(&format!("{} of cell {cell}", series.title()), h);
+    let path = hgrm_dir.join(format!("{stem}.hgrm"));
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+
+    let path = series_hdr_path(dir, cell, series);
+    let text = encode(h).with_context(|| format!("encoding histogram {stem}"))?;
+    std::fs::write(&path, format!("{text}\n"))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The lossless one-line form of `h`: V2 deflate encoding, base64 (the `.hdr`
+/// file's content; also how a worker process hands its histogram over).
+pub fn encode(h: &Histogram<u64>) -> anyhow::Result<String> {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .map_err(|e| anyhow::anyhow!("V2 deflate encoding failed: {e:?}"))?;
+    Ok(base64::encode(&bytes))
+}
+
+/// Reads back what [`encode`] wrote.
+pub fn decode(text: &str) -> anyhow::Result<Histogram<u64>> {
+    let bytes = base64::decode(text.trim()).context("not base64")?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("not a V2 histogram: {e}"))
+}
+
+/// Reads `hgrm/<cell>.hdr` (the raw RTT) under `dir` back into a histogram (µs).
+pub fn load_histogram(dir: &Path, cell: &str) -> anyhow::Result<Histogram<u64>> {
+    load_series(dir, cell, Series::Rtt)
+}
+
+/// Reads one series of `cell` back into a histogram (µs).
+pub fn load_series(dir: &Path, cell: &str, series: Series) -> anyhow::Result<Histogram<u64>> {
+    let path = series_hdr_path(dir, cell, series);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    decode(&text).with_context(|| format!("decoding {}", path.display()))
+}
+
+/// The CDF of `h` (µs) as `(RTT ms, cumulative fraction)` points, starting at
+/// the lowest sample with fraction 0; empty for an empty histogram.
+pub fn cdf_points_ms(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut points = vec![(h.lowest_equivalent(h.min()) as f64 / 1000.0, 0.0)];
+    points.extend(h.iter_recorded().map(|v| {
+        (
+            h.highest_equivalent(v.value_iterated_to()) as f64 / 1000.0,
+            v.quantile(),
+        )
+    }));
+    points
+}
+
+/// The percentile spectrum of `h` (µs) as `(1 / (1 − q), value ms)` points,
+/// q < 1 (5 ticks per half distance, as the `.hgrm` text): on a log x axis
+/// p90, p99, p99.9 and p99.99 sit at 10, 100, 1,000 and 10,000, so the tail
+/// is as visible as the median. Empty for an empty histogram.
+pub fn spectrum_points_ms(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    h.iter_quantiles(5)
+        .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
+        .filter(|(q, _)| *q < 1.0)
+        .map(|(q, v)| (1.0 / (1.0 - q), h.highest_equivalent(v) as f64 / 1000.0))
+        .collect()
+}
+
+/// A distribution-free 95 % interval of the `q` quantile of `h` (µs): the
+/// values at ranks `n·q ± 1.96·√(n·q·(1 − q))` (the binomial order-statistic
+/// interval). It assumes independent samples; heartbeats within one stall are
+/// not, so the interval is too narrow when stalls dominate the tail. `None`
+/// without samples.
+pub fn quantile_ci95(h: &Histogram<u64>, q: f64) -> Option<(u64, u64)> {
+    if h.is_empty() {
+        return None;
+    }
+    let n = h.len() as f64;
+    let half = 1.96 * (n * q * (1.0 - q)).sqrt();
+    let rank = |r: f64| (r.clamp(1.0, n) / n).clamp(0.0, 1.0);
+    Some((
+        h.value_at_quantile(rank((n * q - half).floor())),
+        h.value_at_quantile(rank((n * q + half).ceil() + 1.0)),
+    ))
+}
+
+/// The classic HdrHistogram `outputPercentileDistribution` text (5 ticks per
+/// half distance, value unit ratio 1), preceded by `#` comment lines naming
+/// what is measured (`what`) and the unit.
+pub fn percentile_distribution(what: &str, h: &Histogram<u64>) -> String {
+    let mut out = String::new();
+    // `write!` into a String cannot fail.
+    let _ = writeln!(out, "# {what}; values in microseconds (us)");
+    let _ = writeln!(
+        out,
+        "# HdrHistogram bounds [{}, {}], {} significant digits",
+        h.low(),
+        h.high(),
+        h.sigfig()
+    );
+    let _ = writeln!(
+        out,
+        "{:>12} {:>14} {:>10} {:>14}\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    );
+    let mut total = 0u64;
+    if !h.is_empty() {
+        for v in h.iter_quantiles(5) {
+            total += v.count_since_last_iteration();
+            let q = v.quantile_iterated_to();
+            let value = h.highest_equivalent(v.value_iterated_to()) as f64;
+            if q < 1.0 {
+                let _ = writeln!(
+                    out,
+                    "{value:12.3} {q:2.12} {total:10} {:14.2}",
+                    1.0 / (1.0 - q)
+                );
+            } else {
+                let _ = writeln!(out, "{value:12.3} {q:2.12} {total:10}");
+            }
+        }
+    }
+    let (mean, stdev, max) = if h.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (h.mean(), h.stdev(), h.max() as f64)
+    };
+    let _ = writeln!(
+        out,
+        "#[Mean    = {mean:12.3}, StdDeviation   = {stdev:12.3}]"
+    );
+    let _ = writeln!(
+        out,
+        "#[Max     = {max:12.3}, Total count    = {:12}]",
+        h.len()
+    );
+    let _ = writeln!(
+        out,
+        "#[Buckets = {:12}, SubBuckets     = {:12}]",
+        h.buckets(),
+        sub_bucket_count(h)
+    );
+    out
+}
+
+/// Sub-buckets per bucket, as HdrHistogram derives it from the precision:
+/// the next power of two ≥ 2 × 10^sigfig.
+fn sub_bucket_count(h: &Histogram<u64>) -> u64 {
+    (2 * 10u64.pow(u32::from(h.sigfig()))).next_power_of_two()
+}
+
+/// Standard base64 (RFC 4648, with padding); the bench has no base64 dependency
+/// and the `.hdr` files are small.
+mod base64 {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    /// Encodes `bytes` with padding.
+    pub fn encode(bytes: &[u8]) -> String {
+        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                chunk.get(1).copied().unwrap_or(0),
+                chunk.get(2).copied().unwrap_or(0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    /// Decodes padded standard base64; rejects any other character.
+    pub fn decode(text: &str) -> anyhow::Result<Vec<u8>> {
+        let text = text.as_bytes();
+        anyhow::ensure!(
+            text.len().is_multiple_of(4),
+            "length {} is not a multiple of 4",
+            text.len()
+        );
+        let mut out = Vec::with_capacity(text.len() / 4 * 3);
+        for (index, quad) in text.chunks(4).enumerate() {
+            let last = index + 1 == text.len() / 4;
+            let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
+            anyhow::ensure!(pad <= 2 && (pad == 0 || last), "misplaced padding");
+            let mut n = 0u32;
+            for &c in &quad[..4 - pad] {
+                let v = ALPHABET
+                    .iter()
+                    .position(|&a| a == c)
+                    .ok_or_else(|| anyhow::anyhow!("invalid character {:?}", c as char))?;
+                n = (n << 6) | v as u32;
+            }
+            n <<= 6 * pad as u32;
+            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+            out.extend_from_slice(&bytes[..3 - pad]);
+        }
+        Ok(out)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn rfc4648_vectors_round_trip() {
+            for (plain, coded) in [
+                ("", ""),
+                ("f", "Zg=="),
+                ("fo", "Zm8="),
+                ("foo", "Zm9v"),
+                ("foob", "Zm9vYg=="),
+                ("fooba", "Zm9vYmE="),
+                ("foobar", "Zm9vYmFy"),
+            ] {
+                assert_eq!(encode(plain.as_bytes()), coded);
+                assert_eq!(decode(coded).unwrap(), plain.as_bytes());
+            }
+            assert!(decode("Zm9=v").is_err());
+            assert!(decode("Zm9").is_err());
+            assert!(decode("Zm9*").is_err());
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! `bench-core`: the vocabulary shared by every part of fencepost's
+//! measurement — the driver that runs cells, the analysis of their results
+//! and the reports. Nothing here runs a service or reads a results table:
+//! these are the values a run is planned in ([`grid`], [`timebase`],
+//! [`backend`]) and measured in ([`hist`], [`cpu`], [`overhead`], [`peer`]).
+
+pub mod backend;
+pub mod cpu;
+pub mod grid;
+pub mod hist;
+pub mod overhead;
+pub mod peer;
+pub mod timebase;

@@ -1,0 +1,69 @@
+//! The vocabulary of `bench peer`: the operation a measurement loops and
+//! what one measured window counted. The driver produces a [`Sample`], the
+//! analysis turns it into a `peer.csv` row.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// The operation a measurement loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PeerOp {
+    /// L2 vs LeaseKeepAlive.
+    Heartbeat,
+    /// L4 + L6 vs the acquire txn + the guarded delete.
+    Grant,
+}
+
+impl PeerOp {
+    /// The `op` column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerOp::Heartbeat => "heartbeat",
+            PeerOp::Grant => "grant",
+        }
+    }
+}
+
+impl std::str::FromStr for PeerOp {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "heartbeat" => Ok(PeerOp::Heartbeat),
+            "grant" => Ok(PeerOp::Grant),
+            other => Err(format!("unknown op {other:?}: expected heartbeat or grant")),
+        }
+    }
+}
+
+/// What one measurement counted.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// Successful operations that started in the window.
+    pub ops: u64,
+    /// Failed or timed-out operations that started in the window.
+    pub errors: u64,
+    /// From the window's start until the last operation of it ended, s.
+    pub seconds: f64,
+    /// Latency of every successful operation, µs.
+    pub latency: Histogram<u64>,
+    /// The first error seen (warm-up included), for the log.
+    pub first_error: Option<String>,
+}
+
+impl Sample {
+    /// Successful operations per second.
+    pub fn ops_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.ops as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+impl Serialize for PeerOp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}

@@ -1,0 +1,133 @@
+//! The lock services a payout worker can run on (issue 15), behind one small
+//! trait pair the worker is generic over: [`LockBackend`] (open a session,
+//! and the client's heartbeat measurements, [`HeartbeatStats`]) and
+//! [`BackendSession`] (acquire, the client-side checks, release, close).
+//!
+//! - [`fencepost`]: the SDK itself; `LockClient` and `Session` implement the
+//!   traits by delegation, nothing is re-implemented.
+//! - [`etcd`]: an adapter that applies the SDK's lease arithmetic
+//!   (`fencepost_sdk::lease`) to etcd: a session is an etcd lease kept alive on
+//!   a gRPC stream, acquire is `txn(create_revision(key) == 0 → put(key, lease))`,
+//!   the fencing token is the key's create revision, release deletes the key
+//!   if its create revision is still the token. Its keep-alives are recorded
+//!   in the SDK's own recorder (`fencepost_sdk::metrics::Metrics`), so every
+//!   results column means the same on both backends.
+//!
+//! The report puts the two side by side, cell by cell.
+//!
+//! The worker ([`crate::worker::Worker`]) is written once against these
+//! traits; [`crate::worker::build_worker`] picks the backend a
+//! [`crate::worker::WorkerEnv`] names.
+
+pub mod etcd;
+pub mod fencepost;
+
+use std::future::Future;
+use std::time::Duration;
+
+use fencepost_sdk::{ClientStats, Histogram, LockError, LockLost, MarginStats};
+
+pub use bench_core::backend::BackendKind;
+
+/// Why a backend call failed. Each variant says what the caller can do.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The SDK's error (fencepost, or an etcd check expressed in the SDK's
+    /// terms: `LockLost`, `InsufficientLease`, `SessionLost`, `LockHeld`,
+    /// `Timeout`). Its own doc says what to do.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// etcd answered with an error or could not be reached. Transient unless
+    /// the message says otherwise; retry later.
+    #[error("etcd: {0}")]
+    Etcd(#[from] etcd_client::Error),
+    /// etcd's reply is not what the adapter asked for (a txn without a
+    /// header, a keep-alive for another lease): a version mismatch. Report it.
+    #[error("unexpected reply from etcd: {0}")]
+    Unexpected(&'static str),
+}
+
+/// The heartbeat measurements of one client, the same on every backend
+/// (the SDK's hooks, see `docs/contract-notes.md`, C3/C5). Object safe: the
+/// pool reads them through `&dyn HeartbeatStats`.
+pub trait HeartbeatStats: Send + Sync {
+    /// The counters: heartbeat outcomes (reply, timeout, error), ticks,
+    /// renewals, sessions and handles lost, leases abandoned.
+    fn stats(&self) -> ClientStats;
+    /// Raw heartbeat RTT, µs (timeouts at their give-up time, "≥").
+    fn rtt_histogram(&self) -> Histogram<u64>;
+    /// Heartbeat RTT from the scheduled send (coordinated omission corrected), µs.
+    fn corrected_rtt_histogram(&self) -> Histogram<u64>;
+    /// Scheduled → actual send of every tick that sent, µs.
+    fn tick_lag_histogram(&self) -> Histogram<u64>;
+    /// The margins applied at each deadline computation.
+    fn margin_stats(&self) -> MarginStats;
+    /// Zeroes every measurement but the adaptive margin's own RTT view (warm-up cut).
+    fn reset_measurements(&self);
+}
+
+/// A lock client: opens sessions, and measures its heartbeats.
+pub trait LockBackend: HeartbeatStats + 'static {
+    /// One session of this backend.
+    type Session: BackendSession;
+
+    /// Opens a session for `owner` (L1; etcd: a lease grant and its keep-alive
+    /// stream) and starts its heartbeat. Its client deadline is
+    /// `send + granted × (1 − margin)`.
+    fn open_session(
+        &self,
+        owner: &str,
+    ) -> impl Future<Output = Result<Self::Session, BackendError>> + Send;
+}
+
+/// One session: its grants and the client-side checks of ADR-006 (D3, D4).
+pub trait BackendSession: Send + Sync + Sized + 'static {
+    /// A granted lock.
+    type Handle: Send + Sync;
+
+    /// The fencing token of `handle` (strictly increasing per key).
+    fn token(handle: &Self::Handle) -> u64;
+
+    /// Calls `listener` once for every handle of this session that is lost
+    /// (not for those the caller released).
+    fn on_lock_lost(&self, listener: Box<dyn Fn() + Send + Sync>);
+
+    /// Whether the session is lost (a loss flag, or its client deadline passed).
+    fn is_lost(&self) -> bool;
+
+    /// Acquires `key` for `ttl`, waiting up to `budget` for a held key.
+    fn acquire(
+        &self,
+        key: &str,
+        ttl: Duration,
+        budget: Duration,
+    ) -> impl Future<Output = Result<Self::Handle, BackendError>> + Send;
+
+    /// The usable client-side lease left on `handle`.
+    fn remaining(&self, handle: &Self::Handle) -> Result<Duration, LockLost>;
+
+    /// D3: `Ok` while the handle's and the session's client deadlines are ahead.
+    fn check_still_held(&self, handle: &Self::Handle) -> Result<(), LockLost>;
+
+    /// D4: `Ok` only if more than `worst_case_cost` of lease is left.
+    fn ensure_time_for(
+        &self,
+        handle: &Self::Handle,
+        worst_case_cost: Duration,
+    ) -> Result<(), LockError>;
+
+    /// Releases `handle` (L6; etcd: delete the key if it is still this grant).
+    fn release(
+        &self,
+        handle: Self::Handle,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Ends the session (L3; etcd: revoke the lease), best effort, never fails.
+    fn close(self) -> impl Future<Output = ()> + Send;
+
+    /// The SDK session behind this one, on the fencepost backend (tests'
+    /// step hooks inject heartbeat faults into it); `None` elsewhere.
+    fn as_sdk(&self) -> Option<&fencepost_sdk::Session> {
+        None
+    }
+}

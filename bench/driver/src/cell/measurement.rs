@@ -1,0 +1,109 @@
+//! What one cell measured ([`Measurement`]): the plan it ran, the ledger's
+//! counts over its window, what the workers counted, CPU seconds and the
+//! fence-out trace. The bench turns it into a results row.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bench_core::backend::BackendKind;
+use bench_core::cpu::CpuUse;
+use bench_core::grid::PolicySpec;
+use bench_core::hist::{self, RttSummary};
+use fencepost_api::ledger_check::LedgerCheck;
+use fencepost_sdk::Histogram;
+use fencepost_sdk::lease::{RttSummary as SdkRttSummary, adaptive_margin};
+
+use crate::cell::plan::CellPlan;
+use crate::cell::pool::PoolReport;
+use crate::cell::window::FenceTrace;
+
+/// What the ledger's counts did over a measured window: `after − before` for
+/// every count, so a cell on a shared (or external) ledger counts only
+/// itself; the violations are those of the whole ledger `after` the window.
+pub fn ledger_delta(before: &LedgerCheck, after: &LedgerCheck) -> LedgerCheck {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    LedgerCheck {
+        payouts: d(after.payouts, before.payouts),
+        paid: d(after.paid, before.paid),
+        paid_twice: d(after.paid_twice, before.paid_twice),
+        stale_paid: d(after.stale_paid, before.stale_paid),
+        fenced_out_fence1: d(after.fenced_out_fence1, before.fenced_out_fence1),
+        fenced_out_fence2: d(after.fenced_out_fence2, before.fenced_out_fence2),
+        fenced_out_total: d(after.fenced_out_total, before.fenced_out_total),
+        duplicate_attempted: d(after.duplicate_attempted, before.duplicate_attempted),
+        not_claimed: d(after.not_claimed, before.not_claimed),
+        violations: after.violations.clone(),
+    }
+}
+
+/// Everything one cell measured: what [`crate::cell::measure`] returns.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// The cell: every configuration column comes from here.
+    pub plan: CellPlan,
+    /// From the first worker's start to the last one's stop.
+    pub window: Duration,
+    /// The ledger's counts over the window ([`ledger_delta`]).
+    pub ledger: LedgerCheck,
+    /// The full ledger check after the window (`ledger-check.json`).
+    pub ledger_after: LedgerCheck,
+    /// What the workers measured: counts, the merged histograms, renewals.
+    pub workers: PoolReport,
+    /// CPU seconds per process over the window.
+    pub cpu: CpuUse,
+    /// The window's fence-outs traced to the workers' beliefs (trigger 4).
+    pub fences: FenceTrace,
+    /// The lock service the workers ran on (the stack's).
+    pub backend: BackendKind,
+}
+
+impl Measurement {
+    /// The raw heartbeat RTT summary of the merged histogram (µs).
+    pub fn rtt(&self) -> RttSummary {
+        hist::summarize(&self.workers.hists.rtt)
+    }
+
+    /// The merged raw heartbeat RTT histogram (µs).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.workers.hists.rtt
+    }
+
+    /// Saves every histogram of the cell under `dir/hgrm/` ([`hist::Series`]).
+    pub fn save_histograms(&self, dir: &Path) -> anyhow::Result<()> {
+        self.workers.hists.save(dir, &self.plan.id)
+    }
+
+    /// The margin the workers used: the mean of the margins their SDKs
+    /// applied to lease deadlines in the window (warm-up excluded); without
+    /// any, the fixed margin, or what the adaptive policy computes from the
+    /// cell's RTTs.
+    pub fn margin_effective(&self) -> f64 {
+        if let Some(mean) = self.workers.margins.mean() {
+            return (mean * 1e6).round() / 1e6;
+        }
+        match self.plan.policy {
+            PolicySpec::Fixed => self.plan.margin,
+            PolicySpec::Adaptive { k, floor, ceiling } => {
+                let rtt = self.rtt();
+                adaptive_margin(
+                    k,
+                    floor,
+                    ceiling,
+                    self.plan.lease,
+                    SdkRttSummary {
+                        samples: rtt.count,
+                        p99_us: rtt.p99,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Writes `ledger-check.json` (the full check after the window) into `dir`.
+    pub fn write_ledger_check(&self, dir: &Path) -> anyhow::Result<()> {
+        let path = dir.join("ledger-check.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&self.ledger_after)?)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}

@@ -1,0 +1,155 @@
+//! What one cell is ([`CellPlan`]): its identity, its numbers after the time
+//! base's scaling, its load, its seed and the faults it injects
+//! ([`Conditions`]), and what follows from them (the workers' environment,
+//! the services' spec, the default warm-up).
+
+use std::time::Duration;
+
+use bench_core::grid::{PauseSpec, PolicySpec};
+use bench_core::timebase::TimeBase;
+use fencepost_api::latency::LatencySpec;
+use fencepost_sdk::MarginPolicy;
+use fencepost_sdk::lease::{PPM, heartbeat_period};
+
+use crate::cell::faults::Fault;
+use crate::cell::stack::{Runtime, Stack, StackSpec};
+use crate::worker::{ClaimHook, WorkerEnv};
+
+/// The default warm-up, in heartbeat periods of the cell (connection set-up,
+/// the first heartbeats and renewals): [`default_warmup`].
+pub const WARMUP_PERIODS: u32 = 3;
+
+/// [`WARMUP_PERIODS`] heartbeat periods of a cell with this session TTL,
+/// lease and margin (the SDK's `heartbeat_period`).
+pub fn default_warmup(session_ttl: Duration, lease: Duration, margin: f64) -> Duration {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let ppm = (margin * PPM as f64).round() as u64;
+    heartbeat_period(ms(session_ttl), Some(ms(lease)), ppm) * WARMUP_PERIODS
+}
+
+/// How long past its grace the driver waits for the last ledger read to matter:
+/// the workers finish the payout in hand within one acquire and one rail hop.
+const JOIN_SLACK: Duration = Duration::from_secs(5);
+
+/// Faults and delays injected into a cell (configuration, recorded in its row).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Conditions {
+    /// Extra round-trip delay between workers and lock-server (the delay proxy).
+    pub net_delay: Option<LatencySpec>,
+    /// SIGSTOP/SIGCONT the lock-server on this schedule.
+    pub server_pause: Option<PauseSpec>,
+}
+
+impl Conditions {
+    /// The fault schedules the stack runs for these conditions.
+    pub fn faults(&self) -> Vec<Fault> {
+        self.server_pause
+            .map(Fault::ServerPause)
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Everything one cell is: its identity, the numbers after the time-base
+/// scaling, its load and its seed. Every field of a results row that is
+/// configuration comes from here.
+#[derive(Clone, Debug)]
+pub struct CellPlan {
+    /// The cell id (file names, `--resume`), e.g. `ttl=1s_margin=0.30`.
+    pub id: String,
+    /// The run (sweep, experiment) the cell belongs to.
+    pub run_id: String,
+    /// The lease every acquire asks for.
+    pub lease: Duration,
+    /// The cell's margin (for adaptive: its ceiling, used until warmed up).
+    pub margin: f64,
+    /// Fixed or adaptive margin.
+    pub policy: PolicySpec,
+    /// The repetition index of the cell (0 outside `--repeat`; the `repeat` column).
+    pub repeat: u32,
+    /// The session TTL.
+    pub session_ttl: Duration,
+    /// The time base the numbers below were scaled with.
+    pub time_base: TimeBase,
+    /// The rail's latency (scaled).
+    pub rail_latency: LatencySpec,
+    /// `rail.read.timeout` (scaled).
+    pub rail_read_timeout: Duration,
+    /// `(rail.read.timeout + 2 s)` scaled: what D4 requires before submitting.
+    pub worst_case_hop: Duration,
+    /// How long one acquire may wait for a held key.
+    pub acquire_budget: Duration,
+    /// Whether workers run `check_still_held` + `ensure_time_for` before submitting.
+    pub client_check: bool,
+    /// Concurrent workers.
+    pub workers: u32,
+    /// How long the steady load runs.
+    pub duration: Duration,
+    /// How many payouts the steady load seeds (R7).
+    pub payouts: u64,
+    /// R7's id prefix of the backlog.
+    pub payout_prefix: String,
+    /// The cell's seed: rail latency, proxy, workers (`seed + idx`), schedules.
+    pub seed: u64,
+    /// Faults and delays injected.
+    pub conditions: Conditions,
+    /// Run before the measured window opens and excluded from every figure.
+    pub warmup: Duration,
+    /// The CPU quota the workers run under when the cell is one of a throttled
+    /// vs unthrottled pair (the throttle experiment): `"none"` for the
+    /// unthrottled run, the quota for the other; `None` outside a pair.
+    pub cpu_quota: Option<String>,
+}
+
+impl CellPlan {
+    /// The plan as a cell of run `run_id` (the results directory's name).
+    pub fn in_run(mut self, run_id: &str) -> Self {
+        self.run_id = run_id.to_string();
+        self
+    }
+
+    /// The SDK margin policy of the cell's workers.
+    pub fn margin_policy(&self) -> MarginPolicy {
+        self.policy.margin_policy(self.margin)
+    }
+
+    /// What a worker of this cell needs, against `stack`'s services.
+    pub fn worker_env(&self, stack: &Stack, on_claimed: Option<ClaimHook>) -> WorkerEnv {
+        WorkerEnv {
+            backend: stack.backend(),
+            lock_url: stack.lock_url().to_string(),
+            rail_url: stack.rail_url().to_string(),
+            lease: self.lease,
+            session_ttl: self.session_ttl,
+            margin: self.margin_policy(),
+            rail_read_timeout: self.rail_read_timeout,
+            worst_case_hop: self.worst_case_hop,
+            client_check: self.client_check,
+            acquire_budget: self.acquire_budget,
+            payout_prefix: self.payout_prefix.clone(),
+            seed: self.seed,
+            on_claimed,
+            on_step: None,
+            history: None,
+        }
+    }
+
+    /// How long a worker may take to stop: one acquire and one rail hop, plus slack.
+    pub fn join_grace(&self) -> Duration {
+        self.lease + self.rail_read_timeout + JOIN_SLACK
+    }
+
+    /// The services this cell needs, from `runtime`.
+    pub fn stack_spec(&self, runtime: &Runtime) -> StackSpec {
+        StackSpec {
+            runtime: runtime.clone(),
+            lease: self.lease,
+            session_ttl: self.session_ttl,
+            rail_latency: self.rail_latency,
+            seed: self.seed,
+            net_delay: self.conditions.net_delay,
+            faults: self.conditions.faults(),
+            rail_args: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! A cell's workers: `spawn → stop → join(grace)`, the same for in-process
+//! SDK workers (tokio tasks sharing one [`Tally`]) and for workers that run
+//! elsewhere — the experiments' worker *processes* — behind [`RemoteWorker`].
+//! Whatever a member measured comes back in a [`WorkerReport`] and is summed
+//! into the pool's [`PoolReport`]: client-side counts, the SDK's heartbeat
+//! counters ([`HeartbeatCounts`]), the merged histograms (raw and corrected
+//! RTT, tick lag, rail latency), renewals, the beliefs of trigger 4. A pool
+//! can be spawned and joined several times (the pause experiment does once
+//! per round); the report covers all of it. [`Pool::reset_measurements`] is
+//! the end of a warm-up: every member's figures restart from zero.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencepost_sdk::{ClientStats, MarginSummary};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::worker::{
+    BoxFuture, RunWorker, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker,
+};
+use bench_core::hist::Histograms;
+
+/// The SDK's heartbeat counters of one client or a sum of them (C5
+/// `lock.heartbeat.outcomes`, ticks, `lock.session.lost` by reason); what a
+/// worker process reports over its pipe.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatCounts {
+    /// L2 and L5 exchanges sent.
+    pub attempts: u64,
+    /// Of those, answered (any status).
+    pub replies: u64,
+    /// Of those, given up at their timeout (each a censored RTT sample).
+    pub timeouts: u64,
+    /// Of those, failed in transport (no sample).
+    pub errors: u64,
+    /// Scheduled heartbeat ticks that came due.
+    pub ticks: u64,
+    /// Ticks that sent no L2 of their own (served late, muted, or session lost).
+    pub ticks_missed: u64,
+    /// Sessions lost to a 410 (`reason="expired"`).
+    pub sessions_lost_expired: u64,
+    /// Sessions lost to a 404 (`reason="unknown"`).
+    pub sessions_lost_unknown: u64,
+    /// Sessions lost to the client deadline (`reason="deadline"`).
+    pub sessions_lost_deadline: u64,
+}
+
+impl From<ClientStats> for HeartbeatCounts {
+    fn from(s: ClientStats) -> Self {
+        HeartbeatCounts {
+            attempts: s.hb_attempts,
+            replies: s.hb_replies,
+            timeouts: s.hb_timeouts,
+            errors: s.hb_errors,
+            ticks: s.hb_ticks,
+            ticks_missed: s.hb_ticks_missed,
+            sessions_lost_expired: s.sessions_lost_expired,
+            sessions_lost_unknown: s.sessions_lost_unknown,
+            sessions_lost_deadline: s.sessions_lost_deadline,
+        }
+    }
+}
+
+impl HeartbeatCounts {
+    /// Sessions lost, every reason.
+    pub fn sessions_lost(&self) -> u64 {
+        self.sessions_lost_expired + self.sessions_lost_unknown + self.sessions_lost_deadline
+    }
+
+    /// Adds `o` into `self`.
+    pub fn add(&mut self, o: &HeartbeatCounts) {
+        self.attempts += o.attempts;
+        self.replies += o.replies;
+        self.timeouts += o.timeouts;
+        self.errors += o.errors;
+        self.ticks += o.ticks;
+        self.ticks_missed += o.ticks_missed;
+        self.sessions_lost_expired += o.sessions_lost_expired;
+        self.sessions_lost_unknown += o.sessions_lost_unknown;
+        self.sessions_lost_deadline += o.sessions_lost_deadline;
+    }
+}
+
+/// What one worker measured, when it has stopped.
+#[derive(Clone, Debug)]
+pub struct WorkerReport {
+    /// Its client-side counts.
+    pub tally: TallySnapshot,
+    /// Lease renewals its SDK client was granted.
+    pub renewals: u64,
+    /// Its SDK client's heartbeat counters.
+    pub heartbeat: HeartbeatCounts,
+    /// Its histograms, µs.
+    pub hists: Histograms,
+    /// The margins its SDK applied to lease deadlines (L4, L5) in the window;
+    /// empty where a worker process does not report them.
+    pub margins: MarginSummary,
+    /// CPU seconds its own process used over the window (a worker process;
+    /// `None` for an in-process worker, whose CPU is the bench's).
+    pub cpu_s: Option<f64>,
+}
+
+/// A worker that runs outside this process (an `experiments worker` child).
+pub trait RemoteWorker: Send + Sync {
+    /// The OS process id, for hooks that act on the process (a cgroup, a signal).
+    fn pid(&self) -> Option<u32>;
+    /// Asks it to stop after the payout in hand.
+    fn stop(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// The warm-up ends: asks it to zero its measurements (SDK, tally, rail
+    /// latency, CPU baseline); it applies this when it reads the request.
+    fn reset(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// Waits up to `grace` for its final report.
+    fn join(&mut self, grace: Duration) -> BoxFuture<'_, anyhow::Result<WorkerReport>>;
+
+    /// After a failed [`RemoteWorker::join`] (the process died or went
+    /// silent): what it reported while it ran — the beliefs of trigger 4 it
+    /// streamed — so a killed worker's believed-held submits stay traceable.
+    fn salvage(&mut self) -> TallySnapshot {
+        TallySnapshot::default()
+    }
+}
+
+/// Starts remote workers: the experiments' process spawner implements it.
+pub trait SpawnRemote: Send + Sync {
+    /// Starts worker `idx` with `env` on payouts `first..first + count`.
+    fn spawn(
+        &self,
+        idx: u64,
+        env: &WorkerEnv,
+        first: u64,
+        count: u64,
+    ) -> anyhow::Result<Box<dyn RemoteWorker>>;
+}
+
+/// Everything the members of a pool measured.
+#[derive(Clone, Debug, Default)]
+pub struct PoolReport {
+    /// Client-side counts, summed over members.
+    pub tally: TallySnapshot,
+    /// Renewals, summed over members.
+    pub renewals: u64,
+    /// The SDK heartbeat counters, summed over members.
+    pub heartbeat: HeartbeatCounts,
+    /// The members' histograms, merged (µs).
+    pub hists: Histograms,
+    /// The margins the members' SDKs applied to lease deadlines, merged.
+    pub margins: MarginSummary,
+    /// CPU seconds of the members' own processes (0 for in-process members).
+    pub cpu_workers_s: f64,
+    /// Members that joined.
+    pub members: u32,
+    /// Members that did not stop within their grace (aborted or abandoned).
+    pub late: u32,
+}
+
+impl PoolReport {
+    /// Adds one member's report.
+    fn add(&mut self, r: &WorkerReport) -> anyhow::Result<()> {
+        self.tally.add(&r.tally);
+        self.renewals += r.renewals;
+        self.heartbeat.add(&r.heartbeat);
+        self.hists.add(&r.hists)?;
+        self.margins = self.margins.merge(&r.margins);
+        self.cpu_workers_s += r.cpu_s.unwrap_or(0.0);
+        self.members += 1;
+        Ok(())
+    }
+}
+
+/// The workers of a cell; see the module doc.
+pub struct Pool {
+    /// Turns true to stop the in-process members (a fresh one per spawn round).
+    stop: watch::Sender<bool>,
+    /// The in-process members' shared counts, read live for the progress line.
+    tally: Arc<Tally>,
+    /// In-process members: the worker (its lock client holds its histograms) and its task.
+    local: Vec<(Arc<dyn RunWorker>, JoinHandle<()>)>,
+    /// Members running elsewhere.
+    remote: Vec<Box<dyn RemoteWorker>>,
+    /// What the members joined so far measured (local counts are added at [`Pool::finish`]).
+    done: PoolReport,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool::new()
+    }
+}
+
+impl Pool {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Pool {
+            stop: watch::channel(false).0,
+            tally: Arc::new(Tally::default()),
+            local: Vec::new(),
+            remote: Vec::new(),
+            done: PoolReport::default(),
+        }
+    }
+
+    /// The in-process members' counts so far (all rounds).
+    pub fn tally(&self) -> &Arc<Tally> {
+        &self.tally
+    }
+
+    /// Starts in-process worker `idx` on `queue`.
+    pub fn spawn_local(
+        &mut self,
+        idx: u64,
+        env: WorkerEnv,
+        queue: Arc<WorkQueue>,
+    ) -> anyhow::Result<()> {
+        let worker = build_worker(idx, env)?;
+        let (w, t, s) = (worker.clone(), self.tally.clone(), self.stop.subscribe());
+        let task = tokio::spawn(async move { w.run(queue, t, s).await });
+        self.local.push((worker, task));
+        Ok(())
+    }
+
+    /// Adds a member that runs elsewhere.
+    pub fn add_remote(&mut self, worker: Box<dyn RemoteWorker>) {
+        self.remote.push(worker);
+    }
+
+    /// Members currently running.
+    pub fn len(&self) -> usize {
+        self.local.len() + self.remote.len()
+    }
+
+    /// True when no member is running.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The warm-up ends: every running member's figures restart from zero
+    /// (SDK histograms and counters, rail latency, the shared tally's counts,
+    /// worker processes' CPU baseline). Beliefs (trigger 4) are kept, and
+    /// members that already joined are dropped from the report.
+    pub async fn reset_measurements(&mut self) {
+        for (worker, _) in &self.local {
+            worker.reset_measurements();
+        }
+        self.tally.reset_counts();
+        for r in &mut self.remote {
+            if let Err(e) = r.reset().await {
+                tracing::warn!(error = %format!("{e:#}"), "could not reset a worker process");
+            }
+        }
+        let beliefs = std::mem::take(&mut self.done.tally.believed_held);
+        self.done = PoolReport::default();
+        self.done.tally.believed_held = beliefs;
+    }
+
+    /// Tells every member to stop after the payout in hand.
+    pub async fn stop(&mut self) {
+        let _ = self.stop.send(true);
+        for r in &mut self.remote {
+            if let Err(e) = r.stop().await {
+                tracing::warn!(error = %format!("{e:#}"), "could not stop a worker process");
+            }
+        }
+    }
+
+    /// Waits, up to `grace` per member, for every running member, and adds
+    /// what each measured to the report; a member still running after its
+    /// grace is aborted and counted as late. Returns how many were late in
+    /// this join. The pool can be spawned again.
+    pub async fn join(&mut self, grace: Duration) -> anyhow::Result<u32> {
+        let late_before = self.done.late;
+        for (worker, mut task) in std::mem::take(&mut self.local) {
+            if tokio::time::timeout(grace, &mut task).await.is_err() {
+                tracing::warn!("a worker did not stop within {grace:?}; aborted");
+                task.abort();
+                self.done.late += 1;
+            }
+            let client = worker.client();
+            let stats = client.stats();
+            // The tally is the pool's shared one, added once in `finish`.
+            self.done.add(&WorkerReport {
+                tally: TallySnapshot::default(),
+                renewals: stats.renewals,
+                heartbeat: HeartbeatCounts::from(stats),
+                hists: Histograms {
+                    rtt: client.rtt_histogram(),
+                    corrected: client.corrected_rtt_histogram(),
+                    tick_lag: client.tick_lag_histogram(),
+                    rail: worker.rail_histogram(),
+                },
+                margins: client.margin_stats().leases(),
+                cpu_s: None,
+            })?;
+        }
+        for mut r in std::mem::take(&mut self.remote) {
+            match r.join(grace).await {
+                Ok(report) => self.done.add(&report)?,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "a worker process did not report");
+                    self.done.late += 1;
+                    // Its counts are lost (it is late), but not its beliefs.
+                    self.done.tally.add(&r.salvage());
+                }
+            }
+        }
+        // The next spawn round gets a fresh stop signal.
+        self.stop = watch::channel(false).0;
+        Ok(self.done.late - late_before)
+    }
+
+    /// Stops and joins whatever still runs, then returns the report of every
+    /// member the pool ever had.
+    pub async fn finish(mut self, grace: Duration) -> anyhow::Result<PoolReport> {
+        self.stop().await;
+        self.join(grace).await?;
+        let mut report = self.done;
+        let local = TallySnapshot::of(&self.tally);
+        // Remote tallies are already in; the shared local one is added once.
+        report.tally.add(&local);
+        Ok(report)
+    }
+}

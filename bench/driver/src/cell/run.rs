@@ -1,0 +1,355 @@
+//! Running one cell ([`measure`]): the load a [`Schedule`] drives over a
+//! [`CellRun`], the measured window it opens and closes, and the
+//! [`Measurement`] that comes out (see the `cell` module's doc for the steps).
+
+use std::future::Future;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bench_core::cpu::CpuMark;
+use fencepost_api::ledger_check::check_ledger;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::cell::measurement::{Measurement, ledger_delta};
+use crate::cell::plan::CellPlan;
+use crate::cell::pool::{Pool, SpawnRemote};
+use crate::cell::stack::Stack;
+use crate::cell::window::{self, OpenWindow};
+use crate::worker::{ClaimHook, StepHook, WorkQueue};
+
+/// A live view of a running cell, for the progress line.
+#[derive(Clone, Debug, Default)]
+pub struct Live {
+    /// Seconds run so far.
+    pub elapsed_s: f64,
+    /// Submissions the rail answered 200 so far (client side).
+    pub paid: u64,
+    /// Abandoned for insufficient lease so far.
+    pub abandoned: u64,
+    /// Handles lost so far.
+    pub lock_lost: u64,
+}
+
+/// Where a cell's workers run.
+#[derive(Clone, Copy, Default)]
+pub enum Spawn<'a> {
+    /// Tasks in this process, sharing one work queue.
+    #[default]
+    InProcess,
+    /// Workers elsewhere, each given its own slice of the backlog.
+    Remote(&'a dyn SpawnRemote),
+}
+
+/// What the caller adds to a cell; every field has a do-nothing default.
+#[derive(Clone, Default)]
+pub struct Hooks<'a> {
+    /// Where workers run.
+    pub spawn: Spawn<'a>,
+    /// Run inside every in-process worker's critical section, after a claim.
+    pub on_claimed: Option<ClaimHook>,
+    /// Awaited by every in-process worker at each step of a payout (tests).
+    pub on_step: Option<StepHook>,
+    /// Called about twice a second with live counts.
+    pub live: Option<&'a (dyn Fn(&Live) + Sync)>,
+    /// Turns true when the cell must stop early (Ctrl-C); the cell is then discarded.
+    pub interrupt: Option<watch::Receiver<bool>>,
+}
+
+/// How the load of a window ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It ran its course: the measurement counts.
+    Completed,
+    /// Interrupted: the partial cell is discarded.
+    Interrupted,
+}
+
+/// A cell's backlog: payouts `first..first + count` (R7 numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backlog {
+    /// The first payout number.
+    pub first: u64,
+    /// How many.
+    pub count: u64,
+}
+
+impl Backlog {
+    /// `n` consecutive slices of equal size, the last one taking the remainder.
+    pub fn split(self, n: u64) -> Vec<Backlog> {
+        let n = n.max(1);
+        let per = self.count / n;
+        (0..n)
+            .map(|i| Backlog {
+                first: self.first + i * per,
+                count: if i + 1 == n {
+                    self.count - i * per
+                } else {
+                    per
+                },
+            })
+            .collect()
+    }
+}
+
+/// The load of a cell: what runs between the window's opening and closing.
+pub trait Schedule: Send {
+    /// Drives `run`'s pool; returns when the window should close. The driver
+    /// stops and joins whatever is still running afterwards.
+    fn drive(
+        &mut self,
+        run: &mut CellRun<'_>,
+    ) -> impl Future<Output = anyhow::Result<Ended>> + Send;
+}
+
+/// The standard load: seed `plan.payouts`, spawn `plan.workers` workers on
+/// them, run `plan.duration` (or until interrupted).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Steady;
+
+impl Schedule for Steady {
+    async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
+        let backlog = run.seed_backlog(run.plan.payouts).await?;
+        run.spawn_workers(backlog, 0..u64::from(run.plan.workers))?;
+        if run.run_for(run.plan.warmup).await == Ended::Interrupted {
+            return Ok(Ended::Interrupted);
+        }
+        run.open_window().await?;
+        Ok(run.run_window(run.plan.duration).await)
+    }
+}
+
+/// A cell while its load runs: what a [`Schedule`] works with.
+pub struct CellRun<'a> {
+    /// The cell.
+    pub plan: &'a CellPlan,
+    /// Its services (mutable: the window starts their fault schedules).
+    pub stack: &'a mut Stack,
+    /// Its workers.
+    pub pool: Pool,
+    /// The caller's hooks.
+    hooks: Hooks<'a>,
+    /// When the first worker started.
+    started: Option<Instant>,
+    /// The measured window, once open.
+    window: Option<OpenWindow>,
+}
+
+impl CellRun<'_> {
+    /// Seeds `count` payouts under the plan's prefix (R7).
+    pub async fn seed_backlog(&self, count: u64) -> anyhow::Result<Backlog> {
+        let prefix = &self.plan.payout_prefix;
+        let created = self.stack.rail().seed_backlog(count, prefix).await?;
+        // R7 numbers a backlog after any earlier one under the same prefix.
+        let first = created.first_number(prefix)?;
+        Ok(Backlog { first, count })
+    }
+
+    /// Spawns workers `ids` on `backlog`: in-process ones share one queue,
+    /// remote ones each get an equal slice (the last one the remainder).
+    pub fn spawn_workers(&mut self, backlog: Backlog, ids: Range<u64>) -> anyhow::Result<()> {
+        self.started.get_or_insert_with(Instant::now);
+        let mut env = self
+            .plan
+            .worker_env(self.stack, self.hooks.on_claimed.clone());
+        env.on_step = self.hooks.on_step.clone();
+        match self.hooks.spawn {
+            Spawn::InProcess => {
+                let queue = Arc::new(WorkQueue::new(backlog.first, backlog.count));
+                for idx in ids {
+                    self.pool.spawn_local(idx, env.clone(), queue.clone())?;
+                }
+            }
+            Spawn::Remote(spawner) => {
+                let slices = backlog.split(ids.end.saturating_sub(ids.start));
+                for (idx, slice) in ids.zip(slices) {
+                    let worker = spawner.spawn(idx, &env, slice.first, slice.count)?;
+                    self.pool.add_remote(worker);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// When the first worker started (now, if none has yet).
+    pub fn started(&self) -> Instant {
+        self.started.unwrap_or_else(Instant::now)
+    }
+
+    /// Opens the measured window (see the module doc); a second call does
+    /// nothing. [`measure`] opens it before the load when the warm-up is
+    /// zero; a [`Schedule`] with a warm-up opens it when the warm-up ends.
+    pub async fn open_window(&mut self) -> anyhow::Result<()> {
+        if self.window.is_some() {
+            return Ok(());
+        }
+        let rail_log_len = self.stack.rail_log().and_then(|p| window::file_len(&p));
+        // The client-side figures restart, then the rail snapshots its ledger
+        // when R6 arrives, a moment later: the skew is one request's trip,
+        // not the transfer of the whole ledger, which the workers overlap.
+        self.pool.reset_measurements().await;
+        let opened = Instant::now();
+        let view = self.stack.rail().ledger().await?;
+        // After the R6 read, so the driver's own parsing of it is not counted.
+        let cpu = CpuMark::now(self.stack.pids());
+        self.window = Some(OpenWindow {
+            opened,
+            ledger: check_ledger(&view),
+            submissions: window::submission_counts(&view),
+            rail_log_len,
+            cpu,
+        });
+        self.stack.start_faults();
+        Ok(())
+    }
+
+    /// Lets the workers run until `duration` after the window opened (from
+    /// now if it is not open yet), reporting live counts; ends early when
+    /// interrupted.
+    pub async fn run_window(&mut self, duration: Duration) -> Ended {
+        let from = self.window.as_ref().map_or_else(Instant::now, |w| w.opened);
+        self.run_until(from + duration).await
+    }
+
+    /// Lets the workers run for `duration` from now, reporting live counts
+    /// (elapsed since the first worker started); ends early when interrupted.
+    pub async fn run_for(&mut self, duration: Duration) -> Ended {
+        self.run_until(Instant::now() + duration).await
+    }
+
+    /// Lets the workers run until `deadline` (see [`CellRun::run_for`]).
+    async fn run_until(&mut self, deadline: Instant) -> Ended {
+        let started = self.started();
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let mut interrupt = self.hooks.interrupt.clone();
+        loop {
+            let interrupted = async {
+                match interrupt.as_mut() {
+                    Some(rx) => {
+                        while rx.changed().await.is_ok() {
+                            if *rx.borrow() {
+                                return;
+                            }
+                        }
+                        std::future::pending().await
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return Ended::Completed,
+                _ = interrupted => return Ended::Interrupted,
+                _ = tick.tick() => self.report_live(started),
+            }
+        }
+    }
+
+    fn report_live(&self, started: Instant) {
+        if let Some(live) = self.hooks.live {
+            let t = self.pool.tally();
+            live(&Live {
+                elapsed_s: started.elapsed().as_secs_f64(),
+                paid: t.paid_replies.load(Ordering::Relaxed),
+                abandoned: t.abandoned_insufficient_lease.load(Ordering::Relaxed),
+                lock_lost: t.lock_lost.load(Ordering::Relaxed),
+            });
+        }
+    }
+}
+
+/// Runs one cell on `stack` under `schedule` (see the module doc). Returns
+/// `None` when the load was interrupted (the partial cell is discarded).
+pub async fn measure(
+    stack: &mut Stack,
+    plan: &CellPlan,
+    schedule: &mut impl Schedule,
+    hooks: Hooks<'_>,
+) -> anyhow::Result<Option<Measurement>> {
+    let mut run = CellRun {
+        plan,
+        stack,
+        pool: Pool::new(),
+        hooks,
+        started: None,
+        window: None,
+    };
+    if plan.warmup.is_zero() {
+        run.open_window().await?;
+    }
+    let ended = schedule.drive(&mut run).await;
+    let CellRun {
+        stack,
+        pool,
+        window: opened,
+        ..
+    } = run;
+    // Faults stop before the join, so a paused server cannot hold a worker up.
+    stack.stop_faults().await;
+    let workers = pool.finish(plan.join_grace()).await?;
+    if workers.late > 0 {
+        tracing::warn!(late = workers.late, cell = %plan.id, "workers did not stop in time");
+    }
+    if ended? == Ended::Interrupted {
+        return Ok(None);
+    }
+    let Some(w) = opened else {
+        anyhow::bail!(
+            "cell {}: the schedule never opened the measured window",
+            plan.id
+        );
+    };
+    // From the window's opening to the last worker's stop: the span the
+    // ledger difference covers payments in.
+    let elapsed = w.opened.elapsed();
+    let cpu = CpuMark::now(stack.pids()).since(&w.cpu);
+    // The window closes: everything that counts comes from the ledger.
+    let view = stack.rail().ledger().await?;
+    let after = check_ledger(&view);
+    let ledger = ledger_delta(&w.ledger, &after);
+    let fence1 = match (stack.rail_log(), w.rail_log_len) {
+        (Some(path), Some(from)) => window::fence1_events(&window::log_since(&path, from)?),
+        _ => Vec::new(),
+    };
+    let fences = window::trace_fences(
+        &ledger,
+        &w.submissions,
+        &view,
+        &fence1,
+        &workers.tally.believed_held,
+    );
+    Ok(Some(Measurement {
+        plan: plan.clone(),
+        window: elapsed,
+        ledger,
+        ledger_after: after,
+        workers,
+        cpu,
+        fences,
+        backend: stack.backend(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backlog_splits_into_consecutive_slices_covering_it_once() {
+        let b = Backlog {
+            first: 7,
+            count: 10,
+        };
+        let s = b.split(3);
+        assert_eq!(
+            s.iter().map(|x| (x.first, x.count)).collect::<Vec<_>>(),
+            [(7, 3), (10, 3), (13, 4)]
+        );
+        assert_eq!(
+            b.split(0),
+            vec![b],
+            "zero workers still get the whole backlog"
+        );
+    }
+}

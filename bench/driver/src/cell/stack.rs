@@ -1,0 +1,503 @@
+//! The services a cell runs against, behind one type: [`Stack`] starts a
+//! lock-server and a rail-stub the way its [`Runtime`] says (child processes,
+//! containers, or someone else's), puts the delay proxy in front of the
+//! lock-server when the cell injects network delay, owns the fault tasks
+//! (the server pause), and *always* stops all of it: [`Stack::stop`] on the
+//! normal path, `Drop` on every other one (error, Ctrl-C, panic unwinding).
+//!
+//! A second lock backend, etcd (issue 15), is [`Runtime::Etcd`]: the stack
+//! starts etcd as its lock child (or uses `--etcd-url`), with its client URL
+//! in [`Stack::lock_url`] and [`Stack::backend`] telling workers which
+//! client to build; the pause fault and the pids work on it unchanged.
+//!
+//! Replicas (issue 14): `Runtime::Process { replicas: N }` on a
+//! `postgres://` store starts N lock-servers (leader lease 1 s) and gives the
+//! workers every URL (comma-separated `lock_url`); CPU seconds per process (issue 12)
+//! read the pids from [`Stack::pids`], the fence-1 trace the rail-stub's log
+//! from [`Stack::rail_log`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fencepost_api::latency::LatencySpec;
+use fencepost_harness::ChildService;
+use serde::Serialize;
+
+use crate::backend::BackendKind;
+use crate::backend::etcd::server::EtcdServer;
+use crate::cell::faults::{Fault, FaultTargets, FaultTasks};
+use crate::docker::{self, DockerServices, DockerSpec};
+use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
+use crate::rail::RailClient;
+use bench_core::overhead::ProxyOverhead;
+
+/// The read timeout of the stack's own rail client (R6/R7 only; workers have their own).
+const DRIVER_RAIL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the services come from.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "runtime", rename_all = "lowercase")]
+pub enum Runtime {
+    /// Child processes on free loopback ports, one fresh pair per stack.
+    Process {
+        /// `--store` for the lock-server; `None` = SQLite in the stack's directory.
+        store: Option<String>,
+        /// Lock-server replicas on that store (issue 14; more than 1 needs
+        /// `postgres://`). Workers get every URL; the first started leads.
+        replicas: u32,
+    },
+    /// Containers (testcontainers) on a private network, one fresh pair per
+    /// stack, the lock-server on PostgreSQL ([`crate::docker`]).
+    Docker {
+        /// The PostgreSQL the lock-server uses, as the bench reaches it (relayed into the network).
+        pg_url: String,
+        /// The lock-server image.
+        lock_image: String,
+        /// The rail-stub image.
+        rail_image: String,
+    },
+    /// etcd as the lock service (issue 15) and a rail-stub child: etcd is
+    /// started as a child (`etcd` on PATH, data in the stack's directory)
+    /// unless `etcd_url` names one.
+    Etcd {
+        /// An etcd the user runs (its client URL); `None` starts one.
+        etcd_url: Option<String>,
+    },
+    /// Services the user runs; counters are read as before/after deltas.
+    External {
+        /// The lock-server's base URL.
+        lock_url: String,
+        /// The rail-stub's base URL.
+        rail_url: String,
+    },
+}
+
+/// The leader lease of replicas the bench starts: short, so a cell whose
+/// predecessor's replicas were killed is served soon.
+const REPLICA_LEADER_LEASE: &str = "1s";
+
+/// How long a started lock-server may take to serve (`/readyz`).
+const READY_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits until one of `urls` answers `/readyz` 200 (a replica on PostgreSQL
+/// first takes the leader row, which after a killed predecessor waits out its
+/// lease plus grace).
+async fn await_ready(urls: &[String]) -> anyhow::Result<()> {
+    let c = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()?;
+    let t = tokio::time::Instant::now();
+    loop {
+        for u in urls {
+            if c.get(format!("{u}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            t.elapsed() < READY_PATIENCE,
+            "no lock-server of {urls:?} served within {READY_PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What a stack starts.
+#[derive(Clone, Debug)]
+pub struct StackSpec {
+    /// Where the services come from.
+    pub runtime: Runtime,
+    /// The lock-server's `--default-ttl`.
+    pub lease: Duration,
+    /// The lock-server's `--session-ttl`.
+    pub session_ttl: Duration,
+    /// The rail-stub's `--latency`.
+    pub rail_latency: LatencySpec,
+    /// The rail-stub's and the delay proxy's seed.
+    pub seed: u64,
+    /// Extra round-trip delay between workers and lock-server (a proxy), if any.
+    pub net_delay: Option<LatencySpec>,
+    /// Fault schedules run while a cell's load runs.
+    pub faults: Vec<Fault>,
+    /// Extra rail-stub arguments (the chaos experiment's `--sabotage`).
+    pub rail_args: Vec<String>,
+}
+
+/// The services themselves, by runtime.
+enum Services {
+    /// Child processes; the lock child is shared with the fault tasks.
+    Process {
+        /// The lock-server (the first replica: the leader at start).
+        lock: Arc<Mutex<ChildService>>,
+        /// The rail-stub.
+        rail: ChildService,
+        /// Further lock-server replicas (issue 14), stopped with the stack.
+        standbys: Vec<ChildService>,
+    },
+    /// Containers, removed when dropped (boxed: the guard is large).
+    Docker(Box<DockerServices>),
+    /// A rail-stub child in front of a lock service someone else runs (`--etcd-url`).
+    RailOnly(ChildService),
+    /// Nothing to stop.
+    External,
+}
+
+/// A running set of services for one or more cells; see the module doc.
+pub struct Stack {
+    /// The services; `None` once stopped.
+    services: Option<Services>,
+    /// The delay proxy, if any (stopped before the services).
+    proxy: Option<DelayProxy>,
+    /// The fault schedules and, while a window is open, their tasks.
+    faults: Vec<Fault>,
+    /// The running fault tasks, between [`Stack::start_faults`] and [`Stack::stop_faults`].
+    fault_tasks: Option<FaultTasks>,
+    /// Where workers send lock traffic (the proxy, when there is one).
+    lock_url: String,
+    /// Where workers send rail traffic.
+    rail_url: String,
+    /// The lock service behind `lock_url`.
+    backend: BackendKind,
+    /// The driver's rail client: seeds backlogs and reads the ledger.
+    rail: RailClient,
+    /// Where the services' logs (and the embedded store) are.
+    dir: PathBuf,
+    /// The lock-server's arguments (process runtime), to restart it on the same store.
+    lock_args: Vec<String>,
+    /// Lock-server restarts so far (each logs to its own file).
+    lock_restarts: u32,
+}
+
+fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> anyhow::Result<ChildService> {
+    let bin = fencepost_harness::binary(package, package)?;
+    Ok(ChildService::start(&bin, args, &log)?)
+}
+
+/// Starts a child on a blocking thread (it waits for the `listening on` line).
+/// The harness forks from one long-lived thread of its own, so
+/// `PR_SET_PDEATHSIG` does not fire when this pool thread retires.
+pub async fn spawn_child(
+    package: &'static str,
+    args: Vec<String>,
+    log: PathBuf,
+) -> anyhow::Result<ChildService> {
+    tokio::task::spawn_blocking(move || start_child(package, args, log)).await?
+}
+
+impl Stack {
+    /// Starts the services of `spec`, with logs (and the embedded lock store) in `dir`.
+    pub async fn start(spec: &StackSpec, dir: &Path) -> anyhow::Result<Stack> {
+        std::fs::create_dir_all(dir)?;
+        let lock_args = vec![
+            "--default-ttl".to_string(),
+            fencepost_api::format_duration(spec.lease),
+            "--session-ttl".into(),
+            fencepost_api::format_duration(spec.session_ttl),
+        ];
+        let rail_args = vec![
+            "--latency".to_string(),
+            spec.rail_latency.to_string(),
+            "--seed".into(),
+            spec.seed.to_string(),
+            // A fresh ledger per cell: the rail-stub's default is a durable
+            // file, which a second cell (or run) would share.
+            "--ledger".into(),
+            "memory".into(),
+        ]
+        .into_iter()
+        .chain(spec.rail_args.iter().cloned())
+        .collect::<Vec<_>>();
+        let mut restart_args = Vec::new();
+        let (services, lock_url, rail_url) = match &spec.runtime {
+            Runtime::Process { store, replicas } => {
+                let store = store
+                    .clone()
+                    .unwrap_or_else(|| format!("sqlite:{}", dir.join("lock.sqlite").display()));
+                let replicated =
+                    store.starts_with("postgres://") || store.starts_with("postgresql://");
+                if *replicas > 1 && !replicated {
+                    anyhow::bail!(
+                        "--replicas {replicas} needs a postgres:// --store (memory: and sqlite: are single-node)"
+                    );
+                }
+                if *replicas > 1 && spec.net_delay.is_some() {
+                    anyhow::bail!("--net-delay proxies one lock-server; it needs --replicas 1");
+                }
+                let mut args = vec!["--store".to_string(), store];
+                args.extend(lock_args);
+                if replicated {
+                    args.extend(["--leader-lease".to_string(), REPLICA_LEADER_LEASE.into()]);
+                }
+                restart_args = args.clone();
+                let lock =
+                    spawn_child("lock-server", args.clone(), dir.join("lock-server.log")).await?;
+                let mut standbys = Vec::new();
+                for i in 1..*replicas {
+                    let log = dir.join(format!("lock-server-{i}.log"));
+                    standbys.push(spawn_child("lock-server", args.clone(), log).await?);
+                }
+                let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
+                let lock_urls: Vec<String> = std::iter::once(lock.url())
+                    .chain(standbys.iter().map(|s| s.url()))
+                    .collect();
+                if replicated {
+                    await_ready(&lock_urls).await?;
+                }
+                let rail_url = rail.url();
+                let lock = Arc::new(Mutex::new(lock));
+                (
+                    Services::Process {
+                        lock,
+                        rail,
+                        standbys,
+                    },
+                    lock_urls.join(","),
+                    rail_url,
+                )
+            }
+            Runtime::Docker {
+                pg_url,
+                lock_image,
+                rail_image,
+            } => {
+                let d = docker::start(&DockerSpec {
+                    lock_image: lock_image.clone(),
+                    rail_image: rail_image.clone(),
+                    pg_url: pg_url.clone(),
+                    lock_args,
+                    rail_args,
+                    log_dir: dir.to_path_buf(),
+                })
+                .await?;
+                let urls = (d.lock_url.clone(), d.rail_url.clone());
+                (Services::Docker(Box::new(d)), urls.0, urls.1)
+            }
+            Runtime::Etcd { etcd_url } => {
+                let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
+                let rail_url = rail.url();
+                match etcd_url {
+                    Some(url) => (Services::RailOnly(rail), url.clone(), rail_url),
+                    None => {
+                        let etcd = EtcdServer::start(dir).await?;
+                        let url = etcd.url().to_string();
+                        let lock = Arc::new(Mutex::new(etcd.into_child()));
+                        let standbys = Vec::new();
+                        (
+                            Services::Process {
+                                lock,
+                                rail,
+                                standbys,
+                            },
+                            url,
+                            rail_url,
+                        )
+                    }
+                }
+            }
+            Runtime::External { lock_url, rail_url } => {
+                (Services::External, lock_url.clone(), rail_url.clone())
+            }
+        };
+        let backend = match spec.runtime {
+            Runtime::Etcd { .. } => BackendKind::Etcd,
+            _ => BackendKind::Fencepost,
+        };
+        // From here on the stack owns the services, so every exit path stops them.
+        let mut stack = Stack {
+            services: Some(services),
+            proxy: None,
+            faults: spec.faults.clone(),
+            fault_tasks: None,
+            rail: RailClient::new(&rail_url, DRIVER_RAIL_TIMEOUT),
+            lock_url,
+            rail_url,
+            backend,
+            dir: dir.to_path_buf(),
+            lock_args: restart_args,
+            lock_restarts: 0,
+        };
+        let targets = stack.fault_targets();
+        if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
+            anyhow::bail!("{why}");
+        }
+        if let Some(delay) = spec.net_delay {
+            let proxy = DelayProxy::start(lock_addr(&stack.lock_url)?, delay, spec.seed).await?;
+            stack.lock_url = proxy.url();
+            stack.proxy = Some(proxy);
+        }
+        Ok(stack)
+    }
+
+    /// Where workers send lock traffic (through the delay proxy, when there is one).
+    pub fn lock_url(&self) -> &str {
+        &self.lock_url
+    }
+
+    /// The lock service behind [`Stack::lock_url`].
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    /// The rail-stub's base URL.
+    pub fn rail_url(&self) -> &str {
+        &self.rail_url
+    }
+
+    /// The directory the stack keeps its logs in (cells may add their own files).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The driver's rail client (R5 payout, R6 ledger, R7 backlog).
+    pub fn rail(&self) -> &RailClient {
+        &self.rail
+    }
+
+    /// The pids of the services this stack started as processes: (lock-server, rail-stub).
+    pub fn pids(&self) -> Option<(i32, i32)> {
+        match &self.services {
+            Some(Services::Process { lock, rail, .. }) => Some((
+                lock.lock().unwrap_or_else(|e| e.into_inner()).pid(),
+                rail.pid(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The rail-stub's log (its JSON events on stderr), when the stack
+    /// started the rail-stub (process and docker runtimes).
+    pub fn rail_log(&self) -> Option<PathBuf> {
+        match &self.services {
+            Some(Services::Process { .. } | Services::Docker(_)) => {
+                Some(self.dir.join("rail-stub.log"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The delay proxy's knobs (spikes, loss, upstream), when the stack has a proxy.
+    pub fn proxy_control(&self) -> Option<Arc<ProxyControl>> {
+        self.proxy.as_ref().map(DelayProxy::control)
+    }
+
+    /// The lock-server child (process runtime): what a fault signals.
+    pub fn lock_child(&self) -> Option<Arc<Mutex<ChildService>>> {
+        match &self.services {
+            Some(Services::Process { lock, .. }) if !self.lock_args.is_empty() => {
+                Some(lock.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// kill -9 of the lock-server, then a new one on the same durable store
+    /// (process runtime, behind the proxy, which is pointed at the new port:
+    /// workers keep one URL). Returns when the new one listens.
+    pub async fn restart_lock(&mut self) -> anyhow::Result<()> {
+        let (Some(lock), Some(proxy)) = (self.lock_child(), self.proxy.as_ref()) else {
+            anyhow::bail!(
+                "a lock-server restart needs --runtime process and the proxy in front of it"
+            );
+        };
+        {
+            let mut l = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = l.resume();
+            l.kill9();
+        }
+        self.lock_restarts += 1;
+        let log = self
+            .dir
+            .join(format!("lock-server.restart-{}.log", self.lock_restarts));
+        let fresh = spawn_child("lock-server", self.lock_args.clone(), log).await?;
+        proxy.control().set_upstream(fresh.addr());
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+
+    /// The delay proxy's own overhead ([`proxy::measure_overhead`]) against
+    /// the lock-server behind it, `pairs` heartbeats per path; `None` when
+    /// the stack has no proxy.
+    pub async fn proxy_overhead(
+        &self,
+        pairs: usize,
+    ) -> Option<Result<ProxyOverhead, BaselineError>> {
+        let upstream = self.proxy.as_ref()?.upstream();
+        Some(proxy::measure_overhead(upstream, pairs).await)
+    }
+
+    fn fault_targets(&self) -> FaultTargets {
+        FaultTargets {
+            lock: match &self.services {
+                Some(Services::Process { lock, .. }) => Some(lock.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    /// Starts the fault schedules (a measured window opens); no-op without faults.
+    pub fn start_faults(&mut self) {
+        if !self.faults.is_empty() && self.fault_tasks.is_none() {
+            self.fault_tasks = Some(FaultTasks::start(&self.faults, &self.fault_targets()));
+        }
+    }
+
+    /// Stops the fault schedules; every service is running again when this returns.
+    pub async fn stop_faults(&mut self) {
+        if let Some(t) = self.fault_tasks.take() {
+            t.stop().await;
+        }
+    }
+
+    /// Stops everything: faults, the proxy, then the services.
+    pub async fn stop(mut self) {
+        self.stop_faults().await;
+        self.shut_down();
+    }
+
+    /// The synchronous part of stopping, shared by [`Stack::stop`] and `Drop`.
+    fn shut_down(&mut self) {
+        self.proxy.take();
+        match self.services.take() {
+            Some(Services::Process {
+                lock,
+                rail,
+                standbys,
+            }) => {
+                // Resume a paused server so it can be killed and reaped cleanly.
+                let mut l = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = l.resume();
+                l.kill9();
+                drop(standbys);
+                drop(rail);
+            }
+            // Containers, relay and network are removed by its own Drop.
+            Some(Services::Docker(d)) => drop(d),
+            Some(Services::RailOnly(rail)) => drop(rail),
+            Some(Services::External) | None => {}
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // Fault tasks are aborted with the runtime or left idle; the server is
+        // resumed and killed below either way.
+        self.shut_down();
+    }
+}
+
+/// The socket address of an `http://IP:PORT` URL (the proxy only forwards to
+/// loopback IPs we started or were given).
+fn lock_addr(url: &str) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let hostport = url.trim_start_matches("http://").trim_end_matches('/');
+    hostport
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve {url}"))
+}

@@ -1,0 +1,25 @@
+//! `bench-driver`: runs fencepost's measured cells. A cell is one measured
+//! run of the payout workload at one configuration; [`cell::measure`] is the
+//! only place that opens and closes a measured window, and returns a
+//! [`cell::Measurement`] — what was measured, not yet a results row.
+//!
+//! - [`cell`]: the cell's plan, its run and window, its pool of workers, its
+//!   services ([`cell::Stack`]) and the faults the stack injects;
+//! - [`worker`]: the payout worker, generic over the lock service;
+//! - [`backend`]: the lock services a worker runs on (fencepost's SDK, etcd);
+//! - [`rail`]: the rail-stub client a worker pays through;
+//! - [`proxy`]: the in-process delay proxy between workers and lock-server;
+//! - [`docker`]: the `--runtime docker` services;
+//! - [`peer`]: `bench peer`'s closed-loop load.
+//!
+//! The driver records a history ([`bench_history`]) and reads the shared
+//! vocabulary ([`bench_core`]); it knows nothing of results tables,
+//! statistics or reports.
+
+pub mod backend;
+pub mod cell;
+pub mod docker;
+pub mod peer;
+pub mod proxy;
+pub mod rail;
+pub mod worker;

@@ -1,0 +1,364 @@
+//! The one closed-loop driver of `bench peer`: N client tasks, each with its
+//! own connection and its own session (fencepost) or lease (etcd), loop one
+//! operation for a warm-up and then a measured window. Every attempt in the
+//! window is counted: a success is a latency sample (send → reply, µs, HDR),
+//! a failure or timeout is an error. Closed loop: each task sends its next
+//! request when the previous one is answered, so there is no schedule to
+//! fall behind (no coordinated omission to correct); throughput is what the
+//! server sustains at that concurrency.
+//!
+//! Each system is driven through its native client: fencepost over HTTP/1.1
+//! keep-alive with the SDK's own client (`fencepost_sdk::http`, one
+//! connection per task), etcd over gRPC (`etcd-client`, one channel per task).
+//! - heartbeat: fencepost L2 on the task's session; etcd one LeaseKeepAlive
+//!   on the task's stream (sent, then its answer read).
+//! - grant: fencepost L4 on the task's own key, then L6 with the token;
+//!   etcd `txn(create_revision(key) == 0 → put(key, lease))`, then
+//!   `txn(create_revision(key) == token → delete(key))`: two durable writes
+//!   on each side.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use etcd_client::{Compare, CompareOp, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp};
+use fencepost_sdk::Histogram;
+use fencepost_sdk::http::{HttpClient, HttpError, HttpMethod, HttpReply};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use bench_core::hist;
+use bench_core::peer::{PeerOp, Sample};
+
+/// How long one operation may take before it counts as an error.
+const OP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The session TTL / lease TTL of the peer clients: far longer than a run,
+/// so nothing expires under the load.
+const CLIENT_TTL_S: i64 = 60;
+
+/// Which server a measurement drives.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// A fencepost lock-server at this base URL.
+    Fencepost(String),
+    /// etcd at this client URL.
+    Etcd(String),
+}
+
+/// A fencepost client's request URLs, built once at set-up so the timed
+/// loop spends nothing on them (the driver shares the cores it measures).
+struct FencepostUrls {
+    /// L2 of the session.
+    heartbeat: String,
+    /// L4 of the client's key.
+    acquire: String,
+    /// L6 of the client's key.
+    release: String,
+    /// L3 of the session.
+    close: String,
+}
+
+/// One client task's connection and session.
+enum Client {
+    /// The SDK's HTTP client (one keep-alive connection) and a lock-server session.
+    Fencepost {
+        http: HttpClient,
+        urls: Box<FencepostUrls>,
+        session: String,
+    },
+    /// An etcd client (one gRPC channel), a lease and its keep-alive stream.
+    Etcd {
+        client: Box<etcd_client::Client>,
+        lease: i64,
+        stream: Box<(LeaseKeeper, LeaseKeepAliveStream)>,
+        key: String,
+    },
+}
+
+impl Client {
+    /// Connects client `i` and opens its session / lease (not timed).
+    async fn open(target: &Target, i: usize, tag: &str) -> anyhow::Result<Client> {
+        let key = format!("peer:{tag}:{i}");
+        match target {
+            Target::Fencepost(base) => {
+                let http = HttpClient::new(OP_TIMEOUT);
+                let open = json!({"owner_id": format!("peer-{i}"), "ttl_ms": CLIENT_TTL_S * 1000});
+                let resp = timed(http.send(
+                    HttpMethod::Post,
+                    &format!("{base}/v1/sessions"),
+                    Some(Bytes::from(open.to_string())),
+                ))
+                .await
+                .map_err(|e| anyhow::anyhow!("L1: {e}"))?;
+                let body: Value = serde_json::from_slice(&resp.body)?;
+                anyhow::ensure!(resp.status == 201, "L1: {} {body}", resp.status);
+                let session = body["session_id"]
+                    .as_str()
+                    .ok_or_else(|| anyhow::anyhow!("L1: no session_id in {body}"))?
+                    .to_string();
+                let urls = Box::new(FencepostUrls {
+                    heartbeat: format!("{base}/v1/sessions/{session}/heartbeat"),
+                    acquire: format!("{base}/v1/locks/{key}/acquire"),
+                    release: format!("{base}/v1/locks/{key}/release"),
+                    close: format!("{base}/v1/sessions/{session}"),
+                });
+                Ok(Client::Fencepost {
+                    http,
+                    urls,
+                    session,
+                })
+            }
+            Target::Etcd(url) => {
+                let mut client = etcd_client::Client::connect([url.as_str()], None).await?;
+                let lease = client.lease_grant(CLIENT_TTL_S, None).await?.id();
+                let stream = Box::new(client.lease_keep_alive(lease).await?);
+                Ok(Client::Etcd {
+                    client: Box::new(client),
+                    lease,
+                    stream,
+                    key,
+                })
+            }
+        }
+    }
+
+    /// One operation; `Ok` only when every request in it succeeded.
+    async fn op(&mut self, op: PeerOp) -> Result<(), String> {
+        match self {
+            Client::Fencepost {
+                http,
+                urls,
+                session,
+            } => fencepost_op(http, urls, session, op).await,
+            Client::Etcd {
+                client,
+                lease,
+                stream,
+                key,
+            } => etcd_op(client, *lease, stream, key, op)
+                .await
+                .map_err(|e| format!("{e:#}")),
+        }
+    }
+
+    /// Ends the session / revokes the lease (best effort).
+    async fn close(self) {
+        match self {
+            Client::Fencepost { http, urls, .. } => {
+                let _ = timed(http.send(HttpMethod::Delete, &urls.close, None)).await;
+            }
+            Client::Etcd {
+                mut client, lease, ..
+            } => {
+                let _ = client.lease_revoke(lease).await;
+            }
+        }
+    }
+}
+
+/// `exchange` bounded by [`OP_TIMEOUT`].
+async fn timed(
+    exchange: impl std::future::Future<Output = Result<HttpReply, HttpError>>,
+) -> Result<HttpReply, String> {
+    match tokio::time::timeout(OP_TIMEOUT, exchange).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no reply within {OP_TIMEOUT:?}")),
+    }
+}
+
+/// L2, or L4 then L6.
+async fn fencepost_op(
+    http: &HttpClient,
+    urls: &FencepostUrls,
+    session: &str,
+    op: PeerOp,
+) -> Result<(), String> {
+    match op {
+        PeerOp::Heartbeat => {
+            let resp = timed(http.send(
+                HttpMethod::Post,
+                &urls.heartbeat,
+                Some(Bytes::from_static(b"{}")),
+            ))
+            .await
+            .map_err(|e| format!("L2: {e}"))?;
+            if resp.status != 200 {
+                let body = String::from_utf8_lossy(&resp.body);
+                return Err(format!("L2: {} {body}", resp.status));
+            }
+        }
+        PeerOp::Grant => {
+            let acquire = json!({"session_id": session}).to_string();
+            let resp =
+                timed(http.send(HttpMethod::Post, &urls.acquire, Some(Bytes::from(acquire))))
+                    .await
+                    .map_err(|e| format!("L4: {e}"))?;
+            let body: Value =
+                serde_json::from_slice(&resp.body).map_err(|e| format!("L4 body: {e}"))?;
+            let token = match (resp.status, body["token"].as_u64()) {
+                (200, Some(t)) => t,
+                (status, _) => return Err(format!("L4: {status} {body}")),
+            };
+            let release = json!({"session_id": session, "token": token}).to_string();
+            let resp =
+                timed(http.send(HttpMethod::Post, &urls.release, Some(Bytes::from(release))))
+                    .await
+                    .map_err(|e| format!("L6: {e}"))?;
+            if resp.status != 204 {
+                let body = String::from_utf8_lossy(&resp.body);
+                return Err(format!("L6: {} {body}", resp.status));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One LeaseKeepAlive, or the acquire txn then the guarded delete.
+async fn etcd_op(
+    client: &mut etcd_client::Client,
+    lease: i64,
+    stream: &mut (LeaseKeeper, LeaseKeepAliveStream),
+    key: &str,
+    op: PeerOp,
+) -> anyhow::Result<()> {
+    match op {
+        PeerOp::Heartbeat => {
+            let (keeper, replies) = stream;
+            keeper.keep_alive().await?;
+            let r = replies
+                .message()
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("the keep-alive stream ended"))?;
+            anyhow::ensure!(r.ttl() > 0, "keep-alive: lease {lease} not found");
+        }
+        PeerOp::Grant => {
+            let acquire = Txn::new()
+                .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(
+                    key,
+                    "peer",
+                    Some(PutOptions::new().with_lease(lease)),
+                )]);
+            let r = client.txn(acquire).await?;
+            anyhow::ensure!(r.succeeded(), "acquire txn: {key} is held");
+            let token = r
+                .header()
+                .map(|h| h.revision())
+                .ok_or_else(|| anyhow::anyhow!("acquire txn: no header"))?;
+            let release = Txn::new()
+                .when([Compare::create_revision(key, CompareOp::Equal, token)])
+                .and_then([TxnOp::delete(key, None)]);
+            let r = client.txn(release).await?;
+            anyhow::ensure!(r.succeeded(), "release txn: {key} is not ours");
+        }
+    }
+    Ok(())
+}
+
+/// What one client task measured.
+struct TaskResult {
+    /// Successful operations in the window.
+    ops: u64,
+    /// Failed operations in the window.
+    errors: u64,
+    /// Their latencies, µs.
+    latency: Histogram<u64>,
+    /// The first error (warm-up included).
+    first_error: Option<String>,
+    /// When its last operation of the window ended.
+    ended: Instant,
+}
+
+/// Told when a measured window opens and when its last operation has ended
+/// (the caller reads CPU counters there).
+pub trait WindowProbe {
+    /// The window opens (the warm-up is over).
+    fn opened(&mut self) -> impl std::future::Future<Output = ()>;
+    /// Every task's last operation of the window has ended.
+    fn closed(&mut self) -> impl std::future::Future<Output = ()>;
+}
+
+/// Measures `op` at `concurrency` on `target`: set-up (not timed), `warmup`
+/// (not counted), then `duration`, with `probe` told when the window opens
+/// and closes.
+pub async fn measure(
+    target: &Target,
+    op: PeerOp,
+    concurrency: usize,
+    warmup: Duration,
+    duration: Duration,
+    probe: &mut impl WindowProbe,
+) -> anyhow::Result<Sample> {
+    let mut clients = Vec::with_capacity(concurrency);
+    for i in 0..concurrency {
+        clients.push(Client::open(target, i, op.as_str()).await?);
+    }
+    let start = Instant::now() + warmup;
+    let end = start + duration;
+    let mut tasks = Vec::with_capacity(concurrency);
+    for mut client in clients {
+        tasks.push(tokio::spawn(async move {
+            let mut r = TaskResult {
+                ops: 0,
+                errors: 0,
+                latency: hist::new_histogram(),
+                first_error: None,
+                ended: start,
+            };
+            loop {
+                let sent = Instant::now();
+                if sent >= end {
+                    break;
+                }
+                let done = match tokio::time::timeout(OP_TIMEOUT, client.op(op)).await {
+                    Ok(d) => d,
+                    Err(_) => Err(format!("no reply within {OP_TIMEOUT:?}")),
+                };
+                let now = Instant::now();
+                if let Err(e) = &done {
+                    r.first_error.get_or_insert_with(|| e.clone());
+                }
+                if sent < start {
+                    continue;
+                }
+                r.ended = now;
+                match done {
+                    Ok(()) => {
+                        r.ops += 1;
+                        let us = u64::try_from((now - sent).as_micros()).unwrap_or(u64::MAX);
+                        r.latency.saturating_record(us.max(1));
+                    }
+                    Err(_) => r.errors += 1,
+                }
+            }
+            (r, client)
+        }));
+    }
+    tokio::time::sleep_until(start).await;
+    probe.opened().await;
+    let mut sample = Sample {
+        ops: 0,
+        errors: 0,
+        seconds: 0.0,
+        latency: hist::new_histogram(),
+        first_error: None,
+    };
+    let mut last = end;
+    let mut done_clients = Vec::with_capacity(concurrency);
+    for t in tasks {
+        let (r, client) = t.await?;
+        sample.ops += r.ops;
+        sample.errors += r.errors;
+        sample.latency.add(&r.latency)?;
+        if sample.first_error.is_none() {
+            sample.first_error = r.first_error;
+        }
+        last = last.max(r.ended);
+        done_clients.push(client);
+    }
+    probe.closed().await;
+    sample.seconds = (last - start).as_secs_f64();
+    for c in done_clients {
+        c.close().await;
+    }
+    Ok(sample)
+}

@@ -1,0 +1,635 @@
+//! The history checker (issue 16): pure code over a recorded history
+//! ([`Op`]s on one monotonic clock) and the rail's final ledger. It verifies
+//!
+//! 1. **at most one payment per payout** — from the ledger's paying
+//!    submissions *and* from the submits the clients saw paid;
+//! 2. **no payment by a token lower than one already accepted for the
+//!    payout** — an accepted claim, release or payment with a higher token
+//!    completed before the paying submit was invoked (plus the ledger's own
+//!    stale-payment rule, `check_ledger`);
+//! 3. **tokens per key strictly increasing** (across lock-server restarts):
+//!    a grant invoked after another grant of the key completed carries a
+//!    higher token;
+//! 4. **no two sessions' client-believed holding intervals for one key
+//!    overlap** unless the lower token was fenced out: a belief runs from
+//!    the grant's reply to the lock's release (sent) or the client's
+//!    deadline (the latest one the grant or a passed check reported),
+//!    whichever is first;
+//! 5. **every fence-out of a submit the client believed held (client check
+//!    on) is reported as a trigger-4 event**: the fence-outs the history and
+//!    the ledger show are compared with the count the run reported.
+//!
+//! "Before" is strict real-time order on the shared clock: completion of one
+//! operation before the invocation of the other. Concurrent operations are
+//! never ordered, so the checker cannot raise a false alarm from two
+//! overlapping calls; an operation without a completion (a killed worker) is
+//! never "accepted" for rule 2 and contributes only its invocation.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use fencepost_api::ledger_check::{ViolationKind, check_ledger};
+use fencepost_api::rail::{LedgerView, SubmissionOutcome};
+use serde::{Deserialize, Serialize};
+
+use crate::op::{Op, OpKind, Outcome};
+
+/// Which rule a [`HistoryViolation`] breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// Rule 1: paid more than once.
+    PaidTwice,
+    /// Rule 2: paid by a token below one already accepted.
+    StalePaid,
+    /// Rule 3: a later grant of a key with a token not above an earlier one.
+    TokenRegression,
+    /// Rule 4: two sessions believed they held one key at once, unfenced.
+    Overlap,
+    /// Rule 5: a believed-held fence-out missing from the trigger-4 report.
+    UnreportedFenceOut,
+}
+
+/// One broken rule, with the payout and a sentence naming the operations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryViolation {
+    /// The rule.
+    pub rule: Rule,
+    /// The payout (the key is `payout:<id>`); `None` for a run-wide one.
+    pub payout: Option<String>,
+    /// Why, with tokens, sessions and times.
+    pub detail: String,
+}
+
+/// What [`check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryCheck {
+    /// Operations in the history.
+    pub operations_checked: u64,
+    /// Operations without a completion (their process was killed).
+    pub indeterminate: u64,
+    /// Payouts paid more than once. Must be 0.
+    pub paid_twice: u64,
+    /// Payouts paid by a stale token. Must be 0.
+    pub stale_paid: u64,
+    /// Grants whose token did not rise above an earlier grant's. Must be 0.
+    pub token_regressions: u64,
+    /// Unfenced overlaps of believed holding intervals. Must be 0.
+    pub overlaps: u64,
+    /// Overlaps the lower token's fence-out covered (allowed, counted).
+    pub fenced_overlaps: u64,
+    /// Fence-outs of submits the client believed held (trigger-4 events, from the history).
+    pub believed_fence_outs: u64,
+    /// The trigger-4 events the run reported.
+    pub reported_fence_outs: u64,
+    /// Believed fence-outs the report misses. Must be 0.
+    pub unreported_fence_outs: u64,
+    /// Every broken rule.
+    pub violations: Vec<HistoryViolation>,
+}
+
+impl HistoryCheck {
+    /// Violations of rules 4 and 5 (the history's own: overlaps, unreported fence-outs).
+    pub fn history_violations(&self) -> u64 {
+        self.overlaps + self.unreported_fence_outs
+    }
+
+    /// True when no rule is broken.
+    pub fn holds(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    fn violate(&mut self, rule: Rule, payout: Option<&str>, detail: String) {
+        self.violations.push(HistoryViolation {
+            rule,
+            payout: payout.map(str::to_string),
+            detail,
+        });
+    }
+}
+
+/// A client's belief that it held a key: grant reply → release sent or deadline.
+#[derive(Clone, Debug)]
+struct Belief<'a> {
+    session: &'a str,
+    token: u64,
+    from_ns: u64,
+    to_ns: u64,
+}
+
+/// Checks `ops` and the final `ledger` against rules 1–5 (module doc);
+/// `reported_fence_outs` is the run's trigger-4 count (fence-outs of
+/// submits made after a passed client check).
+pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> HistoryCheck {
+    let mut out = HistoryCheck {
+        operations_checked: ops.len() as u64,
+        indeterminate: ops.iter().filter(|o| o.ok_ns.is_none()).count() as u64,
+        reported_fence_outs,
+        ..HistoryCheck::default()
+    };
+    let mut by_payout: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        if let Some(p) = op.payout.as_deref() {
+            by_payout.entry(p).or_default().push(op);
+        }
+    }
+    let ledger_check = check_ledger(ledger);
+    let ledger_paid: HashMap<&str, usize> = ledger
+        .payouts
+        .iter()
+        .map(|p| {
+            let n = p
+                .submissions
+                .iter()
+                .filter(|s| s.outcome == SubmissionOutcome::Paid)
+                .count();
+            (p.payout_id.as_str(), n)
+        })
+        .collect();
+    let ledger_stale: HashSet<&str> = ledger_check
+        .violations
+        .iter()
+        .filter(|v| v.kind == ViolationKind::StalePaid)
+        .filter_map(|v| v.payout_id.as_deref())
+        .collect();
+    // (payout, token) fenced out anywhere: a client saw it, or the ledger lists it.
+    let mut fenced: HashSet<(&str, u64)> = HashSet::new();
+    for op in ops {
+        if let (Some(p), Some(t), true) =
+            (op.payout.as_deref(), op.token, op.is(Outcome::FencedOut))
+        {
+            fenced.insert((p, t));
+        }
+    }
+    for p in &ledger.payouts {
+        for s in &p.submissions {
+            if s.outcome == SubmissionOutcome::FencedOut {
+                fenced.insert((p.payout_id.as_str(), s.token));
+            }
+        }
+    }
+
+    // Rules 1 and 2, per payout (including payouts only the ledger knows).
+    let mut payouts: Vec<&str> = by_payout.keys().copied().collect();
+    payouts.extend(ledger_paid.keys().filter(|p| !by_payout.contains_key(*p)));
+    payouts.sort_unstable();
+    for payout in payouts {
+        let ops = by_payout.get(payout).map(Vec::as_slice).unwrap_or(&[]);
+        let seen_paid = ops
+            .iter()
+            .filter(|o| o.kind == OpKind::Submit && o.is(Outcome::Ok))
+            .count();
+        let paid = seen_paid.max(ledger_paid.get(payout).copied().unwrap_or(0));
+        if paid > 1 {
+            out.paid_twice += 1;
+            out.violate(
+                Rule::PaidTwice,
+                Some(payout),
+                format!(
+                    "{payout} paid {paid} times (ledger {}, clients saw {seen_paid})",
+                    ledger_paid.get(payout).copied().unwrap_or(0)
+                ),
+            );
+        }
+        if let Some(detail) = stale_payment(payout, ops) {
+            out.stale_paid += 1;
+            out.violate(Rule::StalePaid, Some(payout), detail);
+        } else if ledger_stale.contains(payout) {
+            out.stale_paid += 1;
+            out.violate(
+                Rule::StalePaid,
+                Some(payout),
+                format!("{payout}: the ledger's paying token is below one it had accepted"),
+            );
+        }
+    }
+
+    // Rules 3 and 4, per key.
+    let check_on: HashMap<&str, bool> = ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Session)
+        .map(|o| (o.session.as_str(), o.client_check == Some(true)))
+        .collect();
+    for (payout, ops) in &by_payout {
+        for detail in regressions(payout, ops) {
+            out.token_regressions += 1;
+            out.violate(Rule::TokenRegression, Some(payout), detail);
+        }
+        let beliefs = beliefs(ops);
+        for (i, a) in beliefs.iter().enumerate() {
+            for b in &beliefs[i + 1..] {
+                if b.from_ns >= a.to_ns || a.session == b.session {
+                    continue;
+                }
+                let lower = a.token.min(b.token);
+                if fenced.contains(&(*payout, lower)) {
+                    out.fenced_overlaps += 1;
+                    continue;
+                }
+                out.overlaps += 1;
+                out.violate(
+                    Rule::Overlap,
+                    Some(payout),
+                    format!(
+                        "{payout}: {} (token {}) believed it held the key until +{} µs, \
+                         {} (token {}) from +{} µs, and token {lower} was never fenced out",
+                        a.session,
+                        a.token,
+                        a.to_ns.saturating_sub(a.from_ns) / 1000,
+                        b.session,
+                        b.token,
+                        b.from_ns.saturating_sub(a.from_ns) / 1000,
+                    ),
+                );
+            }
+        }
+    }
+
+    // Rule 5: fence-outs of believed-held submits (client check on) vs the report.
+    let believed: HashSet<(&str, u64)> = ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Check && o.is(Outcome::Ok))
+        .filter(|o| check_on.get(o.session.as_str()).copied().unwrap_or(false))
+        .filter_map(|o| Some((o.payout.as_deref()?, o.token?)))
+        .collect();
+    out.believed_fence_outs = believed.intersection(&fenced).count() as u64;
+    if out.believed_fence_outs > reported_fence_outs {
+        out.unreported_fence_outs = out.believed_fence_outs - reported_fence_outs;
+        let mut which: Vec<String> = believed
+            .intersection(&fenced)
+            .map(|(p, t)| format!("{p}@{t}"))
+            .collect();
+        which.sort();
+        out.violate(
+            Rule::UnreportedFenceOut,
+            None,
+            format!(
+                "{} fence-out(s) of submits made after a passed client check ({}), \
+                 but the run reported {reported_fence_outs} trigger-4 event(s)",
+                out.believed_fence_outs,
+                which.join(", ")
+            ),
+        );
+    }
+    out
+}
+
+/// Rule 2 on one payout's operations: a paying submit invoked after an
+/// accepted operation with a higher token had completed.
+fn stale_payment(payout: &str, ops: &[&Op]) -> Option<String> {
+    let accepted = |o: &&&Op| {
+        o.is(Outcome::Ok) && matches!(o.kind, OpKind::Claim | OpKind::RailRelease | OpKind::Submit)
+    };
+    for pay in ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Submit && o.is(Outcome::Ok))
+    {
+        let k = pay.token?;
+        if let Some(higher) = ops
+            .iter()
+            .filter(accepted)
+            .find(|o| o.token > Some(k) && o.ok_ns.is_some_and(|t| t < pay.inv_ns))
+        {
+            return Some(format!(
+                "{payout} paid by token {k} ({}) after token {} had been accepted ({:?} by {})",
+                pay.session,
+                higher.token.unwrap_or_default(),
+                higher.kind,
+                higher.session
+            ));
+        }
+    }
+    None
+}
+
+/// Rule 3 on one key's operations: every grant whose token is not above a
+/// grant that completed before it was invoked.
+fn regressions(payout: &str, ops: &[&Op]) -> Vec<String> {
+    let mut grants: Vec<(&Op, u64, u64)> = ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Grant && o.is(Outcome::Ok))
+        .filter_map(|o| Some((*o, o.token?, o.ok_ns?)))
+        .collect();
+    let mut by_ok = grants.clone();
+    by_ok.sort_by_key(|g| g.2);
+    grants.sort_by_key(|g| g.0.inv_ns);
+    let mut out = Vec::new();
+    let mut j = 0;
+    let mut max: Option<(&Op, u64)> = None;
+    for (b, token, _) in grants {
+        while j < by_ok.len() && by_ok[j].2 < b.inv_ns {
+            if max.is_none_or(|(_, t)| by_ok[j].1 > t) {
+                max = Some((by_ok[j].0, by_ok[j].1));
+            }
+            j += 1;
+        }
+        if let Some((a, t)) = max
+            && token <= t
+        {
+            out.push(format!(
+                "key payout:{payout}: {} was granted token {token} after {} had been granted {t}",
+                b.session, a.session
+            ));
+        }
+    }
+    out
+}
+
+/// The believed holding intervals of one key, in order of their start.
+fn beliefs<'a>(ops: &[&'a Op]) -> Vec<Belief<'a>> {
+    let mut out: Vec<Belief<'a>> = Vec::new();
+    for g in ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Grant && o.is(Outcome::Ok))
+    {
+        let (Some(token), Some(from_ns)) = (g.token, g.ok_ns) else {
+            continue;
+        };
+        let mine = |o: &&&Op| o.session == g.session && o.token == Some(token);
+        let deadline = ops
+            .iter()
+            .filter(mine)
+            .filter(|o| o.kind == OpKind::Check && o.is(Outcome::Ok))
+            .filter_map(|o| o.deadline_ns)
+            .chain(g.deadline_ns)
+            .max()
+            .unwrap_or(from_ns);
+        let released = ops
+            .iter()
+            .filter(mine)
+            .filter(|o| o.kind == OpKind::Release)
+            .map(|o| o.inv_ns)
+            .min();
+        let to_ns = released.map_or(deadline, |r| r.min(deadline)).max(from_ns);
+        out.push(Belief {
+            session: &g.session,
+            token,
+            from_ns,
+            to_ns,
+        });
+    }
+    out.sort_by_key(|b| b.from_ns);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use fencepost_api::rail::{PayoutState, PayoutView, Submission};
+
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// A hand-written history: one builder per scenario.
+    #[derive(Default)]
+    struct H {
+        ops: Vec<Op>,
+    }
+
+    impl H {
+        fn op(
+            &mut self,
+            kind: OpKind,
+            session: &str,
+            token: Option<u64>,
+            at_ms: (u64, Option<u64>),
+            outcome: Outcome,
+        ) -> &mut Op {
+            let id = self.ops.len() as u64;
+            self.ops.push(Op {
+                proc: session.split('/').next().unwrap_or("w").to_string(),
+                id,
+                kind,
+                session: session.to_string(),
+                payout: (kind != OpKind::Session).then(|| "p1".to_string()),
+                token,
+                inv_ns: at_ms.0 * MS,
+                ok_ns: at_ms.1.map(|t| t * MS),
+                outcome: at_ms.1.map(|_| outcome),
+                deadline_ns: None,
+                client_check: None,
+            });
+            self.ops.last_mut().unwrap()
+        }
+
+        fn session(&mut self, s: &str, client_check: bool) {
+            self.op(OpKind::Session, s, None, (0, Some(0)), Outcome::Ok)
+                .client_check = Some(client_check);
+        }
+
+        /// A grant at `at` whose client deadline is `deadline`.
+        fn grant(&mut self, s: &str, token: u64, at: u64, deadline: u64) {
+            self.op(
+                OpKind::Grant,
+                s,
+                None,
+                (at.saturating_sub(1), Some(at)),
+                Outcome::Ok,
+            )
+            .token = Some(token);
+            self.ops.last_mut().unwrap().deadline_ns = Some(deadline * MS);
+        }
+
+        /// A complete, correct payout by `s` under `token` from `at`.
+        fn holder(&mut self, s: &str, token: u64, at: u64, paid: Outcome) {
+            self.session(s, true);
+            self.grant(s, token, at, at + 70);
+            let t = Some(token);
+            self.op(OpKind::Claim, s, t, (at + 1, Some(at + 2)), Outcome::Ok);
+            self.op(OpKind::Check, s, t, (at + 3, Some(at + 3)), Outcome::Ok)
+                .deadline_ns = Some((at + 70) * MS);
+            self.op(OpKind::Submit, s, t, (at + 4, Some(at + 9)), paid);
+            self.op(OpKind::Release, s, t, (at + 10, Some(at + 11)), Outcome::Ok);
+        }
+
+        fn check(&self, ledger: &LedgerView, reported: u64) -> HistoryCheck {
+            check(&self.ops, ledger, reported)
+        }
+    }
+
+    fn ledger(submissions: &[(u64, SubmissionOutcome)]) -> LedgerView {
+        let paid = submissions
+            .iter()
+            .rfind(|s| s.1 == SubmissionOutcome::Paid)
+            .map(|s| s.0);
+        LedgerView {
+            payouts: vec![PayoutView {
+                payout_id: "p1".into(),
+                amount_minor: 1,
+                currency: "EUR".into(),
+                state: if paid.is_some() {
+                    PayoutState::Paid
+                } else {
+                    PayoutState::Pending
+                },
+                claim_token: paid,
+                paid_token: paid,
+                highest_token: submissions.iter().map(|s| s.0).max().unwrap_or(0),
+                submissions: submissions
+                    .iter()
+                    .map(|&(token, outcome)| Submission { token, outcome })
+                    .collect(),
+                submissions_omitted: Default::default(),
+            }],
+            counters: Default::default(),
+        }
+    }
+
+    fn rules(c: &HistoryCheck) -> Vec<Rule> {
+        c.violations.iter().map(|v| v.rule).collect()
+    }
+
+    #[test]
+    fn a_clean_takeover_history_holds() {
+        let mut h = H::default();
+        h.holder("a/s1", 5, 0, Outcome::Ok);
+        let c = h.check(&ledger(&[(5, SubmissionOutcome::Paid)]), 0);
+        assert!(c.holds(), "{:?}", c.violations);
+        assert_eq!(c.operations_checked, 6);
+    }
+
+    #[test]
+    fn an_unfenced_overlap_of_beliefs_is_caught() {
+        let mut h = H::default();
+        // a believes until 70 ms (it never releases: killed, say), b is granted at 40 ms.
+        h.session("a/s1", true);
+        h.grant("a/s1", 5, 0, 70);
+        h.holder("b/s1", 6, 40, Outcome::Ok);
+        let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
+        assert_eq!(c.overlaps, 1, "{:?}", c.violations);
+        assert_eq!(rules(&c), [Rule::Overlap]);
+        assert_eq!(c.history_violations(), 1);
+    }
+
+    #[test]
+    fn an_overlap_the_fence_covered_is_allowed_and_counted() {
+        let mut h = H::default();
+        h.session("a/s1", false);
+        h.grant("a/s1", 5, 0, 70);
+        h.op(
+            OpKind::Claim,
+            "a/s1",
+            Some(5),
+            (50, Some(51)),
+            Outcome::FencedOut,
+        );
+        h.holder("b/s1", 6, 40, Outcome::Ok);
+        let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
+        assert!(c.holds(), "{:?}", c.violations);
+        assert_eq!(c.fenced_overlaps, 1);
+    }
+
+    #[test]
+    fn a_release_ends_the_belief_so_a_later_grant_does_not_overlap() {
+        let mut h = H::default();
+        h.holder("a/s1", 5, 0, Outcome::Ok);
+        // a released at 10 ms though its deadline was 70 ms.
+        h.holder("b/s1", 6, 20, Outcome::AlreadyPaid);
+        let c = h.check(&ledger(&[(5, SubmissionOutcome::Paid)]), 0);
+        assert_eq!(c.overlaps, 0, "{:?}", c.violations);
+    }
+
+    #[test]
+    fn a_token_regression_across_a_restart_is_caught() {
+        let mut h = H::default();
+        h.holder("a/s1", 9, 0, Outcome::Ok);
+        // After a restart that lost the key's token, a later grant gets 3.
+        h.holder("b/s1", 3, 200, Outcome::Duplicate);
+        let c = h.check(&ledger(&[(9, SubmissionOutcome::Paid)]), 0);
+        assert_eq!(c.token_regressions, 1, "{:?}", c.violations);
+        assert_eq!(rules(&c), [Rule::TokenRegression]);
+    }
+
+    #[test]
+    fn concurrent_grants_are_not_ordered_so_no_regression_is_claimed() {
+        let mut h = H::default();
+        h.session("a/s1", true);
+        h.session("b/s1", true);
+        // Both invoked before either completed: real time does not order them.
+        h.op(OpKind::Grant, "a/s1", Some(7), (0, Some(10)), Outcome::Ok);
+        h.op(OpKind::Grant, "b/s1", Some(6), (5, Some(6)), Outcome::Ok);
+        let c = h.check(&LedgerView::default(), 0);
+        assert_eq!(c.token_regressions, 0);
+    }
+
+    #[test]
+    fn a_double_payment_is_caught_from_the_clients_and_the_ledger() {
+        let mut h = H::default();
+        h.holder("a/s1", 5, 0, Outcome::Ok);
+        h.holder("b/s1", 6, 100, Outcome::Ok);
+        let l = ledger(&[(5, SubmissionOutcome::Paid), (6, SubmissionOutcome::Paid)]);
+        let c = h.check(&l, 0);
+        assert_eq!(c.paid_twice, 1, "{:?}", c.violations);
+        // The ledger alone says so too (a worker killed before it saw the reply).
+        let c = check(&[], &l, 0);
+        assert_eq!(c.paid_twice, 1);
+    }
+
+    #[test]
+    fn a_stale_payment_after_a_higher_claim_is_caught() {
+        let mut h = H::default();
+        h.session("a/s1", false);
+        h.grant("a/s1", 5, 0, 70);
+        h.op(OpKind::Claim, "a/s1", Some(5), (1, Some(2)), Outcome::Ok);
+        // b takes over (a was frozen), claims under 6 at 150 ms ...
+        h.session("b/s1", true);
+        h.grant("b/s1", 6, 149, 219);
+        h.op(
+            OpKind::Claim,
+            "b/s1",
+            Some(6),
+            (150, Some(151)),
+            Outcome::Ok,
+        );
+        // ... and a, resumed, submits under 5 at 160 ms and is paid.
+        h.op(
+            OpKind::Submit,
+            "a/s1",
+            Some(5),
+            (160, Some(165)),
+            Outcome::Ok,
+        );
+        let c = h.check(
+            &ledger(&[
+                (5, SubmissionOutcome::Paid),
+                (6, SubmissionOutcome::NotClaimed),
+            ]),
+            0,
+        );
+        assert_eq!(c.stale_paid, 1, "{:?}", c.violations);
+        assert!(rules(&c).contains(&Rule::StalePaid));
+    }
+
+    #[test]
+    fn an_unreported_believed_fence_out_is_caught_and_a_reported_one_is_not() {
+        let mut h = H::default();
+        h.holder("a/s1", 5, 0, Outcome::FencedOut);
+        h.holder("b/s1", 6, 100, Outcome::Ok);
+        let l = ledger(&[
+            (5, SubmissionOutcome::FencedOut),
+            (6, SubmissionOutcome::Paid),
+        ]);
+        let c = h.check(&l, 0);
+        assert_eq!(c.believed_fence_outs, 1);
+        assert_eq!(c.unreported_fence_outs, 1, "{:?}", c.violations);
+        assert_eq!(rules(&c), [Rule::UnreportedFenceOut]);
+        assert!(h.check(&l, 1).holds());
+    }
+
+    #[test]
+    fn a_fence_out_with_the_client_check_off_is_not_a_trigger_4_event() {
+        let mut h = H::default();
+        h.session("a/s1", false);
+        h.grant("a/s1", 5, 0, 70);
+        // No check ran: the worker is UC-03's, not a believer.
+        h.op(
+            OpKind::Submit,
+            "a/s1",
+            Some(5),
+            (200, Some(201)),
+            Outcome::FencedOut,
+        );
+        let c = h.check(&ledger(&[(5, SubmissionOutcome::FencedOut)]), 0);
+        assert_eq!(c.believed_fence_outs, 0);
+        assert!(c.holds(), "{:?}", c.violations);
+    }
+}

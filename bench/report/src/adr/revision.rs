@@ -1,0 +1,327 @@
+//! The proposed revision of ADR-006 §6.2 (D1's margin) and §6.5 (the
+//! heartbeat divisor), derived from measured conditions — never typed in.
+//!
+//! Each [`Condition`] is one environment the margin must cover: a TTL of the
+//! sweep under the realistic network delay, the server-pause condition, the
+//! production configuration projected from the measured (unscaled) network
+//! RTTs, and (not binding, reported) the CPU-throttled run. For a margin `m`
+//! and heartbeat divisor `k` (period = U / k, U = min(lease, session TTL) ×
+//! (1 − m), the SDK's `heartbeat_period` at k = 3) a condition is satisfied
+//! when all three hold:
+//!
+//! 1. **trigger 1**: the corrected p99 (upper end of its 95 % interval) ≤
+//!    min(lease, session TTL) × m / 3 — ADR-006 §6.5's "one third";
+//! 2. **trigger 3 / D4**: U − U/k − corrected p50 > the worst-case hop (what
+//!    is left just before a heartbeat's reply still covers one rail call);
+//! 3. **stall** (conditions with a measured stall, the server pause): the
+//!    stall (corrected p99.9) + U/k < U, so the first heartbeat after the
+//!    stall is answered before the session's deadline.
+//!
+//! Rule 1 binds only on production-shaped conditions ([`Condition::rtt_rule`]):
+//! a scaled cell's network is not scaled with its lease, so its trigger 1 is
+//! 30× pessimistic (README, time base) and is reported, not imposed; the
+//! production projections apply the same measured RTTs to production's
+//! budget. A stall condition's p99 is the stall itself.
+//!
+//! The proposal ([`derive`]): keep ADR-006's (0.30, 3) if every binding
+//! condition is satisfied; otherwise keep the margin 0.30 with the smallest
+//! divisor that satisfies them (the heartbeat rate is the cheaper knob: the
+//! ADR's own action for trigger 1 is "raise the margin or shorten the
+//! heartbeat period"); otherwise the grid margin closest to 0.30 (ties to
+//! the larger, "we would rather pay throughput") with its smallest divisor;
+//! otherwise none, with the conditions that make every pair infeasible.
+
+use serde::Serialize;
+
+/// ADR-006's margin today (D1).
+pub const ADR_MARGIN: f64 = 0.30;
+/// ADR-006's heartbeat divisor today (T-040: period = U / 3; §6.5: "one third").
+pub const ADR_DIVISOR: u32 = 3;
+/// The margins the derivation searches: 0.05 … 0.60 in steps of 0.05.
+pub fn margin_grid() -> Vec<f64> {
+    (1..=12)
+        .map(|i| (i as f64 * 0.05 * 100.0).round() / 100.0)
+        .collect()
+}
+/// The divisors it searches.
+pub const DIVISORS: std::ops::RangeInclusive<u32> = 2..=8;
+
+/// One environment the margin must cover, in ms.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Condition {
+    /// What it is, e.g. `TTL 1s, net delay …`.
+    pub name: String,
+    /// Where its numbers come from (a results file, relative to the pack).
+    pub source: String,
+    /// min(lease, session TTL).
+    pub base_ms: f64,
+    /// The worst-case hop D4 requires.
+    pub hop_ms: f64,
+    /// Corrected heartbeat RTT median (largest over the condition's cells).
+    pub p50_ms: f64,
+    /// Corrected p99, upper end of its 95 % interval (largest over the cells).
+    pub p99_ms: f64,
+    /// A stall to ride out (corrected p99.9), for the pause condition.
+    pub stall_ms: Option<f64>,
+    /// Fewest corrected samples of a contributing cell (< 1,000: provisional).
+    pub samples: u64,
+    /// Whether the proposal must satisfy it.
+    pub binding: bool,
+    /// Whether rule 1 (trigger 1) applies: not to a scaled cell, whose
+    /// network is 30× harsher relative to its lease than in production (the
+    /// production projection applies the same RTTs to production's budget),
+    /// nor to a stall condition, whose tail is the fault itself.
+    pub rtt_rule: bool,
+}
+
+/// Why a (margin, divisor) pair fails a condition, `None` if it satisfies it.
+pub fn violation(c: &Condition, m: f64, k: u32) -> Option<String> {
+    let budget = c.base_ms * m / 3.0;
+    if c.rtt_rule && c.p99_ms > budget {
+        return Some(format!(
+            "trigger 1: p99 {:.1} ms > {:.0} × {m:.2} / 3 = {budget:.1} ms",
+            c.p99_ms, c.base_ms
+        ));
+    }
+    let usable = c.base_ms * (1.0 - m);
+    let period = usable / f64::from(k);
+    let window = usable - period - c.p50_ms;
+    if window <= c.hop_ms {
+        return Some(format!(
+            "D4: {usable:.0} − {period:.0} − {:.1} = {window:.1} ms ≤ hop {:.0} ms",
+            c.p50_ms, c.hop_ms
+        ));
+    }
+    if let Some(s) = c.stall_ms
+        && s + period >= usable
+    {
+        return Some(format!(
+            "stall: {s:.0} + period {period:.0} ≥ usable {usable:.0} ms"
+        ));
+    }
+    None
+}
+
+/// The smallest margin satisfying trigger 1 for a condition: 3 × p99 / base.
+pub fn margin_needed(c: &Condition) -> f64 {
+    3.0 * c.p99_ms / c.base_ms.max(1e-9)
+}
+
+/// The largest margin D4 allows at divisor `k`: U(1 − 1/k) − p50 > hop
+/// ⇔ m < 1 − (hop + p50) / (base (1 − 1/k)).
+pub fn margin_ceiling(c: &Condition, k: u32) -> f64 {
+    1.0 - (c.hop_ms + c.p50_ms) / (c.base_ms * (1.0 - 1.0 / f64::from(k))).max(1e-9)
+}
+
+/// The derivation's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Revision {
+    /// The proposed margin, if any pair is feasible.
+    pub margin: Option<f64>,
+    /// The proposed heartbeat divisor.
+    pub divisor: Option<u32>,
+    /// Whether every binding condition had ≥ 1,000 corrected samples.
+    pub provisional: bool,
+    /// For each divisor, the feasible grid margins (binding conditions).
+    pub feasible: Vec<(u32, Vec<f64>)>,
+    /// Why ADR-006's (0.30, 3) fails, per binding condition that it fails.
+    pub adr_failures: Vec<(String, String)>,
+    /// The reasoning, sentence by sentence, with the numbers.
+    pub reasoning: Vec<String>,
+}
+
+/// Derives the proposal from `conditions` (see the module doc for the rule).
+pub fn derive(conditions: &[Condition]) -> Revision {
+    let binding: Vec<&Condition> = conditions.iter().filter(|c| c.binding).collect();
+    let grid = margin_grid();
+    let ok = |m: f64, k: u32| binding.iter().all(|c| violation(c, m, k).is_none());
+    let feasible: Vec<(u32, Vec<f64>)> = DIVISORS
+        .map(|k| (k, grid.iter().copied().filter(|&m| ok(m, k)).collect()))
+        .collect();
+    let adr_failures: Vec<(String, String)> = binding
+        .iter()
+        .filter_map(|c| violation(c, ADR_MARGIN, ADR_DIVISOR).map(|v| (c.name.clone(), v)))
+        .collect();
+    let provisional = binding
+        .iter()
+        .any(|c| c.samples < bench_analysis::triggers::MIN_SAMPLES_P99);
+    let mut reasoning = Vec::new();
+    if binding.is_empty() {
+        reasoning.push(
+            "no binding condition was measured in this pack (no sweep results): no revision \
+             can be derived"
+                .to_string(),
+        );
+        return Revision {
+            margin: None,
+            divisor: None,
+            provisional: true,
+            feasible,
+            adr_failures,
+            reasoning,
+        };
+    }
+    for c in &binding {
+        let ceil3 = margin_ceiling(c, ADR_DIVISOR);
+        reasoning.push(format!(
+            "{}: trigger 1 needs m ≥ 3 × {:.1} / {:.0} = {:.3}; D4 at divisor 3 allows m < 1 − \
+             ({:.0} + {:.1}) / ({:.0} × 2/3) = {:.3}{}{}",
+            c.name,
+            c.p99_ms,
+            c.base_ms,
+            margin_needed(c),
+            c.hop_ms,
+            c.p50_ms,
+            c.base_ms,
+            ceil3,
+            c.stall_ms
+                .map(|s| format!("; stall {s:.0} ms must fit before the deadline"))
+                .unwrap_or_default(),
+            if c.samples < bench_analysis::triggers::MIN_SAMPLES_P99 {
+                format!(" (provisional: {} corrected samples)", c.samples)
+            } else {
+                String::new()
+            },
+        ));
+    }
+    let close = |m: f64| (m - ADR_MARGIN).abs();
+    let pick = if ok(ADR_MARGIN, ADR_DIVISOR) {
+        reasoning.push(format!(
+            "ADR-006's margin {ADR_MARGIN:.2} with divisor {ADR_DIVISOR} satisfies every binding \
+             condition: keep both"
+        ));
+        Some((ADR_MARGIN, ADR_DIVISOR))
+    } else if let Some(k) = DIVISORS.clone().find(|&k| ok(ADR_MARGIN, k)) {
+        reasoning.push(format!(
+            "ADR-006's (0.30, 3) fails {}; margin 0.30 holds with divisor {k} (heartbeat period \
+             U/{k} instead of U/3: {:.0} % more heartbeats), so keep the margin and change the \
+             divisor",
+            adr_failures
+                .iter()
+                .map(|(n, v)| format!("{n} ({v})"))
+                .collect::<Vec<_>>()
+                .join("; "),
+            (f64::from(k) / 3.0 - 1.0) * 100.0
+        ));
+        Some((ADR_MARGIN, k))
+    } else {
+        let best = feasible
+            .iter()
+            .flat_map(|(k, ms)| ms.iter().map(move |&m| (m, *k)))
+            .min_by(|a, b| {
+                close(a.0)
+                    .total_cmp(&close(b.0))
+                    .then(b.0.total_cmp(&a.0))
+                    .then(a.1.cmp(&b.1))
+            });
+        match best {
+            Some((m, k)) => reasoning.push(format!(
+                "no divisor in {}–{} makes margin 0.30 satisfy every binding condition; the \
+                 feasible margin closest to 0.30 is {m:.2} (with divisor {k})",
+                DIVISORS.start(),
+                DIVISORS.end()
+            )),
+            None => {
+                let worst: Vec<String> = binding
+                    .iter()
+                    .filter(|c| {
+                        DIVISORS
+                            .clone()
+                            .all(|k| grid.iter().all(|&m| violation(c, m, k).is_some()))
+                    })
+                    .map(|c| c.name.clone())
+                    .collect();
+                reasoning.push(format!(
+                    "no (margin, divisor) in the grid satisfies every binding condition{}: the \
+                     TTL is too short for its rail hop and its RTT tail together (ADR-006 §6.5: \
+                     a TTL cut can make D4 unsatisfiable) — raise the TTL or shorten the hop",
+                    if worst.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({} alone admits none)", worst.join(", "))
+                    }
+                ));
+            }
+        }
+        best
+    };
+    if provisional {
+        reasoning.push(
+            "provisional: at least one binding condition has fewer than 1,000 corrected samples \
+             behind its p99"
+                .into(),
+        );
+    }
+    Revision {
+        margin: pick.map(|p| p.0),
+        divisor: pick.map(|p| p.1),
+        provisional,
+        feasible,
+        adr_failures,
+        reasoning,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(base: f64, hop: f64, p50: f64, p99: f64, stall: Option<f64>) -> Condition {
+        Condition {
+            name: format!("base {base}"),
+            source: String::new(),
+            base_ms: base,
+            hop_ms: hop,
+            p50_ms: p50,
+            p99_ms: p99,
+            stall_ms: stall,
+            samples: 5_000,
+            binding: true,
+            rtt_rule: stall.is_none(),
+        }
+    }
+
+    #[test]
+    fn keeps_the_adr_when_it_holds() {
+        // 30 s lease, 15 s session, 7 s hop: U(0.30) = 10.5 s, window 7 s − p50 ≤ 7 s: D4 fails at k = 3.
+        let prod = cond(15_000.0, 7_000.0, 2.0, 40.0, None);
+        let r = derive(&[prod]);
+        assert_eq!(r.margin, Some(0.30));
+        assert_eq!(r.divisor, Some(4), "{:?}", r.reasoning);
+        assert_eq!(r.adr_failures.len(), 1);
+        // A roomy condition keeps both.
+        let roomy = cond(15_000.0, 3_000.0, 2.0, 40.0, None);
+        let r = derive(&[roomy]);
+        assert_eq!((r.margin, r.divisor), (Some(0.30), Some(3)));
+        assert!(r.adr_failures.is_empty());
+    }
+
+    #[test]
+    fn a_fat_tail_moves_the_margin_and_an_impossible_one_says_so() {
+        // p99 250 ms on a 1 s base needs m ≥ 0.75: beyond the grid.
+        let tail = cond(1_000.0, 233.0, 2.0, 250.0, None);
+        let r = derive(&[tail]);
+        assert_eq!(r.margin, None);
+        assert!(
+            r.reasoning.last().unwrap().contains("raise the TTL"),
+            "{:?}",
+            r.reasoning
+        );
+        // p99 110 ms needs 0.33: 0.35 is the closest feasible margin.
+        let mid = cond(1_000.0, 233.0, 2.0, 110.0, None);
+        let r = derive(&[mid]);
+        assert_eq!(r.margin, Some(0.35), "{:?}", r.reasoning);
+    }
+
+    #[test]
+    fn a_stall_longer_than_the_usable_window_fails_the_condition() {
+        let c = cond(1_000.0, 100.0, 2.0, 10.0, Some(700.0));
+        assert!(violation(&c, 0.30, 3).unwrap().starts_with("stall"));
+        assert!(violation(&c, 0.10, 8).is_none());
+        let free = Condition {
+            binding: false,
+            ..c.clone()
+        };
+        assert_eq!(derive(&[free]).margin, None, "non-binding conditions only");
+    }
+}

@@ -1,0 +1,13 @@
+//! `bench-report`: what a person reads. Pure over the analysis of a results
+//! directory: [`plots`] (SVG and PNG with plotters), [`report`] (`report.md`
+//! of a run, `bench report`), [`compare`] (fencepost and etcd side by side),
+//! [`peer`] (`bench peer`'s section, summary and plot) and [`adr`] (the
+//! ADR-006 evidence document and the revision it proposes).
+//!
+//! It reads results through [`bench_analysis`] and never imports the driver.
+
+pub mod adr;
+pub mod compare;
+pub mod peer;
+pub mod plots;
+pub mod report;

@@ -1,0 +1,646 @@
+//! `bench report DIR`: redraws the plots and writes `report.md` from a results
+//! directory (results table, `manifest.json`, `hgrm/*.hdr`). The report is a
+//! pure function of its inputs, [`render_report`]; [`write_report`] is the
+//! thin writer that reads the directory, evaluates the triggers, draws the
+//! plots and writes the text. The margin recommendation it ends with lives in
+//! [`bench_analysis::recommend`].
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+
+use crate::plots::{PLOT_STEMS, draw_plots};
+use bench_analysis::projection::{Production, ProjectionRow, project, write_projection};
+use bench_analysis::recommend::human_ms;
+pub use bench_analysis::recommend::{
+    Recommendation, format_recommendations, markdown_recommendations, recommendations,
+    recommendations_from,
+};
+use bench_analysis::results::{BadInput, CellRow, read_nonempty_results};
+use bench_analysis::summary::{Summary, build, load_cell_hists, write_summary};
+use bench_analysis::triggers::{
+    MIN_SAMPLES_P99, TRIGGERS, TriggerResult, Verdict, evaluate, fmt_value, lost_work,
+    markdown_table, write_triggers,
+};
+
+/// File name of the report in a results directory.
+pub const REPORT_MD: &str = "report.md";
+/// File name of the run manifest (written by the runner).
+pub const MANIFEST_JSON: &str = "manifest.json";
+
+/// Why `manifest.json` could not be read; the report notes it and goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file exists but could not be read.
+    #[error("{MANIFEST_JSON} is unreadable: {0}")]
+    Io(#[from] std::io::Error),
+    /// The file is not JSON.
+    #[error("{MANIFEST_JSON} is unreadable: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Everything [`render_report`] needs; gathered by [`write_report`].
+pub struct ReportInput<'a> {
+    /// The results table.
+    pub rows: &'a [CellRow],
+    /// `manifest.json`: `Ok(None)` when absent.
+    pub manifest: &'a Result<Option<serde_json::Value>, ManifestError>,
+    /// The triggers evaluated on `rows`.
+    pub triggers: &'a [TriggerResult],
+    /// Cells left out of the RTT CDF, with the reason.
+    pub skipped_cells: &'a [(String, String)],
+    /// The recommended margin per TTL.
+    pub recommendations: &'a [Recommendation],
+    /// The per-(policy, TTL, margin) summary over repeats (`summary.csv`).
+    pub summary: &'a Summary,
+    /// The production projection (`projection.csv`); empty without histograms.
+    pub projection: &'a [ProjectionRow],
+    /// When the report is generated (shown in its header).
+    pub generated_at: SystemTime,
+}
+
+/// Finds the first of `keys` at the top level of the manifest or one level down.
+fn manifest_field(manifest: &serde_json::Value, keys: &[&str]) -> Option<String> {
+    let obj = manifest.as_object()?;
+    let render = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    for key in keys {
+        if let Some(v) = obj.get(*key) {
+            return Some(render(v));
+        }
+    }
+    obj.values()
+        .filter_map(|v| v.as_object())
+        .find_map(|inner| keys.iter().find_map(|k| inner.get(*k)).map(render))
+}
+
+/// Reads `manifest.json` if present: `Ok(None)` when absent.
+pub fn read_manifest(dir: &Path) -> Result<Option<serde_json::Value>, ManifestError> {
+    let path = dir.join(MANIFEST_JSON);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path)?;
+    Ok(Some(serde_json::from_str(&text)?))
+}
+
+/// A number of ms for the tables; `—` when not measured (NaN).
+fn ms_or_dash(v: f64) -> String {
+    if v.is_nan() {
+        "—".to_owned()
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A number of CPU seconds for the tables; `—` when not measured (NaN).
+fn cpu_or_dash(v: f64) -> String {
+    if v.is_nan() {
+        "—".to_owned()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The issue-12 tables: every heartbeat exchange's outcome and the two RTT
+/// views; the fences by kind and their trace; the rail's latency configured
+/// vs measured; the CPU seconds of every process.
+fn measurement_tables(rows: &[CellRow]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n### Heartbeats: every exchange and tick\n\n\
+         Outcomes of every L2/L5 exchange (attempts = replies + timeouts + errors), scheduled \
+         ticks and those that sent no L2 of their own, sessions lost by reason, and the RTT \
+         raw vs corrected for coordinated omission (≥: censored samples included).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| cell | attempts | replies | timeouts | errors | ticks | ticks missed | sessions lost (expired/unknown/deadline) | raw p99 ≥ (ms) | raw max ≥ (ms) | corrected n | corrected p50 / p99 / p99.9 ≥ (ms) | corrected p99 95 % (ms) | tick lag p99 / max (ms) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---|"
+    );
+    let ms = |us: u64| us as f64 / 1000.0;
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} ({}/{}/{}) | {:.3} | {:.3} | {} | {:.3} / {:.3} / {:.3} | [{:.3}, {:.3}] | {:.3} / {:.3} |",
+            r.cell,
+            r.hb_attempts,
+            r.hb_replies,
+            r.hb_timeouts,
+            r.hb_errors,
+            r.hb_ticks,
+            r.hb_ticks_missed,
+            r.session_lost,
+            r.session_lost_expired,
+            r.session_lost_unknown,
+            r.session_lost_deadline,
+            ms(r.hb_rtt_p99_us),
+            ms(r.hb_rtt_max_us),
+            r.hb_corrected_count,
+            ms(r.hb_rtt_corrected_p50_us),
+            ms(r.hb_rtt_corrected_p99_us),
+            ms(r.hb_rtt_corrected_p999_us),
+            ms(r.hb_rtt_corrected_p99_lo_us),
+            ms(r.hb_rtt_corrected_p99_hi_us),
+            ms(r.hb_tick_lag_p99_us),
+            ms(r.hb_tick_lag_max_us),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n### Fences, rail latency, CPU\n\n\
+         Fence-outs by fence and how many hit a `(payout, token)` a worker submitted under \
+         after its client check passed (trigger 4's trace); the rail's latency as configured \
+         and as the workers measured it (R3 send → reply, timeouts censored); CPU seconds \
+         (utime + stime from /proc) of every process over the window — bench, lock-server and \
+         rail-stub share the machine's cores, and the RTT includes the bench's own scheduling \
+         (— : not a local process).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| cell | fence 1 (untraced) | fence 2 (untraced) | believed held | submits after a passed check | rail configured p50 / p99 (ms) | rail measured p50 / p99 ≥ (ms) | rail submits | cpu bench / lock-server / rail-stub / worker procs (s) | window (s) |\n\
+         |---|---:|---:|---:|---:|---|---|---:|---|---:|"
+    );
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| `{}` | {} ({}) | {} ({}) | {} | {} | {:.3} / {:.3} | {} / {} | {} | {} / {} / {} / {} | {:.2} |",
+            r.cell,
+            r.fenced_out_fence1,
+            r.fenced_out_fence1_untraced,
+            r.fenced_out_fence2,
+            r.fenced_out_fence2_untraced,
+            r.fenced_out_believed_held,
+            r.believed_held_submits,
+            r.rail_p50_ms,
+            r.rail_p99_ms,
+            ms_or_dash(r.rail_measured_p50_ms),
+            ms_or_dash(r.rail_measured_p99_ms),
+            r.rail_measured_count,
+            cpu_or_dash(r.cpu_bench_s),
+            cpu_or_dash(r.cpu_lock_server_s),
+            cpu_or_dash(r.cpu_rail_stub_s),
+            cpu_or_dash(r.cpu_workers_s),
+            r.duration_s,
+        );
+    }
+    md
+}
+
+/// Distinct values of a row field, joined, for the report header.
+fn distinct(rows: &[CellRow], f: impl Fn(&CellRow) -> String) -> String {
+    let mut values: Vec<String> = rows.iter().map(f).collect();
+    values.sort();
+    values.dedup();
+    values.join(", ")
+}
+
+/// `bench report DIR`: reads the results (and `manifest.json` if present),
+/// evaluates the triggers, writes `triggers.json`, draws the plots and writes
+/// `report.md` ([`render_report`]). Every `Err` is bad input or an I/O
+/// failure: the CLI exits 2.
+pub fn write_report(dir: &Path) -> anyhow::Result<PathBuf> {
+    if !dir.is_dir() {
+        return Err(BadInput::NoDir(dir.to_owned()).into());
+    }
+    let rows = read_nonempty_results(dir)?;
+    let manifest = read_manifest(dir);
+    let triggers = evaluate(&rows);
+    write_triggers(dir, &triggers)?;
+    let summary = build(&rows, &|cell| load_cell_hists(dir, cell));
+    write_summary(dir, &summary.rows)?;
+    let production = manifest
+        .as_ref()
+        .ok()
+        .and_then(|m| m.as_ref())
+        .and_then(|m| m.pointer("/config/projection"))
+        .and_then(|v| serde_json::from_value::<Production>(v.clone()).ok())
+        .unwrap_or_default();
+    let projection = projection_of(dir, &rows, &production);
+    write_projection(dir, &projection)?;
+    let plots = draw_plots(dir, &rows, &summary.rows)?;
+    let recs = recommendations_from(&summary);
+    let md = render_report(&ReportInput {
+        rows: &rows,
+        manifest: &manifest,
+        triggers: &triggers,
+        skipped_cells: &plots.skipped_cells,
+        recommendations: &recs,
+        summary: &summary,
+        projection: &projection,
+        generated_at: SystemTime::now(),
+    });
+    let path = dir.join(REPORT_MD);
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// The production projection of every backend's cells: their corrected RTT
+/// histograms pooled (cells without a saved histogram are left out and not
+/// counted), projected for the run's fixed margins and the production margin.
+pub fn projection_of(dir: &Path, rows: &[CellRow], prod: &Production) -> Vec<ProjectionRow> {
+    let mut backends: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
+    backends.sort();
+    backends.dedup();
+    let mut margins: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.margin_policy == "fixed")
+        .map(|r| r.margin)
+        .collect();
+    margins.sort_by(f64::total_cmp);
+    margins.dedup();
+    let mut out = Vec::new();
+    for backend in backends {
+        let mut pooled = bench_core::hist::new_histogram();
+        let mut cells = 0u64;
+        for r in rows.iter().filter(|r| r.backend == backend) {
+            if let Some((_, corrected)) = load_cell_hists(dir, &r.cell)
+                && pooled.add(&corrected).is_ok()
+            {
+                cells += 1;
+            }
+        }
+        out.extend(project(backend, &pooled, cells, prod, &margins));
+    }
+    out
+}
+
+/// The summary over repeats as a Markdown table.
+fn summary_table(summary: &Summary) -> String {
+    let mut md = String::from(
+        "| point | policy | n | median throughput (payouts/s) | 95 % interval | min–max | \
+         abandonment median [95 %] | margin used (mean) | pooled corrected p50 / p99 / p99.9 ≥ (ms) | \
+         m_min [95 %] | triggers 1 / 3 / 4 fired (repeats) |\n\
+         |---|---|---:|---:|---|---|---|---:|---|---|---|\n",
+    );
+    let pct = |x: f64| {
+        if x.is_nan() {
+            "—".to_owned()
+        } else {
+            format!("{:.1} %", x * 100.0)
+        }
+    };
+    let iv = |lo: f64, hi: f64, f: &dyn Fn(f64) -> String| {
+        if lo.is_nan() {
+            "— (1 repeat)".to_owned()
+        } else {
+            format!("[{}, {}]", f(lo), f(hi))
+        }
+    };
+    for r in &summary.rows {
+        let _ = writeln!(
+            md,
+            "| `{}` | `{}` | {} | {:.2} | {} | {:.2}–{:.2} | {} {} | {:.3} | {:.3} / {:.3} / {:.3} | {:.3} [{:.3}, {:.3}]{} | {} / {} / {} |",
+            r.group,
+            r.margin_policy,
+            r.n_repeats,
+            r.throughput_median,
+            iv(r.throughput_ci95_lo, r.throughput_ci95_hi, &|x| format!(
+                "{x:.2}"
+            )),
+            r.throughput_min,
+            r.throughput_max,
+            pct(r.abandonment_median),
+            iv(r.abandonment_ci95_lo, r.abandonment_ci95_hi, &pct),
+            r.margin_effective_mean,
+            r.hb_rtt_corrected_p50_us as f64 / 1e3,
+            r.hb_rtt_corrected_p99_us as f64 / 1e3,
+            r.hb_rtt_corrected_p999_us as f64 / 1e3,
+            r.m_min,
+            r.m_min_ci95_lo,
+            r.m_min_ci95_hi,
+            if r.m_min_verdict == "ok" {
+                ""
+            } else {
+                " (insufficient_data)"
+            },
+            r.trigger1_fired,
+            r.trigger3_fired,
+            r.trigger4_fired,
+        );
+    }
+    md
+}
+
+/// The projection as a Markdown section.
+fn projection_section(rows: &[ProjectionRow]) -> String {
+    let mut md = String::from("\n## Projection onto the production configuration\n\n");
+    let Some(first) = rows.first() else {
+        md.push_str("No corrected RTT histograms (`hgrm/*.corrected.hdr`): nothing to project.\n");
+        return md;
+    };
+    let _ = writeln!(
+        md,
+        "The measured corrected heartbeat RTT, **unscaled** (the time base never scales the \
+         network), pooled over {} cell(s) ({} samples: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} \
+         ms), held against lease {} ms, session TTL {} ms and a worst-case rail hop of {} ms \
+         (read timeout {} ms + 2 s). The RTT was measured under the scaled cells' load \
+         (heartbeats 30× more frequent at a 1 s lease), which this does not undo. \
+         `projection.csv` has every column.\n",
+        first.cells_pooled,
+        first.rtt_samples,
+        first.rtt_corrected_p50_us as f64 / 1e3,
+        first.rtt_corrected_p99_us as f64 / 1e3,
+        first.rtt_corrected_p999_us as f64 / 1e3,
+        first.lease_ms,
+        first.session_ttl_ms,
+        first.worst_case_hop_ms,
+        first.rail_read_timeout_ms,
+    );
+    md.push_str(
+        "| backend | margin | trigger 1 budget (ms) | trigger 1 | trigger 3 window (ms) | trigger 3 | min_margin [95 %] | headroom (ms) [pessimistic] |\n\
+         |---|---:|---:|---|---:|---|---|---:|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {} | {:.1} | {} | {:.4} [{:.4}, {:.4}]{} | {:.1} [{:.1}] |",
+            r.backend,
+            if r.production_margin {
+                format!("**{:.2}**", r.margin)
+            } else {
+                format!("{:.2}", r.margin)
+            },
+            r.trigger1_budget_ms,
+            r.trigger1_verdict,
+            r.trigger3_window_ms,
+            r.trigger3_verdict,
+            r.min_margin,
+            r.min_margin_ci95_lo,
+            r.min_margin_ci95_hi,
+            if r.min_margin_verdict == "ok" {
+                ""
+            } else {
+                " (insufficient_data)"
+            },
+            r.headroom_ms,
+            r.headroom_ci95_lo_ms,
+        );
+    }
+    for r in rows.iter().filter(|r| r.production_margin) {
+        let _ = writeln!(
+            md,
+            "\n**Headroom of {:.2} on {}:** its trigger-1 budget is {:.1} ms; the pooled p99.9 \
+         uses {:.3} ms of it, leaving {:.1} ms ({:.1} ms at the interval's pessimistic end); \
+         the smallest margin covering the p99.9 is {:.4}.",
+            r.margin,
+            r.backend,
+            r.trigger1_budget_ms,
+            r.rtt_corrected_p999_us as f64 / 1e3,
+            r.headroom_ms,
+            r.headroom_ci95_lo_ms,
+            r.min_margin,
+        );
+    }
+    md
+}
+
+/// The text of `report.md`: what was run, the results table, the §6.5
+/// trigger table, the plots and the recommendation. Pure: no I/O, no clock.
+pub fn render_report(input: &ReportInput<'_>) -> String {
+    let (rows, manifest, triggers, recs) = (
+        input.rows,
+        input.manifest,
+        input.triggers,
+        input.recommendations,
+    );
+    let mut md = String::new();
+    let _ = writeln!(md, "# fencepost bench report\n");
+    let _ = writeln!(
+        md,
+        "ADR-006 client safety margin sweep: {} cell(s), run {}, margins {}, TTLs {}, \
+         {} worker(s), rail latency {}.\n",
+        rows.len(),
+        distinct(rows, |r| format!("`{}`", r.run_id)),
+        distinct(rows, |r| format!("{:.2}", r.margin)),
+        distinct(rows, |r| human_ms(r.lease_ms)),
+        distinct(rows, |r| r.workers.to_string()),
+        distinct(rows, |r| format!("`{}`", r.rail_latency)),
+    );
+    let _ = writeln!(md, "| | |\n|---|---|");
+    let _ = writeln!(
+        md,
+        "| report generated | {} |",
+        humantime::format_rfc3339_seconds(input.generated_at)
+    );
+    let _ = writeln!(
+        md,
+        "| seed(s) in the table | {} |",
+        distinct(rows, |r| r.seed.to_string())
+    );
+    match manifest {
+        Ok(Some(m)) => {
+            let fields: [(&str, &[&str]); 6] = [
+                (
+                    "run started",
+                    &[
+                        "started_at",
+                        "created_at",
+                        "start_time",
+                        "timestamp",
+                        "when",
+                    ],
+                ),
+                ("manifest seed", &["seed"]),
+                ("git commit", &["git_commit", "commit", "git_sha", "git"]),
+                ("machine", &["machine", "host", "hostname"]),
+                ("versions", &["versions", "version", "rustc"]),
+                ("command", &["command", "argv", "args"]),
+            ];
+            for (label, keys) in fields {
+                if let Some(v) = manifest_field(m, keys) {
+                    let _ = writeln!(md, "| {label} | `{}` |", v.replace('|', "\\|"));
+                }
+            }
+        }
+        Ok(None) => {
+            let _ = writeln!(md, "| manifest | no {MANIFEST_JSON} in this directory |");
+        }
+        Err(note) => {
+            let _ = writeln!(
+                md,
+                "| manifest | {} |",
+                note.to_string().replace('|', "\\|")
+            );
+        }
+    }
+    if let Ok(Some(m)) = manifest {
+        let pretty = serde_json::to_string_pretty(m).unwrap_or_default();
+        let _ = writeln!(
+            md,
+            "\n<details><summary>full manifest (configuration)</summary>\n\n```json\n{pretty}\n```\n</details>"
+        );
+    }
+
+    if let Ok(Some(m)) = manifest
+        && let Some(o) = m.get("proxy_overhead").and_then(|v| {
+            serde_json::from_value::<bench_core::overhead::ProxyOverhead>(v.clone()).ok()
+        })
+    {
+        let _ = writeln!(
+            md,
+            "\n**Delay proxy baseline** (zero delay, measured once for this run): {o}. \
+             The `--net-delay` figures include this overhead.\n"
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n**Time base.** Leases, session TTLs, rail latency and timeouts are scaled by \
+         `lease / 30 s` (ADR-006's arithmetic: D4's budget, the heartbeat period as a fraction \
+         of the lease); the network is not. At a 1 s lease the loopback RTT is 30× larger \
+         relative to the lease than in production, so a scaled cell's RTT triggers are \
+         pessimistic for production; project the unscaled RTT distribution (`hgrm/`) onto the \
+         production configuration separately.\n\n\
+         **Window.** Every figure excludes the cell's warm-up ({}); heartbeat percentiles are \
+         over attempts: a timed-out exchange is a sample at its give-up time, so percentiles \
+         marked ≥ are lower bounds. *Corrected* RTTs are measured from the scheduled send \
+         (coordinated omission, MEASUREMENT.md); triggers use them.",
+        distinct(rows, |r| format!("{:.3} s", r.warmup_s))
+    );
+    let _ = writeln!(md, "\n## Results\n");
+    let _ = writeln!(
+        md,
+        "Counts are read from the rail ledger and the services' counters, never inferred. \
+         Lost work = abandoned (insufficient lease) + abandoned (lock lost) + acquire failed + \
+         lock lost. Every column is described in `data/README.md`.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| cell | margin | TTL | hb p50 (ms) | hb p99 ≥ (ms) | corrected p99 ≥ (ms) | \
+         throughput (payouts/s) | paid | abandoned, insufficient lease | lost work / attempts | \
+         lock_lost | fenced_out | duplicates | ledger |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| `{}` | {:.2} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {} | {} | {}/{} | {} | {} | {} | {} |",
+            r.cell,
+            r.margin,
+            human_ms(r.lease_ms),
+            r.hb_rtt_p50_us as f64 / 1000.0,
+            r.hb_rtt_p99_us as f64 / 1000.0,
+            r.hb_rtt_corrected_p99_us as f64 / 1000.0,
+            r.throughput_per_s,
+            r.payouts_paid,
+            r.abandoned_insufficient_lease,
+            lost_work(r),
+            r.attempts,
+            r.lock_lost,
+            r.fenced_out,
+            r.duplicate_attempted,
+            if r.ledger_ok && r.paid_twice == 0 && r.stale_paid == 0 {
+                "ok".to_owned()
+            } else {
+                format!(
+                    "**FAILED** (paid twice {}, stale paid {})",
+                    r.paid_twice, r.stale_paid
+                )
+            },
+        );
+    }
+
+    md.push_str(&measurement_tables(rows));
+
+    let fired = triggers.iter().filter(|t| t.fired).count();
+    let count = |v: Verdict| triggers.iter().filter(|t| t.verdict == v).count();
+    let _ = writeln!(md, "\n## ADR-006 §6.5 revisit triggers\n");
+    let _ = writeln!(
+        md,
+        "All five triggers on every cell: {fired} of {} checks fired, {} ok, {} \
+         insufficient_data, {} not_evaluated (`bench triggers` exit code {}). \
+         `insufficient_data` is never read as ok: a p99 needs {MIN_SAMPLES_P99} samples. The \
+         action column quotes ADR-006 §6.5 for each check that fired.\n",
+        triggers.len(),
+        count(Verdict::Ok),
+        count(Verdict::InsufficientData),
+        count(Verdict::NotEvaluated),
+        bench_analysis::triggers::exit_code(triggers)
+    );
+    md.push_str(&markdown_table(triggers));
+    let _ = writeln!(
+        md,
+        "\nThe triggers, their rules here, and the ADR's actions:\n"
+    );
+    let _ = writeln!(
+        md,
+        "| id | ADR-006 §6.5 trigger | rule evaluated | ADR-006 §6.5 action |\n|---|---|---|---|"
+    );
+    for t in &TRIGGERS {
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} | {} |",
+            t.id, t.adr_trigger, t.rule, t.action
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nTrigger 2's rule: work that did not end in a payment falls into four causes, and only \
+         `abandoned_insufficient_lease` (D4 refusing an attempt because the margin left too \
+         little lease) is caused by the margin. The margin is called *dominant* when it causes \
+         at least half of the lost work, and only when the loss is material (≥ {} % of \
+         attempts); below that nothing limits throughput much beyond the rail itself. The \
+         causes may overlap (`lock_lost` counts events that can also end in \
+         `abandoned_lost`), which makes the rule err towards not firing.",
+        fmt_value(bench_analysis::triggers::LOST_WORK_MIN * 100.0)
+    );
+
+    if let Some(section) = crate::compare::markdown_comparison(rows, triggers) {
+        md.push_str(&section);
+    }
+
+    let _ = writeln!(md, "\n## Plots\n");
+    let captions = [
+        "Heartbeat RTT CDF per cell, raw (solid) and corrected (dashed) (log x, from hgrm/*.hdr)",
+        "Heartbeat RTT percentile spectrum per cell, raw (solid) and corrected (dashed): x = 1/(1 − q), log, so p99–p99.99 are visible",
+        "Throughput vs margin, one line per TTL",
+        "Abandonment vs margin: insufficient lease (solid) and all lost work (dashed), % of attempts",
+        "Corrected heartbeat RTT p99 vs the min(lease, session TTL) × margin / 3 budget (trigger 1; log y)",
+    ];
+    for (stem, caption) in PLOT_STEMS.iter().zip(captions) {
+        let _ = writeln!(
+            md,
+            "### {caption}\n\n![{caption}]({stem}.svg)\n\nPNG: [{stem}.png]({stem}.png)\n"
+        );
+    }
+    if !input.skipped_cells.is_empty() {
+        let _ = writeln!(md, "Cells missing from the RTT CDF:\n");
+        for (cell, why) in input.skipped_cells {
+            let _ = writeln!(md, "- `{cell}`: {why}");
+        }
+        md.push('\n');
+    }
+
+    let _ = writeln!(md, "## Repeats: median and 95 % interval per point\n");
+    let _ = writeln!(
+        md,
+        "One row per (policy, TTL, margin) over its repeats (seed, seed + 1, …; interleaved \
+         within a TTL). Intervals: Student t over the repeat values (`mean ± t(0.975, n − 1) · s \
+         / √n`, widened to hold the median); with a few repeats they are wide, which is the \
+         honest answer on a shared machine. Heartbeat percentiles are from the repeats' merged \
+         HDR histograms; `m_min = 3 × p99.9 / min(lease, session TTL)` with the p99.9's \
+         exact-bootstrap interval (independent samples assumed: too narrow when stalls dominate \
+         the tail). `summary.csv` has every column.\n"
+    );
+    md.push_str(&summary_table(input.summary));
+    md.push_str(&projection_section(input.projection));
+
+    let _ = writeln!(md, "\n## Summary: recommended margin per TTL\n");
+    let _ = writeln!(
+        md,
+        "Rule (`bench/src/recommend.rs`): (1) the derived floor `m_min` from the TTL's pooled \
+         corrected RTT, a margin below its 95 % upper end is out; (2) on every repeat: ledger ok, \
+         no believed fence-out (trigger 4), no D4 sawtooth (trigger 3), trigger 1 quiet, \
+         payouts made; (3) throughput decides only where 95 % intervals separate: every margin \
+         overlapping the best is tied with it and the tie goes to the larger margin (\"not \
+         resolved at N repeats\"). Trigger 2 is evaluated on the sweep: `1 − T(m) / T(best)`. \
+         *Provisional*: the floor rests on fewer than 10,000 samples.\n"
+    );
+    md.push_str(&markdown_recommendations(recs));
+    md
+}

@@ -1,0 +1,470 @@
+//! `bench peer` (issue 15): fencepost's lock-server (SQLite and PostgreSQL
+//! stores) and etcd measured in one run with one driver ([`load`]), each
+//! through its native client, at the same concurrency levels, for the
+//! heartbeat (L2 vs LeaseKeepAlive) and the durable grant (L4 + L6 vs the
+//! acquire txn + the guarded delete).
+//!
+//! The servers are started once and kept for the whole run: the lock-server
+//! as a child on SQLite (`synchronous=FULL`, WAL mode, in the run directory)
+//! and, when a PostgreSQL is given, a second one on a fresh schema; etcd as
+//! a child from `etcd` on PATH (data dir in the run directory; its WAL is
+//! fsynced before every acknowledgement, batched across concurrent writes)
+//! or at `--etcd-url`. Every measurement is one (repeat, op, concurrency,
+//! system); within a repeat the systems of one (op, concurrency) run back to
+//! back in a seeded order, so every ratio is taken between neighbours in
+//! time (interleaved A/B, MEASUREMENT.md) and once per repeat. Each row
+//! records the CPU seconds of the server process (lock-server or etcd), of
+//! the PostgreSQL backends serving the lock-server, and of this driver over
+//! the measured window: on a shared 2-core box a saturated driver measures
+//! itself.
+//!
+//! Output (`--out`, default `data/runs/<timestamp>-peer/`): `peer.csv` (one
+//! row per measurement, written after each), `manifest.json`, `report.md`
+//! with the ratios ([`report`]), `peer_throughput.svg|png`, and the servers'
+//! logs under `servers/`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fencepost_harness::ChildService;
+use rand::SeedableRng as _;
+use rand::seq::SliceRandom as _;
+use rand_chacha::ChaCha8Rng;
+
+use crate::cli::PeerArgs;
+use bench_analysis::manifest::Manifest;
+use bench_analysis::peer::{PeerPlan, PeerRow, fmt_opt, write_csv};
+use bench_core::cpu;
+use bench_core::grid::{self, FlagError};
+use bench_core::peer::PeerOp;
+use bench_driver::backend::etcd::server::EtcdServer;
+use bench_driver::peer::{self as load, Target, WindowProbe};
+use bench_report::peer as report;
+
+/// How long a lock-server may take to answer `/readyz` (PostgreSQL: leadership).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn bad(flag: &'static str, value: &str, why: impl Into<String>) -> FlagError {
+    FlagError {
+        flag,
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+/// Checks every flag of `bench peer`.
+pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
+    let duration = grid::parse_positive_duration("--duration", &args.duration)?;
+    let warmup = fencepost_api::duration::parse_duration(&args.warmup)
+        .map_err(|e| bad("--warmup", &args.warmup, e.to_string()))?;
+    let mut concurrency = Vec::new();
+    for part in args.concurrency.split(',') {
+        let c: usize = part
+            .trim()
+            .parse()
+            .ok()
+            .filter(|c| (1..=1024).contains(c))
+            .ok_or_else(|| bad("--concurrency", &args.concurrency, "a list of 1..1024"))?;
+        concurrency.push(c);
+    }
+    if !(1..=100).contains(&args.repeat) {
+        return Err(bad("--repeat", &args.repeat.to_string(), "must be 1..100"));
+    }
+    let mut ops = Vec::new();
+    for part in args.ops.split(',') {
+        ops.push(
+            part.parse::<PeerOp>()
+                .map_err(|why| bad("--ops", &args.ops, why))?,
+        );
+    }
+    let pg_url = args
+        .pg_url
+        .clone()
+        .or_else(|| std::env::var("FENCEPOST_TEST_PG_URL").ok())
+        .filter(|u| !u.is_empty());
+    let (mut stores, mut skipped) = (Vec::new(), Vec::new());
+    let named = args.stores.as_deref();
+    for part in named.unwrap_or("sqlite,postgres").split(',') {
+        match part.trim() {
+            "sqlite" => stores.push("sqlite".to_string()),
+            "postgres" if pg_url.is_some() => stores.push("postgres".to_string()),
+            "postgres" if named.is_none() => skipped.push(
+                "fencepost/postgres: no PostgreSQL given (--pg-url or FENCEPOST_TEST_PG_URL)"
+                    .to_string(),
+            ),
+            "postgres" => {
+                return Err(bad(
+                    "--stores",
+                    &args.stores.clone().unwrap_or_default(),
+                    "postgres needs --pg-url or FENCEPOST_TEST_PG_URL",
+                ));
+            }
+            other => {
+                return Err(bad(
+                    "--stores",
+                    other,
+                    "expected a list of sqlite, postgres",
+                ));
+            }
+        }
+    }
+    if let Some(u) = &args.etcd_url
+        && !u.starts_with("http://")
+    {
+        return Err(bad("--etcd-url", u, "expected http://HOST:PORT"));
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("data/runs").join(format!(
+            "{}-peer",
+            bench_analysis::manifest::now_rfc3339().replace(':', "")
+        ))
+    });
+    Ok(PeerPlan {
+        argv: std::env::args().collect(),
+        duration_s: duration.as_secs_f64(),
+        warmup_s: warmup.as_secs_f64(),
+        concurrency,
+        repeats: args.repeat,
+        ops,
+        stores,
+        skipped,
+        pg_url,
+        etcd_url: args.etcd_url.clone(),
+        seed: args.seed.unwrap_or_else(rand::random),
+        out,
+    })
+}
+
+/// What keeps a measured server running (dropped last: stops it).
+enum Guard {
+    /// A lock-server child.
+    LockServer {
+        /// Stopped when dropped.
+        _child: ChildService,
+    },
+    /// An etcd child.
+    Etcd {
+        /// Stopped when dropped.
+        _server: EtcdServer,
+    },
+    /// A server someone else runs.
+    External,
+}
+
+/// The PostgreSQL backends serving one lock-server, found by its
+/// `application_name`, for their CPU seconds.
+struct PgBackends {
+    /// A connection of the driver's own (not counted: another application name).
+    client: tokio_postgres::Client,
+    /// The lock-server's `application_name`.
+    app: String,
+    /// The connection task.
+    _conn: tokio::task::JoinHandle<()>,
+}
+
+impl PgBackends {
+    /// The backend pids serving the lock-server now.
+    async fn pids(&self) -> Vec<i32> {
+        match self
+            .client
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+                &[&self.app],
+            )
+            .await
+        {
+            Ok(rows) => rows.iter().map(|r| r.get::<_, i32>(0)).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the lock-server's PostgreSQL backends");
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// One measured system: fencepost on one store, or etcd.
+struct System {
+    /// `fencepost` or `etcd`.
+    system: &'static str,
+    /// `sqlite`, `postgres` or `bbolt` (etcd's store, behind its raft WAL).
+    store: String,
+    /// Where the driver sends its load.
+    target: Target,
+    /// The server process (lock-server or etcd) when the bench started it.
+    pid: Option<i32>,
+    /// The PostgreSQL backends, for the postgres store.
+    pg: Option<PgBackends>,
+    /// Keeps the server running.
+    _guard: Guard,
+}
+
+impl System {
+    fn label(&self) -> String {
+        format!("{}/{}", self.system, self.store)
+    }
+}
+
+/// Starts a lock-server child on `store` with its log in `dir`, and waits
+/// until it serves (`/readyz`: on PostgreSQL it must hold the leader lease).
+async fn start_lock_server(store: &str, dir: &Path) -> anyhow::Result<ChildService> {
+    std::fs::create_dir_all(dir)?;
+    let args = vec!["--store".to_string(), store.to_string()];
+    let child =
+        bench_driver::cell::stack::spawn_child("lock-server", args, dir.join("lock-server.log"))
+            .await?;
+    let http = reqwest::Client::builder().no_proxy().build()?;
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Ok(r) = http.get(format!("{}/readyz", child.url())).send().await
+            && r.status().is_success()
+        {
+            return Ok(child);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the lock-server on {} did not become ready within {READY_TIMEOUT:?}",
+            redact(store)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A store URL for messages: no user, password or query (`postgres://***@HOST/DB`).
+fn redact(url: &str) -> String {
+    let url = url.split('?').next().unwrap_or(url);
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+/// Connects to PostgreSQL (the driver's own connection).
+async fn pg_connect(
+    url: &str,
+) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .with_context(|| format!("cannot reach PostgreSQL at {}", redact(url)))?;
+    let task = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok((client, task))
+}
+
+/// Starts (or connects to) every system of the plan.
+async fn start_systems(plan: &PeerPlan) -> anyhow::Result<Vec<System>> {
+    let dir = plan.out.join("servers");
+    let mut systems = Vec::new();
+    for store in &plan.stores {
+        let sys = match store.as_str() {
+            "sqlite" => {
+                let d = dir.join("sqlite");
+                std::fs::create_dir_all(&d)?;
+                let url = format!("sqlite:{}", d.join("lock.sqlite").display());
+                let child = start_lock_server(&url, &d).await?;
+                System {
+                    system: "fencepost",
+                    store: store.clone(),
+                    target: Target::Fencepost(child.url()),
+                    pid: Some(child.pid()),
+                    pg: None,
+                    _guard: Guard::LockServer { _child: child },
+                }
+            }
+            _ => {
+                let base = plan.pg_url.as_deref().context("no PostgreSQL URL")?;
+                let (client, conn) = pg_connect(base).await?;
+                let tag = format!(
+                    "fencepost_peer_{}_{}",
+                    std::process::id(),
+                    plan.seed % 1_000_000
+                );
+                client
+                    .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {tag}"))
+                    .await
+                    .with_context(|| format!("creating schema {tag}"))?;
+                let sep = if base.contains('?') { '&' } else { '?' };
+                let url =
+                    format!("{base}{sep}options=-csearch_path%3D{tag}&application_name={tag}");
+                let child = start_lock_server(&url, &dir.join("postgres")).await?;
+                System {
+                    system: "fencepost",
+                    store: store.clone(),
+                    target: Target::Fencepost(child.url()),
+                    pid: Some(child.pid()),
+                    pg: Some(PgBackends {
+                        client,
+                        app: tag,
+                        _conn: conn,
+                    }),
+                    _guard: Guard::LockServer { _child: child },
+                }
+            }
+        };
+        systems.push(sys);
+    }
+    let etcd = match &plan.etcd_url {
+        Some(url) => System {
+            system: "etcd",
+            store: "bbolt".into(),
+            target: Target::Etcd(url.clone()),
+            pid: None,
+            pg: None,
+            _guard: Guard::External,
+        },
+        None => {
+            let server = EtcdServer::start(&dir.join("etcd")).await?;
+            System {
+                system: "etcd",
+                store: "bbolt".into(),
+                target: Target::Etcd(server.url().to_string()),
+                pid: Some(server.pid()),
+                pg: None,
+                _guard: Guard::Etcd { _server: server },
+            }
+        }
+    };
+    systems.push(etcd);
+    Ok(systems)
+}
+
+/// CPU counters read at the window's ends: the server, its PostgreSQL
+/// backends, this driver.
+struct CpuProbe<'a> {
+    /// The system measured.
+    system: &'a System,
+    /// The PostgreSQL backend pids at the window's start.
+    pg_pids: Vec<i32>,
+    /// (server, PostgreSQL backends, bench) CPU seconds at the start.
+    start: (Option<f64>, Option<f64>, Option<f64>),
+    /// The same differences over the window.
+    used: (Option<f64>, Option<f64>, Option<f64>),
+}
+
+impl CpuProbe<'_> {
+    fn read(&self) -> (Option<f64>, Option<f64>, Option<f64>) {
+        let server = cpu::cpu_seconds(self.system.pid);
+        let pg = self.system.pg.as_ref().map(|_| {
+            self.pg_pids
+                .iter()
+                .filter_map(|&p| cpu::cpu_seconds(Some(p)))
+                .sum::<f64>()
+        });
+        (server, pg, cpu::cpu_seconds(None))
+    }
+}
+
+impl WindowProbe for CpuProbe<'_> {
+    async fn opened(&mut self) {
+        if let Some(pg) = &self.system.pg {
+            self.pg_pids = pg.pids().await;
+        }
+        self.start = self.read();
+    }
+
+    async fn closed(&mut self) {
+        let end = self.read();
+        let d = |a: Option<f64>, b: Option<f64>| Some(b? - a?).filter(|v| *v >= 0.0);
+        self.used = (
+            d(self.start.0, end.0),
+            d(self.start.1, end.1),
+            d(self.start.2, end.2),
+        );
+    }
+}
+
+/// Runs the plan: every (repeat, op, concurrency) group, its systems in a
+/// seeded order; writes `peer.csv` after each measurement and the report at
+/// the end. Returns the exit code.
+pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
+    std::fs::create_dir_all(&plan.out)?;
+    if plan.out.join("peer.csv").exists() {
+        eprintln!(
+            "bench peer: {} already holds a peer run; pass a new --out",
+            plan.out.display()
+        );
+        return Ok(2);
+    }
+    let mut manifest = Manifest::new("bench peer", plan.seed, serde_json::to_value(&plan)?);
+    manifest.write(&plan.out)?;
+    eprintln!(
+        "bench peer: seed {} (rerun with --seed {}), results in {}",
+        plan.seed,
+        plan.seed,
+        plan.out.display()
+    );
+    for s in &plan.skipped {
+        eprintln!("bench peer: skipped {s}");
+    }
+    let systems = start_systems(&plan).await?;
+    let (duration, warmup) = (
+        Duration::from_secs_f64(plan.duration_s),
+        Duration::from_secs_f64(plan.warmup_s),
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(plan.seed);
+    let mut rows: Vec<PeerRow> = Vec::new();
+    let total = plan.repeats as usize * plan.ops.len() * plan.concurrency.len() * systems.len();
+    for repeat in 1..=plan.repeats {
+        for &op in &plan.ops {
+            for &conc in &plan.concurrency {
+                let mut order: Vec<&System> = systems.iter().collect();
+                order.shuffle(&mut rng);
+                for (position, sys) in order.into_iter().enumerate() {
+                    let mut probe = CpuProbe {
+                        system: sys,
+                        pg_pids: Vec::new(),
+                        start: (None, None, None),
+                        used: (None, None, None),
+                    };
+                    let sample = load::measure(&sys.target, op, conc, warmup, duration, &mut probe)
+                        .await
+                        .with_context(|| format!("{} {} at {conc}", sys.label(), op.as_str()))?;
+                    if sample.errors > 0 {
+                        eprintln!(
+                            "  {} {}: {} errors; first: {}",
+                            sys.label(),
+                            op.as_str(),
+                            sample.errors,
+                            sample.first_error.as_deref().unwrap_or("?")
+                        );
+                    }
+                    let row = PeerRow::new(
+                        sys.system,
+                        &sys.store,
+                        op,
+                        conc,
+                        repeat,
+                        position as u32,
+                        &sample,
+                        probe.used,
+                    );
+                    eprintln!(
+                        "[{}/{total}] repeat {repeat} {:<9} c={conc:<3} {:<18} {:>9.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms  cpu server {} bench {}",
+                        rows.len() + 1,
+                        op.as_str(),
+                        sys.label(),
+                        row.ops_per_s,
+                        row.p50_us as f64 / 1e3,
+                        row.p99_us as f64 / 1e3,
+                        fmt_opt(row.cpu_server_s, 2),
+                        fmt_opt(row.cpu_bench_s, 2),
+                    );
+                    rows.push(row);
+                    write_csv(&plan.out, &rows)?;
+                }
+            }
+        }
+    }
+    drop(systems);
+    let text = report::render(&plan, &rows);
+    std::fs::write(plan.out.join("report.md"), &text)?;
+    if let Err(e) = report::plot(&plan.out, &rows) {
+        eprintln!("bench peer: plotting failed: {e:#}");
+    }
+    manifest.finished_at = Some(bench_analysis::manifest::now_rfc3339());
+    manifest.write(&plan.out)?;
+    print!("{}", report::summary(&plan, &rows));
+    println!("\nreport: {}", plan.out.join("report.md").display());
+    Ok(0)
+}
