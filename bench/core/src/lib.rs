@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod cpu;
+pub mod error;
 pub mod grid;
 pub mod hist;
 pub mod overhead;
