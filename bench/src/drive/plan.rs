@@ -1,0 +1,336 @@
+//! `bench run|sweep`'s flags become a checked [`Plan`]: every bad value is an
+//! exit-2 error naming its flag, before anything starts.
+
+use std::path::PathBuf;
+
+use fencepost_api::latency::LatencySpec;
+
+use crate::cli::RunArgs;
+use crate::runner::{RunConfig, Runtime};
+use bench_core::grid::{self, Cell, FlagError};
+use bench_driver::backend::BackendKind;
+
+/// A checked `run`/`sweep`.
+#[derive(Debug)]
+pub struct Plan {
+    /// `run` or `sweep`.
+    pub command: &'static str,
+    /// The configuration every cell shares.
+    pub config: RunConfig,
+    /// The cells, in order.
+    pub cells: Vec<Cell>,
+    /// The results directory.
+    pub out: PathBuf,
+    /// Skip cells already in `out`.
+    pub resume: bool,
+    /// Whether `--seed` was given (a resume refuses a different one).
+    pub seed_given: bool,
+    /// The command line to record (`manifest.json` `argv`).
+    pub argv: Vec<String>,
+    /// The grid's flags as resolved, recorded so `--resume` can name a changed one.
+    pub grid_flags: serde_json::Value,
+    /// The results directory this plan replays, if it is a `bench replay`.
+    pub replay_of: Option<PathBuf>,
+}
+
+fn flag(flag: &'static str, value: &str, why: impl Into<String>) -> FlagError {
+    FlagError {
+        flag,
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+fn latency(f: &'static str, text: &str) -> Result<LatencySpec, FlagError> {
+    text.parse::<LatencySpec>()
+        .map_err(|e| flag(f, text, e.to_string()))
+}
+
+/// Checks every flag of `run` (one cell) or `sweep` (the grid).
+pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
+    let command = if sweep { "sweep" } else { "run" };
+    let margins = grid::parse_margins(&args.margin)?;
+    let ttls = grid::parse_ttls(&args.ttl)?;
+    if !sweep && (margins.len() > 1 || ttls.len() > 1) {
+        let (f, v) = if margins.len() > 1 {
+            ("--margin", &args.margin)
+        } else {
+            ("--ttl", &args.ttl)
+        };
+        return Err(flag(
+            f,
+            v,
+            "bench run takes one value; use bench sweep for a grid",
+        ));
+    }
+    let policies = grid::parse_policies(&args.margin_policy)?;
+    let repeat = grid::parse_repeat(args.repeat)?;
+    if !sweep && policies.len() > 1 {
+        return Err(flag(
+            "--margin-policy",
+            &args.margin_policy,
+            "bench run takes one policy; use bench sweep for a list",
+        ));
+    }
+    let projection = bench_analysis::projection::Production {
+        lease_ms: grid::parse_ttls(&args.projection_lease)
+            .map_err(|e| flag("--projection-lease", &args.projection_lease, e.why))?[0]
+            .as_millis() as u64,
+        session_ttl_ms: grid::parse_ttls(&args.projection_session_ttl).map_err(|e| {
+            flag(
+                "--projection-session-ttl",
+                &args.projection_session_ttl,
+                e.why,
+            )
+        })?[0]
+            .as_millis() as u64,
+        read_timeout_ms: grid::parse_positive_duration(
+            "--projection-read-timeout",
+            &args.projection_read_timeout,
+        )?
+        .as_millis() as u64,
+        margin: grid::parse_margin("--projection-margin", &args.projection_margin)?,
+    };
+    let duration = grid::parse_positive_duration("--duration", &args.duration)?;
+    if !(1..=1_000_000).contains(&args.payouts) {
+        return Err(flag(
+            "--payouts",
+            &args.payouts.to_string(),
+            "must be 1..1000000",
+        ));
+    }
+    if !(1..=1024).contains(&args.workers) {
+        return Err(flag(
+            "--workers",
+            &args.workers.to_string(),
+            "must be 1..1024",
+        ));
+    }
+    let session_ttl = args
+        .session_ttl
+        .as_deref()
+        .map(|s| {
+            grid::parse_ttls(s)
+                .map_err(|e| flag("--session-ttl", s, e.why))
+                .map(|v| v[0])
+        })
+        .transpose()?;
+    let rail_latency = latency("--rail-latency", &args.rail_latency)?;
+    let rail_read_timeout =
+        grid::parse_positive_duration("--rail-read-timeout", &args.rail_read_timeout)?;
+    let warmup = args
+        .warmup
+        .as_deref()
+        .map(|w| fencepost_api::parse_duration(w).map_err(|e| flag("--warmup", w, e.to_string())))
+        .transpose()?;
+    let net_delay = args
+        .net_delay
+        .as_deref()
+        .map(|s| latency("--net-delay", s))
+        .transpose()?;
+    let server_pause = args
+        .server_pause
+        .as_deref()
+        .map(grid::parse_pause)
+        .transpose()?;
+    let runtime = match args.runtime.as_str() {
+        "process" => Runtime::Process {
+            store: args.store.clone(),
+            replicas: args.replicas,
+        },
+        "external" => {
+            let need = |f: &'static str, v: &Option<String>| {
+                v.clone()
+                    .filter(|u| u.starts_with("http://"))
+                    .ok_or_else(|| {
+                        flag(
+                            f,
+                            v.as_deref().unwrap_or(""),
+                            "--runtime external needs an http:// URL",
+                        )
+                    })
+            };
+            if server_pause.is_some() {
+                return Err(flag(
+                    "--server-pause",
+                    args.server_pause.as_deref().unwrap_or(""),
+                    "needs --runtime process (it signals the lock-server process)",
+                ));
+            }
+            Runtime::External {
+                lock_url: need("--lock-url", &args.lock_url)?,
+                rail_url: need("--rail-url", &args.rail_url)?,
+            }
+        }
+        "docker" => {
+            if let Some(p) = &args.server_pause {
+                return Err(flag(
+                    "--server-pause",
+                    p,
+                    "needs --runtime process (it signals the lock-server process)",
+                ));
+            }
+            if let Some(s) = &args.store {
+                return Err(flag(
+                    "--store",
+                    s,
+                    "is for --runtime process; the docker runtime's lock-server uses --pg-url",
+                ));
+            }
+            let pg_url = args
+                .pg_url
+                .clone()
+                .or_else(|| std::env::var("FENCEPOST_TEST_PG_URL").ok())
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| flag("--pg-url", "", "--runtime docker needs a PostgreSQL: --pg-url postgres://USER@HOST:PORT/DB (or eval \"$(scripts/pg-test-cluster.sh start)\")"))?;
+            if !(pg_url.starts_with("postgres://") || pg_url.starts_with("postgresql://")) {
+                return Err(flag(
+                    "--pg-url",
+                    &pg_url,
+                    "expected postgres://USER[:PASS]@HOST[:PORT]/DB",
+                ));
+            }
+            Runtime::Docker {
+                pg_url,
+                lock_image: args.lock_image.clone(),
+                rail_image: args.rail_image.clone(),
+            }
+        }
+        other => {
+            return Err(flag(
+                "--runtime",
+                other,
+                "expected process, docker or external",
+            ));
+        }
+    };
+    if args.replicas > 1 {
+        let pg = args
+            .store
+            .as_deref()
+            .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"));
+        if args.runtime != "process" || !pg {
+            return Err(flag(
+                "--replicas",
+                &args.replicas.to_string(),
+                "more than one lock-server needs --runtime process and a --store postgres://… (memory: and sqlite: are single-node)",
+            ));
+        }
+        if let Some(d) = &args.net_delay {
+            return Err(flag(
+                "--net-delay",
+                d,
+                "the delay proxy fronts one lock-server; it needs --replicas 1",
+            ));
+        }
+    }
+    let (backends, etcd_url) = resolve_backends(args, &runtime)?;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let out = match &args.out {
+        Some(p) => p.clone(),
+        None if args.resume => {
+            return Err(flag(
+                "--resume",
+                "",
+                "needs --out DIR naming the sweep to continue",
+            ));
+        }
+        None => PathBuf::from("data/runs").join(format!(
+            "{}-{command}",
+            bench_analysis::manifest::now_rfc3339().replace(':', "")
+        )),
+    };
+    Ok(Plan {
+        command,
+        config: RunConfig {
+            runtime,
+            workers: args.workers,
+            duration,
+            payouts: args.payouts,
+            policies: policies.clone(),
+            repeat,
+            projection,
+            session_ttl,
+            rail_latency,
+            rail_read_timeout,
+            time_scale: !args.no_time_scale,
+            net_delay,
+            server_pause,
+            seed,
+            client_check: !args.disable_client_check,
+            warmup,
+            backends,
+            etcd_url,
+        },
+        cells: grid::cells(&ttls, &margins, &policies, repeat),
+        out,
+        resume: args.resume,
+        seed_given: args.seed.is_some(),
+        argv: std::env::args().collect(),
+        grid_flags: serde_json::json!({
+            "--margin": margins,
+            "--ttl": ttls.iter().map(|t| fencepost_api::format_duration(*t)).collect::<Vec<_>>(),
+            "--margin-policy": policies.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "--repeat": repeat,
+        }),
+        replay_of: None,
+    })
+}
+
+/// Checks `--backend` (a list: `fencepost`, `etcd`, `fencepost,etcd`) and
+/// `--etcd-url` against the runtime: etcd runs beside the process runtime's
+/// rail-stub, so it needs `--runtime process`; `--etcd-url` cannot be paused.
+fn resolve_backends(
+    args: &RunArgs,
+    runtime: &Runtime,
+) -> Result<(Vec<BackendKind>, Option<String>), FlagError> {
+    let mut backends = Vec::new();
+    for part in args.backend.split(',') {
+        let b: BackendKind = part
+            .parse()
+            .map_err(|why: String| flag("--backend", &args.backend, why))?;
+        if backends.contains(&b) {
+            return Err(flag("--backend", &args.backend, "names a backend twice"));
+        }
+        backends.push(b);
+    }
+    let etcd = backends.contains(&BackendKind::Etcd);
+    if etcd && !matches!(runtime, Runtime::Process { .. }) {
+        return Err(flag(
+            "--backend",
+            &args.backend,
+            "etcd runs with --runtime process (a rail-stub child beside etcd)",
+        ));
+    }
+    if backends == [BackendKind::Etcd]
+        && let Some(s) = &args.store
+    {
+        return Err(flag(
+            "--store",
+            s,
+            "is the fencepost lock-server's store; --backend etcd has none",
+        ));
+    }
+    let etcd_url = match &args.etcd_url {
+        None => None,
+        Some(_) if !etcd => {
+            return Err(flag(
+                "--etcd-url",
+                args.etcd_url.as_deref().unwrap_or(""),
+                "needs --backend etcd",
+            ));
+        }
+        Some(u) if !u.starts_with("http://") => {
+            return Err(flag("--etcd-url", u, "expected http://HOST:PORT"));
+        }
+        Some(u) if args.server_pause.is_some() => {
+            return Err(flag(
+                "--etcd-url",
+                u,
+                "--server-pause signals a server the bench started; drop --etcd-url",
+            ));
+        }
+        Some(u) => Some(u.trim_end_matches('/').to_string()),
+    };
+    Ok((backends, etcd_url))
+}

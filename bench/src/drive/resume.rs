@@ -1,0 +1,84 @@
+//! What `--resume` compares: the expanded grid a manifest records and the
+//! flags whose values differ between a recorded run and a resumed one.
+
+use crate::runner::RunConfig;
+use bench_analysis::manifest::Manifest;
+use bench_core::grid::Cell;
+
+/// The expanded grid of a run as `manifest.json` records it: every cell on
+/// every backend, in run order, with its seed.
+pub fn grid_of(config: &RunConfig, cells: &[Cell]) -> Vec<bench_analysis::manifest::GridCell> {
+    cells
+        .iter()
+        .flat_map(|c| {
+            config.backends.iter().map(move |&b| {
+                let plan = config.on_backend(b).plan(*c);
+                bench_analysis::manifest::GridCell {
+                    cell: plan.id,
+                    backend: b.to_string(),
+                    policy: c.policy.to_string(),
+                    lease_ms: c.lease.as_millis() as u64,
+                    margin: c.margin,
+                    repeat: c.repeat,
+                    seed: plan.seed,
+                }
+            })
+        })
+        .collect()
+}
+
+/// The flag a key of the recorded configuration comes from.
+fn flag_of_config_key(key: &str) -> String {
+    match key {
+        "runtime" => {
+            "--runtime/--store/--pg-url/--lock-url/--rail-url/--lock-image/--rail-image".into()
+        }
+        "policies" => "--margin-policy".into(),
+        "time_scale" => "--no-time-scale".into(),
+        "client_check" => "--disable-client-check".into(),
+        "backends" => "--backend".into(),
+        "projection" => "--projection-*".into(),
+        other => format!("--{}", other.replace('_', "-")),
+    }
+}
+
+/// The flags whose values differ between a recorded run and a resumed one:
+/// every configuration key, the grid flags (`--margin`, `--ttl`,
+/// `--margin-policy`, `--repeat`), and, should those agree, the expanded
+/// grid itself. Empty when the resume may go on.
+pub fn changed_flags(
+    old: &Manifest,
+    config_now: &serde_json::Value,
+    grid_flags_now: &serde_json::Value,
+    grid_now: &[bench_analysis::manifest::GridCell],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let (was, now) = (old.config.as_object(), config_now.as_object());
+    if let (Some(was), Some(now)) = (was, now) {
+        let mut keys: Vec<&String> = was.keys().chain(now.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            if k != "seed" && was.get(k) != now.get(k) {
+                out.push(flag_of_config_key(k));
+            }
+        }
+    } else if old.config != *config_now {
+        out.push("the configuration".into());
+    }
+    match (&old.grid_flags, grid_flags_now.as_object()) {
+        (Some(was), Some(now)) => {
+            for (k, v) in now {
+                if was.get(k) != Some(v) {
+                    out.push(k.clone());
+                }
+            }
+        }
+        _ => out.push("--margin/--ttl (the manifest records no grid)".into()),
+    }
+    if out.is_empty() && !old.grid.is_empty() && old.grid != grid_now {
+        out.push("the expanded grid (--margin/--ttl/--margin-policy/--repeat)".into());
+    }
+    out.dedup();
+    out
+}
