@@ -8,8 +8,9 @@ A block is everything between
 
 and NAME says which generator below writes it. Every measured number in a
 block is read from a CSV or JSON file of the committed evidence pack
-(data/reference/, written by `bench adr`); none is typed here. Links in a
-block are relative to the file the block sits in.
+(data/reference/, written by `bench adr`); none is typed here. One block,
+`toolchain`, reads Cargo.toml instead. Links in a block are relative to the
+file the block sits in.
 
     python3 scripts/gen-docs.py           # rewrite the blocks in place
     python3 scripts/gen-docs.py --check   # exit 1 naming every block that is not current
@@ -25,6 +26,7 @@ import os
 import re
 import statistics
 import sys
+import tomllib
 from datetime import datetime
 from pathlib import Path
 
@@ -172,6 +174,15 @@ def run_line(rel_manifest: str) -> str:
     )
 
 
+def load_line(rel_manifest: str) -> str:
+    """What the manifest says of the machine's load, or that it says nothing."""
+    mach = read_json(rel_manifest).get("machine") or {}
+    load = {k: v for k, v in mach.items() if "load" in k}
+    if not load:
+        return "The manifest records no load figure, so nothing here says how busy the machine was."
+    return "Load recorded: " + ", ".join(f"{k} {v}" for k, v in sorted(load.items())) + "."
+
+
 def gen_pack_run(here: Path) -> str:
     """One paragraph: what wrote the pack, when, how long, on what."""
     m = read_json("adr-manifest.json")
@@ -187,7 +198,7 @@ def gen_pack_run(here: Path) -> str:
         f"every step), from {m['started_at']} to {m['finished_at']} ({duration(took)}); "
         f"{len(steps)} steps: {counts}. {run_line('sweep/manifest.json')[0].upper()}"
         f"{run_line('sweep/manifest.json')[1:]} (from `sweep/manifest.json`). "
-        f"The manifests record no load figure for the machine. "
+        f"{load_line('sweep/manifest.json')} "
         f"{source(here, 'data/reference/adr-manifest.json', 'data/reference/sweep/manifest.json')}"
     )
 
@@ -500,6 +511,15 @@ def gen_failover(here: Path) -> str:
     )
 
 
+def gen_toolchain(here: Path) -> str:
+    """The Rust the workspace needs, from Cargo.toml (not a measurement, but it drifts too)."""
+    ws = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]
+    return (
+        f"- **Rust {ws['rust-version']} or newer** (`rust-version` in {link(here, 'Cargo.toml', 'Cargo.toml')}; "
+        f"edition {ws['edition']}), with `cargo`, `rustfmt` and `clippy`."
+    )
+
+
 def gen_proxy_overhead(here: Path) -> str:
     m = read_json("sweep/manifest.json")
     p = m.get("proxy_overhead")
@@ -528,6 +548,7 @@ GENERATORS = {
     "chaos": gen_chaos,
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,
+    "toolchain": gen_toolchain,
 }
 
 
