@@ -13,8 +13,10 @@ nb.cells = [
 
 Reads what `bench sweep` wrote (`results.parquet`, `triggers.json`, `manifest.json`)
 and answers the ADR-006 question per TTL: how much throughput each margin costs,
-and where the §6.5 triggers fire. Set `RUN` to a results directory; by default the
-newest one under `data/runs/`. Every column is described in `data/README.md`.
+and where the §6.5 triggers fire. Set `FENCEPOST_RUN` to a results directory; by
+default the newest one under `data/runs/`, and on a fresh clone, where `data/runs/`
+has none, the committed reference sweep `data/reference/sweep` (the first cell says
+which it read). Every column is described in `data/README.md`.
 
 Needs: `pip install pandas pyarrow matplotlib`. CI runs it against the reference
 sweep `data/reference/sweep` (scripts/run-notebooks.sh)."""),
@@ -26,11 +28,17 @@ root = pathlib.Path.cwd()
 if root.name == "notebooks":
     root = root.parent
 RUN = os.environ.get("FENCEPOST_RUN")
-if RUN is None:
+if RUN is not None:
+    print("reading FENCEPOST_RUN:")
+else:
     runs = sorted((root / "data" / "runs").glob("*/results.parquet"), key=lambda p: p.stat().st_mtime)
-    if not runs:
-        raise SystemExit("no results yet: run `cargo run --release -p bench -- sweep ...` first")
-    RUN = runs[-1].parent
+    if runs:
+        RUN = runs[-1].parent
+        print("reading the newest results directory under data/runs/:")
+    else:
+        RUN = root / "data" / "reference" / "sweep"
+        print("data/runs/ has no results yet, so this reads the committed reference sweep,")
+        print("data/reference/sweep (make your own with `cargo run --release -p bench -- sweep ...`):")
 RUN = pathlib.Path(RUN)
 df = pd.read_parquet(RUN / "results.parquet")
 manifest = json.loads((RUN / "manifest.json").read_text())

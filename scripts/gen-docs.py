@@ -1,0 +1,628 @@
+#!/usr/bin/env python3
+"""Rewrites the generated blocks of README.md and docs/*.md from data/reference/.
+
+A block is everything between
+
+    <!-- generated: NAME (scripts/gen-docs.py) -->
+    <!-- end generated: NAME -->
+
+and NAME says which generator below writes it. Every measured number in a
+block is read from a CSV or JSON file of the committed evidence pack
+(data/reference/, written by `bench adr`); none is typed here. One block,
+`toolchain`, reads Cargo.toml instead. Links in a block are relative to the
+file the block sits in.
+
+    python3 scripts/gen-docs.py           # rewrite the blocks in place
+    python3 scripts/gen-docs.py --check   # exit 1 naming every block that is not current
+
+Python 3.11 standard library only; never reads parquet.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import tomllib
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACK = ROOT / "data" / "reference"
+
+BLOCK = re.compile(
+    r"(<!-- generated: (?P<name>[a-z0-9-]+) \(scripts/gen-docs\.py\) -->\n)"
+    r"(?P<body>.*?)"
+    r"(<!-- end generated: (?P=name) -->)",
+    re.S,
+)
+OPEN = re.compile(r"<!-- generated: ([a-z0-9-]+) \(scripts/gen-docs\.py\) -->")
+
+# ADR-006 §6.5's five triggers, as `bench triggers` names them.
+TRIGGERS = [
+    ("rtt_p99_vs_margin", "corrected p99 heartbeat RTT over min(lease, session TTL) × margin / 3"),
+    ("margin_dominant_limiter", "the margin is the dominant throughput limiter"),
+    ("d4_unsatisfiable", "the window just before a heartbeat ≤ the worst-case rail hop (D4)"),
+    ("fenced_out_with_client_check", "a fence-out of a client that believed it held the lease"),
+    ("autopilot_throttling", "a move off CPU throttling makes the margin reducible"),
+]
+# The order `bench adr` ranks verdicts in for a headline: the worst wins.
+VERDICT_RANK = {"fired": 3, "insufficient_data": 2, "ok": 1, "not_evaluated": 0}
+
+
+class Missing(Exception):
+    """An input file of the pack is absent."""
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_json(rel: str):
+    path = PACK / rel
+    if not path.is_file():
+        raise Missing(f"data/reference/{rel}")
+    return json.loads(path.read_text())
+
+
+def read_csv(rel: str) -> list[dict[str, str]]:
+    path = PACK / rel
+    if not path.is_file():
+        raise Missing(f"data/reference/{rel}")
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def num(v: str | float | int | None) -> float:
+    if v is None or v == "":
+        return math.nan
+    return float(v)
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def f(v: float, digits: int = 1) -> str:
+    """A number with `digits` decimals and thousands separators; `–` for NaN."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:,.{digits}f}"
+
+
+def pct(v: float, digits: int = 1) -> str:
+    return "–" if math.isnan(v) else f"{100 * v:.{digits}f} %"
+
+
+def ms_from_us(v: float, digits: int = 1) -> str:
+    return f(num(v) / 1000.0, digits)
+
+
+def ttl_label(lease_ms: float) -> str:
+    s = lease_ms / 1000.0
+    return f"{s:g}s"
+
+
+def duration(seconds: float) -> str:
+    seconds = round(seconds)
+    m, s = divmod(seconds, 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+def stamp(iso: str) -> datetime:
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")
+
+
+def link(here: Path, rel_to_root: str, text: str | None = None) -> str:
+    """A Markdown link from the file `here` to `rel_to_root` (a repo path)."""
+    target = os.path.relpath(ROOT / rel_to_root, here.parent)
+    return f"[{text or rel_to_root}]({target})"
+
+
+def table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    align = align or ["l"] * len(header)
+    sep = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(sep) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def t975(df: int) -> float:
+    """Two-sided 95 % Student t quantile, the table `bench` itself uses."""
+    t = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+    return t[df - 1] if 1 <= df <= 30 else 1.96
+
+
+def spread(values: list[float]) -> tuple[float, float, float, tuple[float, float] | None]:
+    """Median, min, max and the 95 % t-interval of the mean (None below 2 values)."""
+    v = sorted(values)
+    ci = None
+    if len(v) >= 2:
+        mean = statistics.fmean(v)
+        half = t975(len(v) - 1) * statistics.stdev(v) / math.sqrt(len(v))
+        ci = (mean - half, mean + half)
+    return statistics.median(v), v[0], v[-1], ci
+
+
+def source(here: Path, *rels: str) -> str:
+    return "Source: " + ", ".join(link(here, r) for r in rels) + " (written by `bench adr`)."
+
+
+# ---------------------------------------------------------------- the blocks
+
+
+def step(name: str) -> dict:
+    for s in read_json("adr-manifest.json")["steps"]:
+        if s["name"] == name:
+            return s
+    raise Missing(f"step {name} in data/reference/adr-manifest.json")
+
+
+def run_line(rel_manifest: str) -> str:
+    """Build, commit and machine of one step, from its manifest.json."""
+    m = read_json(rel_manifest)
+    mach = m.get("machine") or {}
+    ver = m.get("versions") or {}
+    return (
+        f"{ver.get('profile', '?')} build, {ver.get('rustc', '?')}, git commit "
+        f"`{m.get('git_commit', '?')}`; machine: {mach.get('cpus', '?')} CPUs "
+        f"({mach.get('cpu_model', '?')}), {mach.get('os_arch', '?')}, kernel "
+        f"{mach.get('kernel', '?')}, memory {mach.get('mem_total', '?')}"
+    )
+
+
+def load_line(rel_manifest: str) -> str:
+    """What the manifest says of the machine's load, or that it says nothing."""
+    mach = read_json(rel_manifest).get("machine") or {}
+    load = {k: v for k, v in mach.items() if "load" in k}
+    if not load:
+        return "The manifest records no load figure, so nothing here says how busy the machine was."
+    return "Load recorded: " + ", ".join(f"{k} {v}" for k, v in sorted(load.items())) + "."
+
+
+def gen_pack_run(here: Path) -> str:
+    """One paragraph: what wrote the pack, when, how long, on what."""
+    m = read_json("adr-manifest.json")
+    steps = m["steps"]
+    took = (stamp(m["finished_at"]) - stamp(m["started_at"])).total_seconds()
+    status: dict[str, int] = {}
+    for s in steps:
+        status[s["status"]] = status.get(s["status"], 0) + 1
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(status.items()))
+    plan = "the quick plan (`--quick`)" if m.get("quick") else "the full plan"
+    return (
+        f"The committed pack was written by `{m['command']}` ({plan}, seed {m['seed']} for "
+        f"every step), from {m['started_at']} to {m['finished_at']} ({duration(took)}); "
+        f"{len(steps)} steps: {counts}. {run_line('sweep/manifest.json')[0].upper()}"
+        f"{run_line('sweep/manifest.json')[1:]} (from `sweep/manifest.json`). "
+        f"{load_line('sweep/manifest.json')} "
+        f"{source(here, 'data/reference/adr-manifest.json', 'data/reference/sweep/manifest.json')}"
+    )
+
+
+def gen_pack_steps(here: Path) -> str:
+    """The plan and what ran: one row per step of adr-manifest.json."""
+    m = read_json("adr-manifest.json")
+    rows = []
+    for s in m["steps"]:
+        report = f"data/reference/{s['name']}/report.md"
+        out = link(here, report, f"{s['name']}/") if (ROOT / report).is_file() else f"{s['name']}/"
+        cmd = " ".join([s["program"], *s["args"]])
+        rows.append([out, s["title"], s["status"] + (f" ({s['unavailable']})" if s.get("unavailable") else ""),
+                     str(s["exit_code"]), f(s["seconds"], 0), f"`{cmd}`"])
+    return (
+        table(["step", "what it measures", "status", "exit", "seconds", "command"], rows,
+              ["l", "l", "l", "r", "r", "l"])
+        + "\n\n" + source(here, "data/reference/adr-manifest.json")
+    )
+
+
+def trigger_rows() -> tuple[list[list[str]], int, list[str]]:
+    """Headline verdict and counts per trigger over every results table of the pack."""
+    steps = [s["name"] for s in read_json("adr-manifest.json")["steps"]
+             if (PACK / s["name"] / "triggers.json").is_file()]
+    verdicts: dict[str, list[str]] = {t: [] for t, _ in TRIGGERS}
+    cells: set[tuple[str, str]] = set()
+    for name in steps:
+        for t in read_json(f"{name}/triggers.json"):
+            verdicts.setdefault(t["trigger"], []).append(t["verdict"])
+            cells.add((name, t["cell"]))
+    rows = []
+    for i, (t, what) in enumerate(TRIGGERS, 1):
+        v = verdicts.get(t, [])
+        head = max(v, key=lambda x: VERDICT_RANK.get(x, -1)) if v else "not in the pack"
+        counts = " / ".join(str(v.count(k)) for k in ("fired", "ok", "insufficient_data", "not_evaluated"))
+        rows.append([str(i), f"`{t}`: {what}", f"**{head}**" if head == "fired" else head, counts])
+    return rows, len(cells), steps
+
+
+def gen_pack_triggers(here: Path) -> str:
+    rows, n, steps = trigger_rows()
+    srcs = [f"data/reference/{s}/triggers.json" for s in steps]
+    return (
+        table(["#", "ADR-006 §6.5 trigger", "headline (the worst cell)", "fired / ok / insufficient_data / not_evaluated"],
+              rows, ["r", "l", "l", "l"])
+        + f"\n\nOver {n} cells of the pack's results tables ({', '.join(f'`{s}`' for s in steps)}); "
+        "a headline is the worst verdict of any cell (fired > insufficient_data > ok > not_evaluated). "
+        + source(here, *srcs)
+    )
+
+
+def gen_sweep_summary(here: Path) -> str:
+    """The reference sweep per (TTL, margin), over its repeats (summary.csv)."""
+    rows = []
+    for r in read_csv("sweep/summary.csv"):
+        n = int(r["n_repeats"])
+        rows.append([
+            ttl_label(num(r["lease_ms"])), f(num(r["margin"]), 2), str(n),
+            f"{f(num(r['throughput_median']))} [{f(num(r['throughput_ci95_lo']))}, {f(num(r['throughput_ci95_hi']))}]",
+            pct(num(r["abandonment_median"])),
+            f"{ms_from_us(r['hb_rtt_corrected_p99_us'])} / {ms_from_us(r['hb_rtt_corrected_p999_us'])}",
+            r["hb_corrected_count"],
+            f"{f(num(r['m_min']), 3)} [{f(num(r['m_min_ci95_lo']), 3)}, {f(num(r['m_min_ci95_hi']), 3)}] {r['m_min_verdict']}",
+            f"{r['trigger1_fired']} / {r['trigger3_fired']} / {r['trigger4_fired']} of {n}",
+        ])
+    m = read_json("sweep/manifest.json")
+    g = m.get("grid_flags") or {}
+    return (
+        table(["TTL", "margin", "repeats", "payouts/s median [95 %]", "abandoned (median)",
+               "pooled corrected p99 / p99.9 ms", "samples", "m_min [95 %]", "triggers 1 / 3 / 4 fired"],
+              rows, ["l", "r", "r", "l", "r", "l", "r", "l", "l"])
+        + f"\n\nGrid: `--ttl {','.join(g.get('--ttl', []))}`, margins "
+        f"{', '.join(f'{x:g}' for x in g.get('--margin', []))}, `--repeat {g.get('--repeat', 1)}`, seed {m['seed']}. "
+        + source(here, "data/reference/sweep/summary.csv", "data/reference/sweep/manifest.json")
+    )
+
+
+def gen_sweep_pause(here: Path) -> str:
+    """The server-pause condition: sessions lost per repeat, per margin."""
+    by: dict[float, list[dict]] = {}
+    for r in read_csv("sweep-pause/results.csv"):
+        by.setdefault(num(r["margin"]), []).append(r)
+    summ = {num(r["margin"]): r for r in read_csv("sweep-pause/summary.csv")}
+    rows = []
+    for margin in sorted(by):
+        rs = sorted(by[margin], key=lambda r: int(r["repeat"]))
+        s = summ.get(margin, {})
+        rows.append([
+            ttl_label(num(rs[0]["lease_ms"])), f(margin, 2), f"`{rs[0]['server_pause']}`",
+            f(num(s.get("throughput_median")), 1),
+            ", ".join(r["session_lost"] for r in rs),
+            ms_from_us(s.get("hb_rtt_corrected_p999_us")),
+            pct(num(s.get("abandonment_median"))),
+        ])
+    return (
+        table(["TTL", "margin", "server pause", "payouts/s (median)", "sessions lost, per repeat",
+               "pooled corrected p99.9 ms", "abandoned (median)"], rows,
+              ["l", "r", "l", "r", "l", "r", "r"])
+        + "\n\n" + source(here, "data/reference/sweep-pause/results.csv", "data/reference/sweep-pause/summary.csv")
+    )
+
+
+def gen_adaptive(here: Path) -> str:
+    """The adaptive policy against fixed 0.30, per TTL (both summary.csv files)."""
+    fixed = {(num(r["lease_ms"]), round(num(r["margin"]), 4)): r for r in read_csv("sweep/summary.csv")}
+    rows = []
+    for r in read_csv("adaptive/summary.csv"):
+        lease = num(r["lease_ms"])
+        f30 = fixed.get((lease, 0.3))
+        a, b = num(r["throughput_median"]), num(f30["throughput_median"]) if f30 else math.nan
+        rows.append([
+            ttl_label(lease), f"`{r['margin_policy']}`", r["n_repeats"], f(num(r["margin_effective_mean"]), 3),
+            f"{f(a)} [{f(num(r['throughput_ci95_lo']))}, {f(num(r['throughput_ci95_hi']))}]",
+            pct(num(r["abandonment_median"])),
+            f"{f(b)} [{f(num(f30['throughput_ci95_lo']))}, {f(num(f30['throughput_ci95_hi']))}]" if f30 else "–",
+            f"{a / b:.2f}×" if f30 else "–",
+        ])
+    return (
+        table(["TTL", "policy", "repeats", "margin used (mean)", "adaptive payouts/s median [95 %]",
+               "adaptive abandoned", "fixed 0.30 payouts/s median [95 %]", "adaptive ÷ fixed 0.30 (medians)"],
+              rows, ["l", "l", "r", "r", "l", "r", "l", "r"])
+        + "\n\n" + source(here, "data/reference/adaptive/summary.csv", "data/reference/sweep/summary.csv")
+    )
+
+
+def gen_projection(here: Path) -> str:
+    """The production projection of the reference sweep (projection.csv)."""
+    rs = read_csv("sweep/projection.csv")
+    r0 = rs[0]
+    rows = []
+    for r in rs:
+        m = f(num(r["margin"]), 2)
+        rows.append([
+            f"**{m}**" if r["production_margin"] == "true" else m,
+            f(num(r["trigger1_budget_ms"]), 0), r["trigger1_verdict"],
+            f(num(r["trigger3_window_ms"]), 0), f"**{r['trigger3_verdict']}**" if r["trigger3_verdict"] == "fired" else r["trigger3_verdict"],
+            f"{f(num(r['headroom_ms']), 0)} [{f(num(r['headroom_ci95_lo_ms']), 0)}]",
+        ])
+    return (
+        f"Production: lease {f(num(r0['lease_ms']), 0)} ms, session TTL {f(num(r0['session_ttl_ms']), 0)} ms, "
+        f"rail read timeout {f(num(r0['rail_read_timeout_ms']), 0)} ms, worst-case hop {f(num(r0['worst_case_hop_ms']), 0)} ms. "
+        f"Network: the corrected heartbeat RTT of {r0['cells_pooled']} cells pooled ({f(num(r0['rtt_samples']), 0)} samples), "
+        f"p50 {ms_from_us(r0['rtt_corrected_p50_us'], 2)} ms, p99 {ms_from_us(r0['rtt_corrected_p99_us'], 2)} ms, "
+        f"p99.9 {ms_from_us(r0['rtt_corrected_p999_us'], 2)} ms; the smallest margin whose trigger-1 budget covers that p99.9 "
+        f"is {f(num(r0['min_margin']), 4)} [{f(num(r0['min_margin_ci95_lo']), 4)}, {f(num(r0['min_margin_ci95_hi']), 4)}] "
+        f"({r0['min_margin_verdict']}).\n\n"
+        + table(["margin", "trigger 1 budget ms", "trigger 1", "trigger 3 window ms", "trigger 3",
+                 "headroom ms [pessimistic]"], rows, ["r", "r", "l", "r", "l", "r"])
+        + "\n\nThe margin in bold is the one in force (`--projection-margin`). "
+        + source(here, "data/reference/sweep/projection.csv")
+    )
+
+
+def gen_peer(here: Path) -> str:
+    """fencepost ÷ etcd per (store, op, clients), ratios taken inside each repeat."""
+    rows = read_csv("peer/peer.csv")
+    etcd = {(r["op"], r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["system"] == "etcd"}
+    keys = sorted({(r["store"], r["op"], int(r["conc"])) for r in rows if r["system"] == "fencepost"},
+                  key=lambda k: (k[1] != "heartbeat", k[2], k[0]))
+    out = []
+    for store, op, conc in keys:
+        mine = [r for r in rows if r["system"] == "fencepost" and r["store"] == store
+                and r["op"] == op and int(r["conc"]) == conc]
+        ratios = [num(r["ops_per_s"]) / etcd[(op, r["conc"], r["repeat"])] for r in mine
+                  if (op, r["conc"], r["repeat"]) in etcd]
+        fp = statistics.median(num(r["ops_per_s"]) for r in mine)
+        et = statistics.median(etcd[(op, r["conc"], r["repeat"])] for r in mine if (op, r["conc"], r["repeat"]) in etcd)
+        med, lo, hi, ci = spread(ratios)
+        out.append([op, store, str(conc), str(len(ratios)), f(fp, 0), f(et, 0), f"**{med:.2f}×**",
+                    f"{lo:.2f}–{hi:.2f}", f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "–"])
+    m = read_json("peer/manifest.json")
+    c = m["config"]
+    return (
+        table(["op", "fencepost store", "clients", "repeats", "fencepost ops/s (median)", "etcd ops/s (median)",
+               "fencepost ÷ etcd (median)", "min–max", "95 % t-interval of the mean"],
+              out, ["l", "l", "r", "r", "r", "r", "r", "l", "l"])
+        + f"\n\n`bench peer`, seed {m['seed']}, {c['repeats']} repeats of {c['duration_s']:g} s measured after "
+        f"{c['warmup_s']:g} s of warm-up per measurement, {', '.join(str(x) for x in c['concurrency'])} clients; "
+        f"{run_line('peer/manifest.json')}. "
+        + source(here, "data/reference/peer/peer.csv", "data/reference/peer/manifest.json")
+        + " The verdicts against the targets are in " + link(here, "data/reference/peer/report.md") + "."
+    )
+
+
+def gen_pause(here: Path) -> str:
+    rows = []
+    for name in ("pause", "pause-uc03"):
+        p = read_json(f"{name}/pause.json")
+        take = [x["takeover_after_s"] * 1000 for x in p["paused"] if x.get("takeover_after_s") is not None]
+        rows.append([
+            link(here, f"data/reference/{name}/report.md", name), "on" if p["client_check"] else "**off** (UC-03)",
+            p["config"].get("backend", "fencepost"), str(p["pauses"]),
+            f"{p['fenced_out']} ({p['fenced_out_fence1']} / {p['fenced_out_fence2']})",
+            str(p["duplicate_attempted"]), f"{p['paid']} / {p['payouts']}", str(p["paid_twice"]), str(p["stale_paid"]),
+            "ok" if p["ledger_ok"] else "**broken**", "met" if p["expectation_met"] else "**not met**",
+            f"{f(min(take), 0)}–{f(max(take), 0)}" if take else "–",
+        ])
+    return (
+        table(["run", "client check", "backend", "pauses", "fenced out (fence 1 / 2)", "duplicates", "paid / seeded",
+               "paid twice", "stale paid", "ledger", "expectation", "taken over after ms (min–max)"],
+              rows, ["l", "l", "l", "r", "l", "r", "l", "r", "r", "l", "l", "l"])
+        + "\n\n" + source(here, "data/reference/pause/pause.json", "data/reference/pause-uc03/pause.json")
+    )
+
+
+def gen_clock(here: Path) -> str:
+    rows = read_csv("clock/clock.csv")
+    fracs = []
+    for r in rows:
+        if r["grace_fraction"] not in fracs:
+            fracs.append(r["grace_fraction"])
+    by: dict[str, dict[str, str]] = {}
+    for r in rows:
+        by.setdefault(r["scenario"], {})[r["grace_fraction"]] = r["violations"]
+    cases = rows[0]["cases"]
+    bound = f(num(rows[0]["bound_ms"]), 0)
+    body = [[f"`{s}`", *[v.get(x, "–") for x in fracs]] for s, v in by.items()]
+    marg = read_csv("clock-margin/clock.csv")
+    mj = read_json("clock-margin/clock.json")
+    total = sum(int(r["violations"]) for r in marg)
+    ncases = sum(int(r["cases"]) for r in marg)
+    margin = mj["params"]["margin"]
+    return (
+        f"Violations (the client still believes it holds a grant the server reassigned) out of {cases} cases per point, "
+        f"by the server's grace as a fraction of the bound θ + 2ρD + q = {bound} ms, client margin 0:\n\n"
+        + table(["scenario", *[f"{x} × bound" for x in fracs]], body, ["l", *["r"] * len(fracs)])
+        + f"\n\nWith client margin {margin}: {total} violations in {ncases} cases over every scenario and grace. "
+        + source(here, "data/reference/clock/clock.csv", "data/reference/clock-margin/clock.csv")
+    )
+
+
+def gen_throttle(here: Path) -> str:
+    t = read_json("throttle/throttle.json")
+    trig = {(x["trigger"], x["cell"]): x for x in read_json("throttle/triggers.json")}
+    rows = []
+    for run in t["runs"]:
+        r = run["row"]
+        t1 = trig.get(("rtt_p99_vs_margin", r["cell"]), {})
+        t5 = trig.get(("autopilot_throttling", r["cell"]), {})
+        rows.append([
+            f"`{r['cell']}`", str(r["workers"]), ms_from_us(r["hb_rtt_p99_us"], 2),
+            f"{ms_from_us(r['hb_rtt_corrected_p50_us'], 2)} / {ms_from_us(r['hb_rtt_corrected_p99_us'], 2)} "
+            f"[{ms_from_us(r['hb_rtt_corrected_p99_lo_us'], 2)}, {ms_from_us(r['hb_rtt_corrected_p99_hi_us'], 2)}]",
+            ms_from_us(r["hb_tick_lag_p99_us"], 2), f(r["hb_corrected_count"], 0), f(r["throughput_per_s"], 1),
+            f(r["cpu_workers_s"], 2), f(num(t5.get("observed")), 3), t1.get("verdict", "–"), t5.get("verdict", "–"),
+        ])
+    q = t["quota"]
+    r0 = t["runs"][0]["row"]
+    return (
+        table(["run", "worker processes", "raw p99 ms", "corrected p50 / p99 [95 %] ms", "tick lag p99 ms",
+               "corrected samples", "payouts/s", "worker CPU s", "margin needed", "trigger 1", "trigger 5"],
+              rows, ["l", "r", "r", "l", "r", "r", "r", "r", "r", "l", "l"])
+        + f"\n\nQuota {q['quota_us']} µs per {q['period_us']} µs; TTL {ttl_label(r0['lease_ms'])} (session "
+        f"{f(r0['session_ttl_ms'], 0)} ms), {f(r0['duration_s'], 1)} s per run, seed {r0['seed']}, "
+        f"{r0.get('build_profile', '?')} build. "
+        + source(here, "data/reference/throttle/throttle.json", "data/reference/throttle/triggers.json")
+    )
+
+
+def gen_chaos(here: Path) -> str:
+    c = read_json("chaos/chaos.json")
+    cfg = c["config"]
+    counters = [
+        ("runs", c["runs"]), ("operations checked", c["operations_checked"]),
+        ("indeterminate (killed mid-operation)", c["indeterminate"]),
+        ("paid twice", c["paid_twice"]), ("stale paid", c["stale_paid"]),
+        ("token regressions", c["token_regressions"]), ("history violations", c["history_violations"]),
+        ("trigger-4 events (fence-outs of believed-held submits)", c["trigger4_events"]),
+        ("fence refusals (ledger)", c["fenced_out"]), ("payouts paid", c["paid"]),
+        ("fault kinds exercised", c["fault_kinds_exercised"]), ("overlapping fault pairs", c["overlaps"]),
+    ]
+    faults = sorted(c["faults"].items())
+    return (
+        table(["counter", "value"], [[k, f(v, 0)] for k, v in counters], ["l", "r"])
+        + "\n\n"
+        + table(["fault", "applied"], [[f"`{k}`", str(v)] for k, v in faults], ["l", "r"])
+        + f"\n\n`--runs {cfg['runs']} --seed {cfg['seed']}`, runtime {cfg['runtime']}, lease {cfg['ttl_ms']} ms, "
+        f"{cfg['workers']} worker processes, {cfg['duration_ms']} ms per run, {f(c['elapsed_s'], 0)} s in all. "
+        + source(here, "data/reference/chaos/chaos.json")
+    )
+
+
+def gen_failover(here: Path) -> str:
+    fo = read_json("failover/failover.json")
+    rows = []
+    for x in fo["faults"]:
+        if x.get("skipped"):
+            rows.append([f"`{x['fault']}`", "skipped: " + str(x["skipped"]), "", "", "", "", ""])
+            continue
+        rows.append([
+            f"`{x['fault']}`", f(x["at_s"], 2), f"replica {x['leader_before']} → replica {x['leader_after']}",
+            f(x["time_to_leader_ms"], 0), f(x["min_throughput_per_s"], 1), f(x["below_half_s"], 1),
+            "–" if x["thawed_2xx"] is None else str(x["thawed_2xx"]),
+        ])
+    r = fo["row"]
+    zero = ", ".join(f"{k} = {v}" for k, v in fo["must_be_zero"])
+    return (
+        table(["fault", "at s", "leader before → after", "time to a serving leader ms", "worst 500 ms bucket, payouts/s",
+               "under half the baseline, s", "2xx from the thawed leader"], rows,
+              ["l", "r", "l", "r", "r", "r", "r"])
+        + f"\n\nLeader lease {f(fo['leader_lease_ms'], 0)} ms; {r['workers']} workers, lease {f(r['lease_ms'], 0)} ms, "
+        f"session {f(r['session_ttl_ms'], 0)} ms, seed {fo['seed']}. Baseline (median 500 ms bucket before the first "
+        f"fault) {f(fo['baseline_per_s'], 1)} payouts/s. Over the window: paid {f(r['payouts_paid'], 0)} "
+        f"({f(r['throughput_per_s'], 1)}/s); sessions lost {r['session_lost']} (expired {r['session_lost_expired']}, "
+        f"unknown {r['session_lost_unknown']}, deadline {r['session_lost_deadline']}); handles lost while held "
+        f"{r['lock_lost']}; abandoned for insufficient lease {r['abandoned_insufficient_lease']}; heartbeats "
+        f"{r['hb_timeouts']} timed out and {r['hb_errors']} failed of {r['hb_attempts']}. Must be zero: {zero}. "
+        + source(here, "data/reference/failover/failover.json")
+    )
+
+
+def gen_toolchain(here: Path) -> str:
+    """The Rust the workspace needs, from Cargo.toml (not a measurement, but it drifts too)."""
+    ws = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]
+    return (
+        f"- **Rust {ws['rust-version']} or newer** (`rust-version` in {link(here, 'Cargo.toml', 'Cargo.toml')}; "
+        f"edition {ws['edition']}), with `cargo`, `rustfmt` and `clippy`."
+    )
+
+
+def gen_proxy_overhead(here: Path) -> str:
+    m = read_json("sweep/manifest.json")
+    p = m.get("proxy_overhead")
+    if not p:
+        return "The reference sweep's manifest records no proxy overhead."
+    return (
+        f"In the reference sweep ({p['samples']} interleaved heartbeats each way): direct p50 / p99 "
+        f"{p['direct_p50_us']} / {p['direct_p99_us']} µs, through the zero-delay proxy "
+        f"{p['proxied_p50_us']} / {p['proxied_p99_us']} µs, so the proxy adds {p['overhead_p50_us']} µs at p50 and "
+        f"{p['overhead_p99_us']} µs at p99. " + source(here, "data/reference/sweep/manifest.json")
+    )
+
+
+GENERATORS = {
+    "pack-run": gen_pack_run,
+    "pack-steps": gen_pack_steps,
+    "pack-triggers": gen_pack_triggers,
+    "sweep-summary": gen_sweep_summary,
+    "sweep-pause": gen_sweep_pause,
+    "adaptive": gen_adaptive,
+    "projection": gen_projection,
+    "peer": gen_peer,
+    "pause": gen_pause,
+    "clock": gen_clock,
+    "throttle": gen_throttle,
+    "chaos": gen_chaos,
+    "failover": gen_failover,
+    "proxy-overhead": gen_proxy_overhead,
+    "toolchain": gen_toolchain,
+}
+
+
+# ---------------------------------------------------------------- the files
+
+
+def files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def render(path: Path) -> tuple[str, list[str], list[str]]:
+    """The file's text with every block regenerated, the block names, and errors."""
+    text = path.read_text()
+    names: list[str] = []
+    errors: list[str] = []
+    closed = {m.start() for m in BLOCK.finditer(text)}
+    for m in OPEN.finditer(text):
+        if m.start() not in closed:
+            errors.append(f"{path.relative_to(ROOT)}: block {m.group(1)} has no `<!-- end generated: {m.group(1)} -->`")
+
+    def one(m: re.Match) -> str:
+        name = m.group("name")
+        names.append(name)
+        gen = GENERATORS.get(name)
+        if gen is None:
+            errors.append(f"{path.relative_to(ROOT)}: no generator for block {name} (known: {', '.join(GENERATORS)})")
+            return m.group(0)
+        try:
+            body = gen(path).rstrip("\n")
+        except Missing as e:
+            errors.append(f"{path.relative_to(ROOT)}: block {name}: {e} is missing")
+            return m.group(0)
+        return f"{m.group(1)}{body}\n{m.group(4)}"
+
+    return BLOCK.sub(one, text), names, errors
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv[1:]
+    unknown = [a for a in argv[1:] if a != "--check"]
+    if unknown:
+        print(f"usage: {argv[0]} [--check]", file=sys.stderr)
+        return 2
+    stale: list[str] = []
+    errors: list[str] = []
+    total = 0
+    for path in files():
+        old = path.read_text()
+        new, names, errs = render(path)
+        errors += errs
+        total += len(names)
+        if new == old:
+            continue
+        old_blocks = {m.group("name"): m.group("body") for m in BLOCK.finditer(old)}
+        new_blocks = {m.group("name"): m.group("body") for m in BLOCK.finditer(new)}
+        changed = [n for n in new_blocks if old_blocks.get(n) != new_blocks[n]]
+        rel = path.relative_to(ROOT)
+        if check:
+            stale += [f"{rel}: block {n} differs from what scripts/gen-docs.py would write" for n in changed]
+        else:
+            path.write_text(new)
+            print(f"gen-docs: {rel}: rewrote {', '.join(changed)}")
+    for e in errors:
+        print(f"gen-docs: {e}", file=sys.stderr)
+    for s in stale:
+        print(f"gen-docs: {s}", file=sys.stderr)
+    if stale:
+        print("gen-docs: run `python3 scripts/gen-docs.py` and commit the result", file=sys.stderr)
+    if errors or stale:
+        return 1
+    if check:
+        print(f"gen-docs: {total} generated blocks are current")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
