@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{ChaosResult, RunResult};
+use crate::chaos::model::{ChaosResult, RunResult};
 
 /// `run 3/20 seed 4: 4 faults (2 overlapping), 812 ops, paid 57, fenced 1 — ok`.
 pub fn progress_line(n: usize, total: usize, r: &RunResult) -> String {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{ClockResult, at};
+use crate::clock::sim::{ClockResult, at};
 
 /// The `report.md` section.
 pub fn report_section(r: &ClockResult, cases: u64) -> String {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{PAUSED_WORKER, PauseResult};
+use crate::pause::model::{PAUSED_WORKER, PauseResult};
 use crate::plots::TimelineInput;
 use crate::timeline::Event;
 

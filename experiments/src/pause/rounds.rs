@@ -13,7 +13,7 @@ use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
-use super::{PAUSED_WORKER, PauseConfig, PauseRecord, WAIT_LIMIT};
+use crate::pause::model::{PAUSED_WORKER, PauseConfig, PauseRecord, WAIT_LIMIT};
 use crate::proc::{WorkerChild, WorkerMode, wait_stopped, worker_args};
 use crate::timeline::{Event, EventKind};
 use crate::worker_proc::{Counter, WorkerLine};

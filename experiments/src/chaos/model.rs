@@ -1,0 +1,219 @@
+//! What a chaos run is configured with ([`ChaosConfig`]) and what it found
+//! ([`RunResult`] per run, [`ChaosResult`] in all: `chaos.json`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bench_core::grid::PolicySpec;
+use bench_core::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_driver::cell::{CellPlan, Conditions};
+use bench_history::check::HistoryCheck;
+use fencepost_api::latency::LatencySpec;
+use serde::{Deserialize, Serialize};
+
+use crate::chaos::drive::Applied;
+use crate::chaos::schedule::{FaultKind, RunSchedule, ScheduleParams};
+use crate::cli::ChaosArgs;
+
+/// The R7 prefix of every run's backlog.
+pub const PAYOUT_PREFIX: &str = "chaos";
+/// The rail's latency: short and bounded, below the scaled read timeout.
+pub const RAIL_LATENCY: &str = "uniform:1ms..5ms";
+/// The resolved configuration (manifest, `chaos.json`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChaosConfig {
+    /// Runs.
+    pub runs: u32,
+    /// The base seed; run `i` uses `seed + i`.
+    pub seed: u64,
+    /// Only this run, if given.
+    pub only_run: Option<u32>,
+    /// `process` (docker is refused for now).
+    pub runtime: String,
+    /// Lock-server replicas (1).
+    pub replicas: u32,
+    /// Lease per acquire, ms (the session TTL too).
+    pub ttl_ms: u64,
+    /// Each run's window, ms.
+    pub duration_ms: u64,
+    /// Worker processes per run.
+    pub workers: u32,
+    /// Payouts seeded per run.
+    pub payouts: u64,
+    /// The client margin.
+    pub margin: f64,
+    /// The rail's latency.
+    pub rail_latency: String,
+    /// R3 read timeout, ms (5 s scaled).
+    pub rail_read_timeout_ms: u64,
+    /// What D4 requires before a submit, ms.
+    pub worst_case_hop_ms: u64,
+    /// The acquire budget, ms (lease / 4).
+    pub acquire_budget_ms: u64,
+    /// `no-fences` when the rail-stub is sabotaged.
+    pub sabotage: Option<String>,
+    /// Faults drawn per run besides the freeze inside the critical section.
+    pub extra_faults: (u64, u64),
+}
+
+impl ChaosConfig {
+    /// Resolves `args` with `seed`.
+    pub fn resolve(args: &ChaosArgs, seed: u64) -> Self {
+        let tb = TimeBase::for_lease(args.ttl, true);
+        ChaosConfig {
+            runs: args.runs,
+            seed,
+            only_run: args.only_run,
+            runtime: "process".into(),
+            replicas: args.replicas,
+            ttl_ms: args.ttl.as_millis() as u64,
+            duration_ms: args.duration.as_millis() as u64,
+            workers: args.workers,
+            payouts: args.payouts,
+            margin: args.margin,
+            rail_latency: RAIL_LATENCY.into(),
+            rail_read_timeout_ms: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
+            worst_case_hop_ms: tb.worst_case_hop(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
+            acquire_budget_ms: (args.ttl / 4).as_millis().max(1) as u64,
+            sabotage: args.sabotage.map(|s| s.as_str().to_string()),
+            extra_faults: (1, 3),
+        }
+    }
+
+    fn lease(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
+    /// The schedule parameters of every run.
+    pub fn params(&self) -> ScheduleParams {
+        ScheduleParams {
+            lease_ms: self.ttl_ms,
+            duration_ms: self.duration_ms,
+            workers: u64::from(self.workers),
+            kinds: FaultKind::PROCESS.to_vec(),
+            extra: self.extra_faults.0..=self.extra_faults.1,
+        }
+    }
+
+    /// The cell of run `run` with seed `seed`.
+    pub fn plan(&self, run: u32, seed: u64) -> anyhow::Result<CellPlan> {
+        let lease = self.lease();
+        Ok(CellPlan {
+            id: format!("chaos-run-{run}"),
+            run_id: format!("chaos-{}", self.seed),
+            lease,
+            margin: self.margin,
+            policy: PolicySpec::Fixed,
+            session_ttl: lease,
+            time_base: TimeBase::for_lease(lease, true),
+            rail_latency: self.rail_latency.parse()?,
+            rail_read_timeout: Duration::from_millis(self.rail_read_timeout_ms),
+            worst_case_hop: Duration::from_millis(self.worst_case_hop_ms),
+            acquire_budget: Duration::from_millis(self.acquire_budget_ms),
+            client_check: true,
+            workers: self.workers,
+            duration: Duration::from_millis(self.duration_ms),
+            payouts: self.payouts,
+            payout_prefix: PAYOUT_PREFIX.into(),
+            seed,
+            repeat: 0,
+            // A zero-delay proxy: the delay and loss spikes, and the restart's new port.
+            conditions: Conditions {
+                net_delay: Some(LatencySpec::Fixed(Duration::ZERO)),
+                server_pause: None,
+            },
+            // Every operation of the run is checked, from the first one.
+            warmup: Duration::ZERO,
+            cpu_quota: None,
+        })
+    }
+}
+
+/// One run, in `chaos.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Its index.
+    pub run: u32,
+    /// Its seed.
+    pub seed: u64,
+    /// The drawn schedule (replays with `--only-run`).
+    pub schedule: RunSchedule,
+    /// The faults as applied (freezes: as the workers recorded them).
+    pub applied: Vec<Applied>,
+    /// Pairs of applied faults that overlapped in time.
+    pub overlaps: u64,
+    /// Payouts paid (ledger).
+    pub paid: u64,
+    /// Fence refusals (ledger counters, both fences).
+    pub fenced_out: u64,
+    /// Worker processes that did not report (killed, or late).
+    pub workers_unreported: u32,
+    /// The checker's counts and violations.
+    pub check: HistoryCheck,
+    /// Seconds the run took (start of the stack to its stop).
+    pub elapsed_s: f64,
+}
+
+/// `chaos.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChaosResult {
+    /// Runs done.
+    pub runs: u32,
+    /// Faults applied, per kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Fault kinds exercised at least once.
+    pub fault_kinds_exercised: u32,
+    /// Pairs of faults that overlapped in time, all runs.
+    pub overlaps: u64,
+    /// Operations in the histories.
+    pub operations_checked: u64,
+    /// Operations without a completion (killed workers).
+    pub indeterminate: u64,
+    /// Payouts paid more than once. Must be 0.
+    pub paid_twice: u64,
+    /// Payouts paid by a stale token. Must be 0.
+    pub stale_paid: u64,
+    /// Grants whose token did not rise. Must be 0.
+    pub token_regressions: u64,
+    /// Belief overlaps and unreported trigger-4 fence-outs. Must be 0.
+    pub history_violations: u64,
+    /// Fence-outs of submits the client believed held (trigger-4 events; not violations).
+    pub trigger4_events: u64,
+    /// Payouts paid, all runs.
+    pub paid: u64,
+    /// Fence refusals, all runs.
+    pub fenced_out: u64,
+    /// Wall seconds of the whole command.
+    pub elapsed_s: f64,
+    /// The configuration.
+    pub config: ChaosConfig,
+    /// Per run.
+    pub per_run: Vec<RunResult>,
+}
+
+impl ChaosResult {
+    /// Every violation count summed.
+    pub fn violations(&self) -> u64 {
+        self.paid_twice + self.stale_paid + self.token_regressions + self.history_violations
+    }
+
+    pub(crate) fn add(&mut self, r: RunResult) {
+        for a in &r.applied {
+            *self.faults.entry(a.kind.as_str().to_string()).or_default() += 1;
+        }
+        self.fault_kinds_exercised = self.faults.values().filter(|n| **n > 0).count() as u32;
+        self.overlaps += r.overlaps;
+        let c = &r.check;
+        self.operations_checked += c.operations_checked;
+        self.indeterminate += c.indeterminate;
+        self.paid_twice += c.paid_twice;
+        self.stale_paid += c.stale_paid;
+        self.token_regressions += c.token_regressions;
+        self.history_violations += c.history_violations();
+        self.trigger4_events += c.believed_fence_outs;
+        self.paid += r.paid;
+        self.fenced_out += r.fenced_out;
+        self.runs += 1;
+        self.per_run.push(r);
+    }
+}
