@@ -2,7 +2,8 @@
 # The repository's shape rules, checked on the tracked files (run from anywhere):
 #   1. no Rust source file (src, tests, benches, examples) is over 700 lines;
 #   2. `anyhow` appears only in `main.rs` files (libraries return typed errors);
-#   3. nothing points outside the repository: no `../shared` and no absolute
+#   3. nothing points outside the repository: no path into the shared folder
+#      beside the clone (dot-dot-slash shared) and no absolute
 #      path of a build machine (`/work/…`) in code, docs, scripts or manifests
 #      (data/ is exempt: run manifests record the argv and binary paths of the
 #      machine they ran on, as facts about that run).
