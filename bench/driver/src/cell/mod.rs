@@ -65,5 +65,5 @@ pub use measurement::{Measurement, ledger_delta};
 pub use plan::{CellPlan, Conditions, WARMUP_PERIODS, default_warmup};
 pub use pool::{HeartbeatCounts, Pool, PoolReport, RemoteWorker, SpawnRemote, WorkerReport};
 pub use run::{Backlog, CellRun, Ended, Hooks, Live, Schedule, Spawn, Steady, measure};
-pub use stack::{Runtime, Stack, StackSpec};
+pub use stack::{Runtime, Stack, StackError, StackSpec};
 pub use window::FenceTrace;
