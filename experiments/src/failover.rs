@@ -23,7 +23,7 @@ use bench_analysis::results::CellRow;
 use bench_core::grid::PolicySpec;
 use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
 use bench_driver::cell::{
-    CellPlan, CellRun, Conditions, Ended, Hooks, Live, Runtime, Schedule, Stack, measure,
+    CellError, CellPlan, CellRun, Conditions, Ended, Hooks, Live, Runtime, Schedule, Stack, measure,
 };
 use fencepost_api::latency::LatencySpec;
 use fencepost_harness::ChildService;
@@ -342,7 +342,7 @@ struct FailoverSchedule {
 }
 
 impl Schedule for FailoverSchedule {
-    async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
+    async fn drive(&mut self, run: &mut CellRun<'_>) -> Result<Ended, CellError> {
         let backlog = run.seed_backlog(run.plan.payouts).await?;
         run.spawn_workers(backlog, 0..u64::from(run.plan.workers))?;
         if run.run_for(run.plan.warmup).await == Ended::Interrupted {
@@ -352,7 +352,7 @@ impl Schedule for FailoverSchedule {
         let opened = Instant::now();
         *self.opened.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened);
         let Some(mut faults) = self.faults.take() else {
-            anyhow::bail!("the failover schedule runs once");
+            return Err(CellError::schedule("the failover schedule runs once"));
         };
         faults.opened = opened;
         let task = tokio::spawn(faults.run());
@@ -362,7 +362,7 @@ impl Schedule for FailoverSchedule {
                 return Ok(Ended::Interrupted);
             }
         }
-        task.await?;
+        task.await.map_err(CellError::schedule)?;
         Ok(Ended::Completed)
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use bench_core::grid::PolicySpec;
 use bench_core::hist::Histograms;
-use bench_driver::cell::{BoxFuture, RemoteWorker, SpawnRemote, WorkerReport};
+use bench_driver::cell::{BoxFuture, PoolError, RemoteWorker, SpawnRemote, WorkerReport};
 use bench_driver::worker::{TallySnapshot, WorkerEnv};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -196,20 +196,20 @@ impl RemoteWorker for WorkerChild {
         u32::try_from(self.pid).ok()
     }
 
-    fn stop(&mut self) -> BoxFuture<'_, anyhow::Result<()>> {
-        Box::pin(async move { self.send("stop").await })
+    fn stop(&mut self) -> BoxFuture<'_, Result<(), PoolError>> {
+        Box::pin(async move { self.send("stop").await.map_err(PoolError::remote) })
     }
 
-    fn reset(&mut self) -> BoxFuture<'_, anyhow::Result<()>> {
-        Box::pin(async move { self.send("reset").await })
+    fn reset(&mut self) -> BoxFuture<'_, Result<(), PoolError>> {
+        Box::pin(async move { self.send("reset").await.map_err(PoolError::remote) })
     }
 
-    fn join(&mut self, grace: Duration) -> BoxFuture<'_, anyhow::Result<WorkerReport>> {
+    fn join(&mut self, grace: Duration) -> BoxFuture<'_, Result<WorkerReport, PoolError>> {
         Box::pin(async move {
             let deadline = Instant::now() + grace + EXIT_SLACK;
             let report = loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let (t, line) = self.next(left).await?;
+                let (t, line) = self.next(left).await.map_err(PoolError::remote)?;
                 if let WorkerLine::Believed { payout, token } = &line {
                     self.believed.push((payout.clone(), *token));
                     continue;
@@ -232,6 +232,7 @@ impl RemoteWorker for WorkerChild {
                     let decode = |what: &str, text: &str| {
                         bench_core::hist::decode(text)
                             .with_context(|| format!("the worker's {what} histogram"))
+                            .map_err(PoolError::remote)
                     };
                     break WorkerReport {
                         tally,
@@ -292,13 +293,13 @@ impl SpawnRemote for ProcessSpawner<'_> {
         env: &WorkerEnv,
         first: u64,
         count: u64,
-    ) -> anyhow::Result<Box<dyn RemoteWorker>> {
-        std::fs::create_dir_all(&self.dir)?;
+    ) -> Result<Box<dyn RemoteWorker>, PoolError> {
+        std::fs::create_dir_all(&self.dir).map_err(PoolError::remote)?;
         let args = worker_args(idx, env, WorkerMode::Continuous { first, count });
         let log = self.dir.join(format!("worker-{idx}.log"));
-        let child = WorkerChild::spawn(&args, &log, self.t0)?;
+        let child = WorkerChild::spawn(&args, &log, self.t0).map_err(PoolError::remote)?;
         if let Some(hook) = self.on_spawn {
-            hook(child.pid as u32)?;
+            hook(child.pid as u32).map_err(PoolError::remote)?;
         }
         Ok(Box::new(child))
     }

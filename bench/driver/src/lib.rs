@@ -12,6 +12,10 @@
 //! - [`docker`]: the `--runtime docker` services;
 //! - [`peer`]: `bench peer`'s closed-loop load.
 //!
+//! Every boundary that fails returns its own `thiserror` enum, whose message
+//! is its own context and whose `source()` is the cause; print one with
+//! [`bench_core::error::Chain`] to see the causes too.
+//!
 //! The driver records a history ([`bench_history`]) and reads the shared
 //! vocabulary ([`bench_core`]); it knows nothing of results tables,
 //! statistics or reports.

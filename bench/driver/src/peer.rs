@@ -26,6 +26,7 @@ use fencepost_sdk::http::{HttpClient, HttpError, HttpMethod, HttpReply};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use bench_core::error::Chain;
 use bench_core::hist;
 use bench_core::peer::{PeerOp, Sample};
 
@@ -34,6 +35,82 @@ const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The session TTL / lease TTL of the peer clients: far longer than a run,
 /// so nothing expires under the load.
 const CLIENT_TTL_S: i64 = 60;
+
+/// Why a peer measurement failed (setting up a client, or joining a task),
+/// and why an etcd operation failed (counted as an error, its text the
+/// sample's `first_error`).
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// L1 could not be sent or answered (the server is down or overloaded):
+    /// check that it serves, then rerun.
+    #[error("L1")]
+    L1Exchange(#[source] ExchangeError),
+    /// L1's reply is not JSON: the URL names something other than a lock-server.
+    #[error(transparent)]
+    L1Body(#[from] serde_json::Error),
+    /// L1 was refused: the status and body say why (a full server, a bad TTL).
+    #[error("L1: {status} {body}")]
+    L1Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The reply body.
+        body: Value,
+    },
+    /// L1's reply has no session id: a lock-server of another version; rebuild it.
+    #[error("L1: no session_id in {body}")]
+    L1NoSession {
+        /// The reply body.
+        body: Value,
+    },
+    /// etcd refused or could not be reached: check that it serves, then rerun.
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
+    /// The lease's keep-alive stream ended (etcd closed it): the server restarted or failed.
+    #[error("the keep-alive stream ended")]
+    KeepAliveEnded,
+    /// A keep-alive answered TTL 0: the lease expired under the load (a
+    /// stalled server); rerun with a lighter load.
+    #[error("keep-alive: lease {lease} not found")]
+    LeaseNotFound {
+        /// The lease id.
+        lease: i64,
+    },
+    /// The acquire txn found the client's own key held: a key left over from
+    /// an earlier run under the same tag; wait out its lease.
+    #[error("acquire txn: {key} is held")]
+    Held {
+        /// The key.
+        key: String,
+    },
+    /// The acquire txn's reply has no header: an etcd of another version; report it.
+    #[error("acquire txn: no header")]
+    NoHeader,
+    /// The release txn found the key under another revision: someone else
+    /// wrote the client's key; run peers with distinct tags.
+    #[error("release txn: {key} is not ours")]
+    NotOurs {
+        /// The key.
+        key: String,
+    },
+    /// A histogram could not be merged (bounds differ): a bug; report it.
+    #[error(transparent)]
+    Histogram(#[from] hdrhistogram::errors::AdditionError),
+    /// A client task panicked: a bug; report it.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Why one HTTP exchange of a peer client failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    /// The request could not be sent or its reply not read: the SDK's error,
+    /// whose message already ends with its cause (so it is not chained again).
+    #[error("{0}")]
+    Http(HttpError),
+    /// No reply within the operation timeout: the server is stalled or overloaded.
+    #[error("no reply within {OP_TIMEOUT:?}")]
+    Timeout,
+}
 
 /// Which server a measurement drives.
 #[derive(Clone, Debug)]
@@ -76,7 +153,7 @@ enum Client {
 
 impl Client {
     /// Connects client `i` and opens its session / lease (not timed).
-    async fn open(target: &Target, i: usize, tag: &str) -> anyhow::Result<Client> {
+    async fn open(target: &Target, i: usize, tag: &str) -> Result<Client, PeerError> {
         let key = format!("peer:{tag}:{i}");
         match target {
             Target::Fencepost(base) => {
@@ -88,13 +165,17 @@ impl Client {
                     Some(Bytes::from(open.to_string())),
                 ))
                 .await
-                .map_err(|e| anyhow::anyhow!("L1: {e}"))?;
+                .map_err(PeerError::L1Exchange)?;
                 let body: Value = serde_json::from_slice(&resp.body)?;
-                anyhow::ensure!(resp.status == 201, "L1: {} {body}", resp.status);
-                let session = body["session_id"]
-                    .as_str()
-                    .ok_or_else(|| anyhow::anyhow!("L1: no session_id in {body}"))?
-                    .to_string();
+                if resp.status != 201 {
+                    return Err(PeerError::L1Refused {
+                        status: resp.status,
+                        body,
+                    });
+                }
+                let Some(session) = body["session_id"].as_str().map(str::to_string) else {
+                    return Err(PeerError::L1NoSession { body });
+                };
                 let urls = Box::new(FencepostUrls {
                     heartbeat: format!("{base}/v1/sessions/{session}/heartbeat"),
                     acquire: format!("{base}/v1/locks/{key}/acquire"),
@@ -136,7 +217,7 @@ impl Client {
                 key,
             } => etcd_op(client, *lease, stream, key, op)
                 .await
-                .map_err(|e| format!("{e:#}")),
+                .map_err(|e| Chain(&e).to_string()),
         }
     }
 
@@ -158,10 +239,10 @@ impl Client {
 /// `exchange` bounded by [`OP_TIMEOUT`].
 async fn timed(
     exchange: impl std::future::Future<Output = Result<HttpReply, HttpError>>,
-) -> Result<HttpReply, String> {
+) -> Result<HttpReply, ExchangeError> {
     match tokio::time::timeout(OP_TIMEOUT, exchange).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no reply within {OP_TIMEOUT:?}")),
+        Ok(r) => r.map_err(ExchangeError::Http),
+        Err(_) => Err(ExchangeError::Timeout),
     }
 }
 
@@ -219,16 +300,15 @@ async fn etcd_op(
     stream: &mut (LeaseKeeper, LeaseKeepAliveStream),
     key: &str,
     op: PeerOp,
-) -> anyhow::Result<()> {
+) -> Result<(), PeerError> {
     match op {
         PeerOp::Heartbeat => {
             let (keeper, replies) = stream;
             keeper.keep_alive().await?;
-            let r = replies
-                .message()
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("the keep-alive stream ended"))?;
-            anyhow::ensure!(r.ttl() > 0, "keep-alive: lease {lease} not found");
+            let r = replies.message().await?.ok_or(PeerError::KeepAliveEnded)?;
+            if r.ttl() <= 0 {
+                return Err(PeerError::LeaseNotFound { lease });
+            }
         }
         PeerOp::Grant => {
             let acquire = Txn::new()
@@ -239,16 +319,20 @@ async fn etcd_op(
                     Some(PutOptions::new().with_lease(lease)),
                 )]);
             let r = client.txn(acquire).await?;
-            anyhow::ensure!(r.succeeded(), "acquire txn: {key} is held");
+            if !r.succeeded() {
+                return Err(PeerError::Held { key: key.into() });
+            }
             let token = r
                 .header()
                 .map(|h| h.revision())
-                .ok_or_else(|| anyhow::anyhow!("acquire txn: no header"))?;
+                .ok_or(PeerError::NoHeader)?;
             let release = Txn::new()
                 .when([Compare::create_revision(key, CompareOp::Equal, token)])
                 .and_then([TxnOp::delete(key, None)]);
             let r = client.txn(release).await?;
-            anyhow::ensure!(r.succeeded(), "release txn: {key} is not ours");
+            if !r.succeeded() {
+                return Err(PeerError::NotOurs { key: key.into() });
+            }
         }
     }
     Ok(())
@@ -287,7 +371,7 @@ pub async fn measure(
     warmup: Duration,
     duration: Duration,
     probe: &mut impl WindowProbe,
-) -> anyhow::Result<Sample> {
+) -> Result<Sample, PeerError> {
     let mut clients = Vec::with_capacity(concurrency);
     for i in 0..concurrency {
         clients.push(Client::open(target, i, op.as_str()).await?);
@@ -311,7 +395,7 @@ pub async fn measure(
                 }
                 let done = match tokio::time::timeout(OP_TIMEOUT, client.op(op)).await {
                     Ok(d) => d,
-                    Err(_) => Err(format!("no reply within {OP_TIMEOUT:?}")),
+                    Err(_) => Err(ExchangeError::Timeout.to_string()),
                 };
                 let now = Instant::now();
                 if let Err(e) = &done {
@@ -361,4 +445,20 @@ pub async fn measure(
         c.close().await;
     }
     Ok(sample)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_l1_failure_reads_as_before_the_call_then_its_reason() {
+        let e = PeerError::L1Exchange(ExchangeError::Timeout);
+        assert_eq!(Chain(&e).to_string(), "L1: no reply within 10s");
+        let e = PeerError::L1Refused {
+            status: 503,
+            body: json!({"code": "UNAVAILABLE"}),
+        };
+        assert_eq!(Chain(&e).to_string(), r#"L1: 503 {"code":"UNAVAILABLE"}"#);
+    }
 }

@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench_driver::cell::{CellRun, Ended, RemoteWorker, Schedule, SpawnRemote};
+use bench_driver::cell::{
+    CellError, CellRun, Ended, PoolError, RemoteWorker, Schedule, SpawnRemote,
+};
 use bench_driver::worker::WorkerEnv;
 use bench_history::mono_ns;
 use fencepost_api::latency::LatencySpec;
@@ -78,7 +80,7 @@ impl SpawnRemote for ChaosSpawner {
         env: &WorkerEnv,
         first: u64,
         count: u64,
-    ) -> anyhow::Result<Box<dyn RemoteWorker>> {
+    ) -> Result<Box<dyn RemoteWorker>, PoolError> {
         let mut args = worker_args(idx, env, WorkerMode::Continuous { first, count });
         args.extend([
             "--history".into(),
@@ -93,7 +95,7 @@ impl SpawnRemote for ChaosSpawner {
             args.extend(["--freeze".into(), freezes.to_string()]);
         }
         let log = self.dir.join(format!("worker-{idx}.log"));
-        let child = WorkerChild::spawn(&args, &log, self.t0)?;
+        let child = WorkerChild::spawn(&args, &log, self.t0).map_err(PoolError::remote)?;
         self.pids
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -324,7 +326,7 @@ impl ChaosDrive {
 }
 
 impl Schedule for ChaosDrive {
-    async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
+    async fn drive(&mut self, run: &mut CellRun<'_>) -> Result<Ended, CellError> {
         let backlog = run.seed_backlog(run.plan.payouts).await?;
         // Each worker gets the whole backlog (a slice of one): they contend.
         for idx in 0..self.workers {
@@ -333,6 +335,6 @@ impl Schedule for ChaosDrive {
         run.open_window().await?;
         let ended = self.apply_all(run, backlog).await;
         self.heal(run);
-        ended
+        ended.map_err(CellError::schedule)
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench_driver::cell::{CellRun, Ended, Schedule};
+use bench_driver::cell::{CellError, CellRun, Ended, Schedule};
 use bench_driver::worker::{ClaimHook, TallySnapshot};
 use fencepost_api::rail::{PayoutState, SubmissionOutcome};
 use rand::{Rng as _, SeedableRng as _};
@@ -192,19 +192,24 @@ impl<'a> Rounds<'a> {
 }
 
 impl Schedule for Rounds<'_> {
-    async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
+    async fn drive(&mut self, run: &mut CellRun<'_>) -> Result<Ended, CellError> {
         // The paused worker: its own process, round mode, the experiment's client check.
         let mut env = run.plan.worker_env(run.stack, None);
         env.client_check = self.cfg.client_check;
         let args = worker_args(0, &env, WorkerMode::Rounds);
         let log = run.stack.dir().join("worker-0.log");
-        let mut w0 = WorkerChild::spawn(&args, &log, self.t0)?;
-        match self.next(&mut w0).await? {
+        let mut w0 = WorkerChild::spawn(&args, &log, self.t0).map_err(CellError::schedule)?;
+        match self.next(&mut w0).await.map_err(CellError::schedule)? {
             WorkerLine::Ready { .. } => {}
-            other => anyhow::bail!("worker process said {other:?} before ready"),
+            other => {
+                let what = format!("worker process said {other:?} before ready");
+                return Err(CellError::schedule(what));
+            }
         }
         for round in 1..=self.cfg.pauses {
-            self.round(run, &mut w0, round).await?;
+            self.round(run, &mut w0, round)
+                .await
+                .map_err(CellError::schedule)?;
         }
         w0.quit().await;
         Ok(Ended::Completed)

@@ -2,10 +2,10 @@
 //! counts over its window, what the workers counted, CPU seconds and the
 //! fence-out trace. The bench turns it into a results row.
 
-use std::path::Path;
+use std::error::Error;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use bench_core::backend::BackendKind;
 use bench_core::cpu::CpuUse;
 use bench_core::grid::PolicySpec;
@@ -35,6 +35,30 @@ pub fn ledger_delta(before: &LedgerCheck, after: &LedgerCheck) -> LedgerCheck {
         not_claimed: d(after.not_claimed, before.not_claimed),
         violations: after.violations.clone(),
     }
+}
+
+/// Why a cell's measurement could not be written next to its results.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// A histogram file could not be written (the cause names the file and
+    /// the OS error, or a cell id that is not a file name): fix the output
+    /// directory, or the cell's id.
+    #[error(transparent)]
+    Histograms(Box<dyn Error + Send + Sync>),
+    /// The ledger check could not be encoded as JSON (not expected of plain
+    /// counts): report it.
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    /// `ledger-check.json` could not be written: check the output
+    /// directory's space and permissions.
+    #[error("writing {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Everything one cell measured: what [`crate::cell::measure`] returns.
@@ -70,8 +94,11 @@ impl Measurement {
     }
 
     /// Saves every histogram of the cell under `dir/hgrm/` ([`hist::Series`]).
-    pub fn save_histograms(&self, dir: &Path) -> anyhow::Result<()> {
-        self.workers.hists.save(dir, &self.plan.id)
+    pub fn save_histograms(&self, dir: &Path) -> Result<(), WriteError> {
+        self.workers
+            .hists
+            .save(dir, &self.plan.id)
+            .map_err(|e| WriteError::Histograms(e.into()))
     }
 
     /// The margin the workers used: the mean of the margins their SDKs
@@ -101,9 +128,9 @@ impl Measurement {
     }
 
     /// Writes `ledger-check.json` (the full check after the window) into `dir`.
-    pub fn write_ledger_check(&self, dir: &Path) -> anyhow::Result<()> {
+    pub fn write_ledger_check(&self, dir: &Path) -> Result<(), WriteError> {
         let path = dir.join("ledger-check.json");
         std::fs::write(&path, serde_json::to_vec_pretty(&self.ledger_after)?)
-            .with_context(|| format!("writing {}", path.display()))
+            .map_err(|source| WriteError::Write { path, source })
     }
 }

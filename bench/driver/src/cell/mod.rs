@@ -49,6 +49,12 @@
 //! and [`measure`]), [`pool`] (its workers), [`stack`] (its services),
 //! [`faults`] (what the stack injects), [`window`] (what the window reads),
 //! [`measurement`] (what comes out).
+//!
+//! What fails says why in its own type: [`CellError`] (the run:
+//! [`measure`], [`CellRun`], [`Schedule::drive`]; a schedule's own failure
+//! is [`CellError::Schedule`]), [`PoolError`] (its workers; a remote
+//! worker's own failure is [`PoolError::Remote`]), [`StackError`] (its
+//! services), [`WriteError`] (a measurement's files).
 
 pub mod faults;
 pub mod measurement;
@@ -61,9 +67,11 @@ pub mod window;
 /// The boxed future a [`RemoteWorker`] returns (defined with the worker).
 pub use crate::worker::BoxFuture;
 pub use faults::Fault;
-pub use measurement::{Measurement, ledger_delta};
+pub use measurement::{Measurement, WriteError, ledger_delta};
 pub use plan::{CellPlan, Conditions, WARMUP_PERIODS, default_warmup};
-pub use pool::{HeartbeatCounts, Pool, PoolReport, RemoteWorker, SpawnRemote, WorkerReport};
-pub use run::{Backlog, CellRun, Ended, Hooks, Live, Schedule, Spawn, Steady, measure};
-pub use stack::{Runtime, Stack, StackSpec};
+pub use pool::{
+    HeartbeatCounts, Pool, PoolError, PoolReport, RemoteWorker, SpawnRemote, WorkerReport,
+};
+pub use run::{Backlog, CellError, CellRun, Ended, Hooks, Live, Schedule, Spawn, Steady, measure};
+pub use stack::{Runtime, Stack, StackError, StackSpec};
 pub use window::FenceTrace;

@@ -9,16 +9,18 @@
 //! per round); the report covers all of it. [`Pool::reset_measurements`] is
 //! the end of a warm-up: every member's figures restart from zero.
 
+use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bench_core::error::Chain;
 use fencepost_sdk::{ClientStats, MarginSummary};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::worker::{
-    BoxFuture, RunWorker, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker,
+    BoxFuture, BuildError, RunWorker, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker,
 };
 use bench_core::hist::Histograms;
 
@@ -102,17 +104,41 @@ pub struct WorkerReport {
     pub cpu_s: Option<f64>,
 }
 
+/// Why a pool could not spawn, reset, stop or join a member.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// An in-process worker could not be built; [`BuildError`] says what to do.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// A member's histograms could not be merged into the pool's (their
+    /// bounds differ: a worker process of another build); rebuild and rerun.
+    #[error(transparent)]
+    Histograms(Box<dyn Error + Send + Sync>),
+    /// A remote worker or its spawner failed: the implementation's own error
+    /// (a worker process that died, went silent or could not be started) is
+    /// this error's message and causes; what to do is that error's to say.
+    #[error(transparent)]
+    Remote(Box<dyn Error + Send + Sync>),
+}
+
+impl PoolError {
+    /// A [`RemoteWorker`]'s or a [`SpawnRemote`]'s own failure.
+    pub fn remote(e: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        PoolError::Remote(e.into())
+    }
+}
+
 /// A worker that runs outside this process (an `experiments worker` child).
 pub trait RemoteWorker: Send + Sync {
     /// The OS process id, for hooks that act on the process (a cgroup, a signal).
     fn pid(&self) -> Option<u32>;
     /// Asks it to stop after the payout in hand.
-    fn stop(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
+    fn stop(&mut self) -> BoxFuture<'_, Result<(), PoolError>>;
     /// The warm-up ends: asks it to zero its measurements (SDK, tally, rail
     /// latency, CPU baseline); it applies this when it reads the request.
-    fn reset(&mut self) -> BoxFuture<'_, anyhow::Result<()>>;
+    fn reset(&mut self) -> BoxFuture<'_, Result<(), PoolError>>;
     /// Waits up to `grace` for its final report.
-    fn join(&mut self, grace: Duration) -> BoxFuture<'_, anyhow::Result<WorkerReport>>;
+    fn join(&mut self, grace: Duration) -> BoxFuture<'_, Result<WorkerReport, PoolError>>;
 
     /// After a failed [`RemoteWorker::join`] (the process died or went
     /// silent): what it reported while it ran — the beliefs of trigger 4 it
@@ -131,7 +157,7 @@ pub trait SpawnRemote: Send + Sync {
         env: &WorkerEnv,
         first: u64,
         count: u64,
-    ) -> anyhow::Result<Box<dyn RemoteWorker>>;
+    ) -> Result<Box<dyn RemoteWorker>, PoolError>;
 }
 
 /// Everything the members of a pool measured.
@@ -157,11 +183,13 @@ pub struct PoolReport {
 
 impl PoolReport {
     /// Adds one member's report.
-    fn add(&mut self, r: &WorkerReport) -> anyhow::Result<()> {
+    fn add(&mut self, r: &WorkerReport) -> Result<(), PoolError> {
         self.tally.add(&r.tally);
         self.renewals += r.renewals;
         self.heartbeat.add(&r.heartbeat);
-        self.hists.add(&r.hists)?;
+        self.hists
+            .add(&r.hists)
+            .map_err(|e| PoolError::Histograms(e.into()))?;
         self.margins = self.margins.merge(&r.margins);
         self.cpu_workers_s += r.cpu_s.unwrap_or(0.0);
         self.members += 1;
@@ -212,7 +240,7 @@ impl Pool {
         idx: u64,
         env: WorkerEnv,
         queue: Arc<WorkQueue>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), PoolError> {
         let worker = build_worker(idx, env)?;
         let (w, t, s) = (worker.clone(), self.tally.clone(), self.stop.subscribe());
         let task = tokio::spawn(async move { w.run(queue, t, s).await });
@@ -246,7 +274,7 @@ impl Pool {
         self.tally.reset_counts();
         for r in &mut self.remote {
             if let Err(e) = r.reset().await {
-                tracing::warn!(error = %format!("{e:#}"), "could not reset a worker process");
+                tracing::warn!(error = %Chain(&e), "could not reset a worker process");
             }
         }
         let beliefs = std::mem::take(&mut self.done.tally.believed_held);
@@ -259,7 +287,7 @@ impl Pool {
         let _ = self.stop.send(true);
         for r in &mut self.remote {
             if let Err(e) = r.stop().await {
-                tracing::warn!(error = %format!("{e:#}"), "could not stop a worker process");
+                tracing::warn!(error = %Chain(&e), "could not stop a worker process");
             }
         }
     }
@@ -268,7 +296,7 @@ impl Pool {
     /// what each measured to the report; a member still running after its
     /// grace is aborted and counted as late. Returns how many were late in
     /// this join. The pool can be spawned again.
-    pub async fn join(&mut self, grace: Duration) -> anyhow::Result<u32> {
+    pub async fn join(&mut self, grace: Duration) -> Result<u32, PoolError> {
         let late_before = self.done.late;
         for (worker, mut task) in std::mem::take(&mut self.local) {
             if tokio::time::timeout(grace, &mut task).await.is_err() {
@@ -297,7 +325,7 @@ impl Pool {
             match r.join(grace).await {
                 Ok(report) => self.done.add(&report)?,
                 Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "a worker process did not report");
+                    tracing::warn!(error = %Chain(&e), "a worker process did not report");
                     self.done.late += 1;
                     // Its counts are lost (it is late), but not its beliefs.
                     self.done.tally.add(&r.salvage());
@@ -311,7 +339,7 @@ impl Pool {
 
     /// Stops and joins whatever still runs, then returns the report of every
     /// member the pool ever had.
-    pub async fn finish(mut self, grace: Duration) -> anyhow::Result<PoolReport> {
+    pub async fn finish(mut self, grace: Duration) -> Result<PoolReport, PoolError> {
         self.stop().await;
         self.join(grace).await?;
         let mut report = self.done;

@@ -2,6 +2,7 @@
 //! [`CellRun`], the measured window it opens and closes, and the
 //! [`Measurement`] that comes out (see the `cell` module's doc for the steps).
 
+use std::error::Error;
 use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
@@ -10,15 +11,55 @@ use std::time::Duration;
 
 use bench_core::cpu::CpuMark;
 use fencepost_api::ledger_check::check_ledger;
+use fencepost_api::rail::UnexpectedBulkId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cell::measurement::{Measurement, ledger_delta};
 use crate::cell::plan::CellPlan;
-use crate::cell::pool::{Pool, SpawnRemote};
+use crate::cell::pool::{Pool, PoolError, SpawnRemote};
 use crate::cell::stack::Stack;
 use crate::cell::window::{self, OpenWindow};
+use crate::rail::RailError;
 use crate::worker::{ClaimHook, StepHook, WorkQueue};
+
+/// Why a cell could not be measured ([`measure`], [`CellRun`], [`Schedule::drive`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    /// The rail-stub failed an R6 or R7 call; [`RailError`] says what to do.
+    #[error(transparent)]
+    Rail(#[from] RailError),
+    /// R7 numbered the backlog in a form the driver does not know (a
+    /// rail-stub of another version): rebuild the services.
+    #[error(transparent)]
+    Backlog(#[from] UnexpectedBulkId),
+    /// A worker could not be spawned or joined; [`PoolError`] says what to do.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// The rail-stub's log could not be read back for the fence-1 trace:
+    /// check the stack's directory (the OS error names the problem).
+    #[error(transparent)]
+    RailLog(std::io::Error),
+    /// The schedule returned without opening the measured window: a bug in
+    /// the schedule, which must call [`CellRun::open_window`].
+    #[error("cell {cell}: the schedule never opened the measured window")]
+    NoWindow {
+        /// The cell's id.
+        cell: String,
+    },
+    /// A schedule's own failure (an experiment's rounds, faults or worker
+    /// processes): that error is this one's message and causes, and says
+    /// what to do.
+    #[error(transparent)]
+    Schedule(Box<dyn Error + Send + Sync>),
+}
+
+impl CellError {
+    /// A [`Schedule`]'s own failure.
+    pub fn schedule(e: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        CellError::Schedule(e.into())
+    }
+}
 
 /// A live view of a running cell, for the progress line.
 #[derive(Clone, Debug, Default)]
@@ -101,7 +142,7 @@ pub trait Schedule: Send {
     fn drive(
         &mut self,
         run: &mut CellRun<'_>,
-    ) -> impl Future<Output = anyhow::Result<Ended>> + Send;
+    ) -> impl Future<Output = Result<Ended, CellError>> + Send;
 }
 
 /// The standard load: seed `plan.payouts`, spawn `plan.workers` workers on
@@ -110,7 +151,7 @@ pub trait Schedule: Send {
 pub struct Steady;
 
 impl Schedule for Steady {
-    async fn drive(&mut self, run: &mut CellRun<'_>) -> anyhow::Result<Ended> {
+    async fn drive(&mut self, run: &mut CellRun<'_>) -> Result<Ended, CellError> {
         let backlog = run.seed_backlog(run.plan.payouts).await?;
         run.spawn_workers(backlog, 0..u64::from(run.plan.workers))?;
         if run.run_for(run.plan.warmup).await == Ended::Interrupted {
@@ -139,7 +180,7 @@ pub struct CellRun<'a> {
 
 impl CellRun<'_> {
     /// Seeds `count` payouts under the plan's prefix (R7).
-    pub async fn seed_backlog(&self, count: u64) -> anyhow::Result<Backlog> {
+    pub async fn seed_backlog(&self, count: u64) -> Result<Backlog, CellError> {
         let prefix = &self.plan.payout_prefix;
         let created = self.stack.rail().seed_backlog(count, prefix).await?;
         // R7 numbers a backlog after any earlier one under the same prefix.
@@ -149,7 +190,7 @@ impl CellRun<'_> {
 
     /// Spawns workers `ids` on `backlog`: in-process ones share one queue,
     /// remote ones each get an equal slice (the last one the remainder).
-    pub fn spawn_workers(&mut self, backlog: Backlog, ids: Range<u64>) -> anyhow::Result<()> {
+    pub fn spawn_workers(&mut self, backlog: Backlog, ids: Range<u64>) -> Result<(), CellError> {
         self.started.get_or_insert_with(Instant::now);
         let mut env = self
             .plan
@@ -181,7 +222,7 @@ impl CellRun<'_> {
     /// Opens the measured window (see the module doc); a second call does
     /// nothing. [`measure`] opens it before the load when the warm-up is
     /// zero; a [`Schedule`] with a warm-up opens it when the warm-up ends.
-    pub async fn open_window(&mut self) -> anyhow::Result<()> {
+    pub async fn open_window(&mut self) -> Result<(), CellError> {
         if self.window.is_some() {
             return Ok(());
         }
@@ -266,7 +307,7 @@ pub async fn measure(
     plan: &CellPlan,
     schedule: &mut impl Schedule,
     hooks: Hooks<'_>,
-) -> anyhow::Result<Option<Measurement>> {
+) -> Result<Option<Measurement>, CellError> {
     let mut run = CellRun {
         plan,
         stack,
@@ -295,10 +336,9 @@ pub async fn measure(
         return Ok(None);
     }
     let Some(w) = opened else {
-        anyhow::bail!(
-            "cell {}: the schedule never opened the measured window",
-            plan.id
-        );
+        return Err(CellError::NoWindow {
+            cell: plan.id.clone(),
+        });
     };
     // From the window's opening to the last worker's stop: the span the
     // ledger difference covers payments in.
@@ -309,7 +349,10 @@ pub async fn measure(
     let after = check_ledger(&view);
     let ledger = ledger_delta(&w.ledger, &after);
     let fence1 = match (stack.rail_log(), w.rail_log_len) {
-        (Some(path), Some(from)) => window::fence1_events(&window::log_since(&path, from)?),
+        (Some(path), Some(from)) => {
+            let log = window::log_since(&path, from).map_err(CellError::RailLog)?;
+            window::fence1_events(&log)
+        }
         _ => Vec::new(),
     };
     let fences = window::trace_fences(
@@ -350,6 +393,27 @@ mod tests {
             b.split(0),
             vec![b],
             "zero workers still get the whole backlog"
+        );
+    }
+
+    /// An experiment's failure, with its cause, as it reached the user
+    /// before: its own message, then its cause, nothing added.
+    #[derive(Debug, thiserror::Error)]
+    #[error("round 2")]
+    struct RoundFailed(#[source] std::io::Error);
+
+    #[test]
+    fn a_schedule_failure_shows_as_its_own_message_and_causes() {
+        let e = CellError::schedule(RoundFailed(std::io::Error::other("worker gone")));
+        assert_eq!(e.to_string(), "round 2");
+        assert_eq!(
+            bench_core::error::Chain(&e).to_string(),
+            "round 2: worker gone"
+        );
+        let e = CellError::schedule("the failover schedule runs once");
+        assert_eq!(
+            bench_core::error::Chain(&e).to_string(),
+            "the failover schedule runs once"
         );
     }
 }

@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::latency::LatencySpec;
-use fencepost_harness::ChildService;
+use fencepost_harness::{ChildService, HarnessError};
 use serde::Serialize;
 
 use crate::backend::BackendKind;
-use crate::backend::etcd::server::EtcdServer;
+use crate::backend::etcd::server::{EtcdServer, EtcdServerError};
 use crate::cell::faults::{Fault, FaultTargets, FaultTasks};
-use crate::docker::{self, DockerServices, DockerSpec};
+use crate::docker::{self, DockerError, DockerServices, DockerSpec};
 use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
 use crate::rail::RailClient;
 use bench_core::overhead::ProxyOverhead;
@@ -74,6 +74,71 @@ pub enum Runtime {
     },
 }
 
+/// Why a [`Stack`] could not start its services, or restart its lock-server.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// The stack's directory could not be made: fix its path or permissions.
+    #[error(transparent)]
+    Dir(std::io::Error),
+    /// A service's binary is missing, or its child did not start: the
+    /// harness's error names the binary and ends with the child's stderr.
+    /// Build the services, or read the service's log in the stack's directory.
+    #[error(transparent)]
+    Child(#[from] HarnessError),
+    /// The thread starting a child panicked or was cancelled (the runtime is
+    /// shutting down): nothing to retry.
+    #[error(transparent)]
+    Join(#[from] tokio::task::JoinError),
+    /// `--replicas` above 1 on a single-node store: pass a `postgres://` `--store`.
+    #[error(
+        "--replicas {replicas} needs a postgres:// --store (memory: and sqlite: are single-node)"
+    )]
+    ReplicasNeedPostgres {
+        /// The replicas asked for.
+        replicas: u32,
+    },
+    /// `--net-delay` with replicas: the proxy fronts one lock-server; drop one of the two.
+    #[error("--net-delay proxies one lock-server; it needs --replicas 1")]
+    NetDelayNeedsOneReplica,
+    /// The readiness client could not be built (a broken installation): report it.
+    #[error(transparent)]
+    Client(#[from] reqwest::Error),
+    /// No replica served `/readyz` in time: check the lock-servers' logs and
+    /// the PostgreSQL they share.
+    #[error("no lock-server of {urls:?} served within {READY_PATIENCE:?}")]
+    NotReady {
+        /// The replicas' URLs.
+        urls: Vec<String>,
+    },
+    /// The docker runtime could not start its containers; its own doc says what to do.
+    #[error(transparent)]
+    Docker(#[from] DockerError),
+    /// etcd could not be found or started; its own doc says what to do.
+    #[error(transparent)]
+    Etcd(#[from] EtcdServerError),
+    /// A fault of the spec cannot act on this runtime (the message says what
+    /// it needs): change the runtime or drop the fault.
+    #[error("{0}")]
+    UnsupportedFault(&'static str),
+    /// The lock-server's URL could not be resolved to a socket address (the
+    /// OS error says why): pass an `http://IP:PORT` URL.
+    #[error(transparent)]
+    Resolve(std::io::Error),
+    /// The lock-server's URL resolves to no address: pass an `http://IP:PORT` URL.
+    #[error("cannot resolve {url}")]
+    Unresolved {
+        /// The URL.
+        url: String,
+    },
+    /// The delay proxy could not listen on loopback: free a port and retry.
+    #[error(transparent)]
+    Proxy(std::io::Error),
+    /// A lock-server restart was asked of a stack that cannot do it: it needs
+    /// the process runtime and the delay proxy (`--net-delay`).
+    #[error("a lock-server restart needs --runtime process and the proxy in front of it")]
+    RestartNeedsProxy,
+}
+
 /// The leader lease of replicas the bench starts: short, so a cell whose
 /// predecessor's replicas were killed is served soon.
 const REPLICA_LEADER_LEASE: &str = "1s";
@@ -84,7 +149,7 @@ const READY_PATIENCE: Duration = Duration::from_secs(60);
 /// Waits until one of `urls` answers `/readyz` 200 (a replica on PostgreSQL
 /// first takes the leader row, which after a killed predecessor waits out its
 /// lease plus grace).
-async fn await_ready(urls: &[String]) -> anyhow::Result<()> {
+async fn await_ready(urls: &[String]) -> Result<(), StackError> {
     let c = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
         .build()?;
@@ -99,10 +164,11 @@ async fn await_ready(urls: &[String]) -> anyhow::Result<()> {
                 return Ok(());
             }
         }
-        anyhow::ensure!(
-            t.elapsed() < READY_PATIENCE,
-            "no lock-server of {urls:?} served within {READY_PATIENCE:?}"
-        );
+        if t.elapsed() >= READY_PATIENCE {
+            return Err(StackError::NotReady {
+                urls: urls.to_vec(),
+            });
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -173,7 +239,7 @@ pub struct Stack {
     lock_restarts: u32,
 }
 
-fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> anyhow::Result<ChildService> {
+fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> Result<ChildService, StackError> {
     let bin = fencepost_harness::binary(package, package)?;
     Ok(ChildService::start(&bin, args, &log)?)
 }
@@ -185,14 +251,14 @@ pub async fn spawn_child(
     package: &'static str,
     args: Vec<String>,
     log: PathBuf,
-) -> anyhow::Result<ChildService> {
+) -> Result<ChildService, StackError> {
     tokio::task::spawn_blocking(move || start_child(package, args, log)).await?
 }
 
 impl Stack {
     /// Starts the services of `spec`, with logs (and the embedded lock store) in `dir`.
-    pub async fn start(spec: &StackSpec, dir: &Path) -> anyhow::Result<Stack> {
-        std::fs::create_dir_all(dir)?;
+    pub async fn start(spec: &StackSpec, dir: &Path) -> Result<Stack, StackError> {
+        std::fs::create_dir_all(dir).map_err(StackError::Dir)?;
         let lock_args = vec![
             "--default-ttl".to_string(),
             fencepost_api::format_duration(spec.lease),
@@ -221,12 +287,12 @@ impl Stack {
                 let replicated =
                     store.starts_with("postgres://") || store.starts_with("postgresql://");
                 if *replicas > 1 && !replicated {
-                    anyhow::bail!(
-                        "--replicas {replicas} needs a postgres:// --store (memory: and sqlite: are single-node)"
-                    );
+                    return Err(StackError::ReplicasNeedPostgres {
+                        replicas: *replicas,
+                    });
                 }
                 if *replicas > 1 && spec.net_delay.is_some() {
-                    anyhow::bail!("--net-delay proxies one lock-server; it needs --replicas 1");
+                    return Err(StackError::NetDelayNeedsOneReplica);
                 }
                 let mut args = vec!["--store".to_string(), store];
                 args.extend(lock_args);
@@ -323,10 +389,12 @@ impl Stack {
         };
         let targets = stack.fault_targets();
         if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
-            anyhow::bail!("{why}");
+            return Err(StackError::UnsupportedFault(why));
         }
         if let Some(delay) = spec.net_delay {
-            let proxy = DelayProxy::start(lock_addr(&stack.lock_url)?, delay, spec.seed).await?;
+            let proxy = DelayProxy::start(lock_addr(&stack.lock_url)?, delay, spec.seed)
+                .await
+                .map_err(StackError::Proxy)?;
             stack.lock_url = proxy.url();
             stack.proxy = Some(proxy);
         }
@@ -398,11 +466,9 @@ impl Stack {
     /// kill -9 of the lock-server, then a new one on the same durable store
     /// (process runtime, behind the proxy, which is pointed at the new port:
     /// workers keep one URL). Returns when the new one listens.
-    pub async fn restart_lock(&mut self) -> anyhow::Result<()> {
+    pub async fn restart_lock(&mut self) -> Result<(), StackError> {
         let (Some(lock), Some(proxy)) = (self.lock_child(), self.proxy.as_ref()) else {
-            anyhow::bail!(
-                "a lock-server restart needs --runtime process and the proxy in front of it"
-            );
+            return Err(StackError::RestartNeedsProxy);
         };
         {
             let mut l = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -493,11 +559,53 @@ impl Drop for Stack {
 
 /// The socket address of an `http://IP:PORT` URL (the proxy only forwards to
 /// loopback IPs we started or were given).
-fn lock_addr(url: &str) -> anyhow::Result<SocketAddr> {
+fn lock_addr(url: &str) -> Result<SocketAddr, StackError> {
     use std::net::ToSocketAddrs;
     let hostport = url.trim_start_matches("http://").trim_end_matches('/');
     hostport
-        .to_socket_addrs()?
+        .to_socket_addrs()
+        .map_err(StackError::Resolve)?
         .next()
-        .ok_or_else(|| anyhow::anyhow!("cannot resolve {url}"))
+        .ok_or_else(|| StackError::Unresolved {
+            url: url.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(runtime: Runtime) -> StackSpec {
+        StackSpec {
+            runtime,
+            lease: Duration::from_secs(1),
+            session_ttl: Duration::from_secs(3),
+            rail_latency: LatencySpec::Fixed(Duration::ZERO),
+            seed: 1,
+            net_delay: None,
+            faults: Vec::new(),
+            rail_args: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn replicas_on_a_single_node_store_are_refused_before_anything_starts() {
+        let dir = std::env::temp_dir().join(format!("fencepost-stack-{}", std::process::id()));
+        let runtime = Runtime::Process {
+            store: Some("memory:".into()),
+            replicas: 2,
+        };
+        let Err(e) = Stack::start(&spec(runtime), &dir).await else {
+            panic!("two replicas on memory: started");
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(matches!(
+            e,
+            StackError::ReplicasNeedPostgres { replicas: 2 }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "--replicas 2 needs a postgres:// --store (memory: and sqlite: are single-node)"
+        );
+    }
 }

@@ -8,25 +8,26 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow};
 use testcontainers::bollard::Docker;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
+use super::error::{DockerError, ProbeError};
+
 /// The engine client testcontainers uses, set up once per process: if the
 /// engine's API is older than the one testcontainers speaks, the API shim is
 /// started and `DOCKER_HOST` points at it.
-pub async fn engine() -> anyhow::Result<Docker> {
+pub async fn engine() -> Result<Docker, DockerError> {
     static SETUP: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     SETUP.get_or_try_init(setup_engine).await?;
     ensure_shim_listening()?;
     let docker = testcontainers::core::client::docker_client_instance()
         .await
-        .map_err(|e| anyhow!("--runtime docker: cannot reach the Docker engine: {e}"))?;
+        .map_err(|detail| DockerError::Unreachable { detail })?;
     docker
         .ping()
         .await
-        .map_err(|e| anyhow!("--runtime docker: the Docker engine does not answer: {e}"))?;
+        .map_err(|detail| DockerError::NoAnswer { detail })?;
     Ok(docker)
 }
 
@@ -39,16 +40,14 @@ fn engine_socket() -> Option<PathBuf> {
     }
 }
 
-async fn setup_engine() -> anyhow::Result<()> {
+async fn setup_engine() -> Result<(), DockerError> {
     let Some(socket) = engine_socket() else {
         return Ok(());
     };
-    let engine = engine_api_version(&socket).await.map_err(|e| {
-        anyhow!(
-            "--runtime docker: cannot reach the Docker engine at {}: {e}",
-            socket.display()
-        )
-    })?;
+    let engine = match engine_api_version(&socket).await {
+        Ok(v) => v,
+        Err(source) => return Err(DockerError::EngineVersion { socket, source }),
+    };
     let ours = testcontainers::bollard::API_DEFAULT_VERSION;
     if engine >= (ours.major_version, ours.minor_version) {
         return Ok(());
@@ -76,7 +75,7 @@ async fn setup_engine() -> anyhow::Result<()> {
 }
 
 /// `GET /version` (unversioned) on the engine's socket → its `ApiVersion`, as (major, minor).
-async fn engine_api_version(socket: &Path) -> anyhow::Result<(usize, usize)> {
+async fn engine_api_version(socket: &Path) -> Result<(usize, usize), ProbeError> {
     let mut s = tokio::time::timeout(Duration::from_secs(5), UnixStream::connect(socket)).await??;
     s.write_all(b"GET /version HTTP/1.0\r\nHost: docker\r\n\r\n")
         .await?;
@@ -84,12 +83,15 @@ async fn engine_api_version(socket: &Path) -> anyhow::Result<(usize, usize)> {
     tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut reply)).await??;
     let text = String::from_utf8_lossy(&reply);
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    let v: serde_json::Value = serde_json::from_str(body)
-        .with_context(|| format!("unexpected /version reply {text:?}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(body).map_err(|source| ProbeError::NotJson {
+            reply: text.to_string(),
+            source,
+        })?;
     let api = v["ApiVersion"]
         .as_str()
-        .ok_or_else(|| anyhow!("no ApiVersion in {body}"))?;
-    parse_version(api).ok_or_else(|| anyhow!("unexpected ApiVersion {api}"))
+        .ok_or_else(|| ProbeError::NoApiVersion { body: body.into() })?;
+    parse_version(api).ok_or_else(|| ProbeError::BadApiVersion { api: api.into() })
 }
 
 fn parse_version(v: &str) -> Option<(usize, usize)> {
@@ -112,7 +114,7 @@ struct Shim {
 static SHIM: Mutex<Option<Shim>> = Mutex::new(None);
 
 /// Binds the shim's socket if it is not there (first use, or after a run's cleanup removed it).
-fn ensure_shim_listening() -> anyhow::Result<()> {
+fn ensure_shim_listening() -> Result<(), DockerError> {
     let guard = SHIM.lock().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(shim) if !shim.path.exists() => {
@@ -144,16 +146,23 @@ pub(super) fn remove_shim_socket() {
 /// Starts the API shim on a private unix socket, served by a thread of its
 /// own (testcontainers' Drop blocks a runtime thread while it removes
 /// containers; the shim must not depend on that runtime).
-fn start_api_shim(path: &Path, upstream: PathBuf, engine: (usize, usize)) -> anyhow::Result<()> {
+fn start_api_shim(
+    path: &Path,
+    upstream: PathBuf,
+    engine: (usize, usize),
+) -> Result<(), DockerError> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = path
-        .parent()
-        .ok_or_else(|| anyhow!("API shim: {} has no directory", path.display()))?;
+    let dir = path.parent().ok_or_else(|| DockerError::ShimNoDirectory {
+        path: path.to_path_buf(),
+    })?;
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     let _ = std::fs::remove_file(path);
-    let std_listener = std::os::unix::net::UnixListener::bind(path)
-        .with_context(|| format!("API shim: cannot listen on {}", path.display()))?;
+    let std_listener =
+        std::os::unix::net::UnixListener::bind(path).map_err(|source| DockerError::ShimListen {
+            path: path.to_path_buf(),
+            source,
+        })?;
     std_listener.set_nonblocking(true)?;
     std::thread::Builder::new()
         .name("docker-api-shim".into())

@@ -24,10 +24,12 @@
 //! - **Loopback-only ports.** The services' ports are published on 127.0.0.1
 //!   only, on ephemeral host ports; the bench reaches them there.
 //!
-//! The shim lives in `api_shim.rs`, the relay in `pg_relay.rs`; this module owns
-//! the containers, their network and their cleanup.
+//! The shim lives in `api_shim.rs`, the relay in `pg_relay.rs`, what can fail
+//! in `error.rs` ([`DockerError`]); this module owns the containers, their
+//! network and their cleanup.
 
 mod api_shim;
+mod error;
 mod pg_relay;
 
 use std::collections::HashMap;
@@ -37,7 +39,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
 use testcontainers::bollard::Docker;
 use testcontainers::bollard::models::{HostConfig, NetworkCreateRequest, PortBinding};
 use testcontainers::core::logs::LogFrame;
@@ -47,6 +48,7 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use tokio::task::JoinHandle;
 
 pub use api_shim::{engine, engine_docker_host};
+pub use error::{DockerError, ProbeError};
 pub use pg_relay::rewrite_pg_url;
 use pg_relay::{pg_addr, pg_relay};
 
@@ -156,12 +158,16 @@ impl Drop for DockerServices {
 
 /// Starts one cell's lock-server and rail-stub containers on a new private
 /// network, and returns once both have printed `listening on`.
-pub async fn start(spec: &DockerSpec) -> anyhow::Result<DockerServices> {
+pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
     let docker = engine().await?;
     for image in [&spec.lock_image, &spec.rail_image] {
-        docker.inspect_image(image).await.map_err(|e| {
-            anyhow!("--runtime docker: image {image} is not available ({e}); build it with scripts/build-images.sh")
-        })?;
+        docker
+            .inspect_image(image)
+            .await
+            .map_err(|detail| DockerError::ImageMissing {
+                image: image.clone(),
+                detail,
+            })?;
     }
     let pg_upstream = pg_addr(&spec.pg_url).await?;
 
@@ -180,7 +186,10 @@ pub async fn start(spec: &DockerSpec) -> anyhow::Result<DockerServices> {
             ..Default::default()
         })
         .await
-        .with_context(|| format!("creating docker network {network}"))?;
+        .map_err(|source| DockerError::CreateNetwork {
+            network: network.clone(),
+            source,
+        })?;
     // From here on the guard owns the network, so every exit path removes it.
     let mut services = DockerServices {
         lock: None,
@@ -209,7 +218,7 @@ pub async fn start(spec: &DockerSpec) -> anyhow::Result<DockerServices> {
     )
     .start()
     .await
-    .context("starting the rail-stub container")?;
+    .map_err(|source| DockerError::StartRail { source })?;
     services.rail_url = format!(
         "http://127.0.0.1:{}",
         rail.get_host_port_ipv4(RAIL_PORT.tcp()).await?
@@ -226,11 +235,9 @@ pub async fn start(spec: &DockerSpec) -> anyhow::Result<DockerServices> {
     )
     .start()
     .await
-    .with_context(|| {
-        format!(
-            "starting the lock-server container (its log: {})",
-            spec.log_dir.join("lock-server.log").display()
-        )
+    .map_err(|source| DockerError::StartLock {
+        log: spec.log_dir.join("lock-server.log"),
+        source,
     })?;
     services.lock_url = format!(
         "http://127.0.0.1:{}",
@@ -289,7 +296,7 @@ fn split_image(image: &str) -> (String, String) {
 }
 
 /// The IPv4 gateway of `network`: the host's address on that bridge.
-async fn network_gateway(docker: &Docker, network: &str) -> anyhow::Result<IpAddr> {
+async fn network_gateway(docker: &Docker, network: &str) -> Result<IpAddr, DockerError> {
     let info = docker.inspect_network(network, None).await?;
     info.ipam
         .and_then(|ipam| ipam.config)
@@ -298,7 +305,9 @@ async fn network_gateway(docker: &Docker, network: &str) -> anyhow::Result<IpAdd
         .filter_map(|c| c.gateway)
         .filter_map(|g| g.parse::<IpAddr>().ok())
         .find(IpAddr::is_ipv4)
-        .ok_or_else(|| anyhow!("docker network {network} has no IPv4 gateway"))
+        .ok_or_else(|| DockerError::NoGateway {
+            network: network.into(),
+        })
 }
 
 /// Removes, at the end of a run, every container and network still carrying
@@ -324,19 +333,18 @@ impl Drop for RunCleanup {
 }
 
 /// `docker rm -f` every container and `docker network rm` every network with `label` (`KEY=VALUE`); returns how many.
-pub fn remove_labelled(label: &str) -> anyhow::Result<usize> {
-    let list = |args: &[&str]| -> anyhow::Result<Vec<String>> {
+pub fn remove_labelled(label: &str) -> Result<usize, DockerError> {
+    let list = |args: &[&str]| -> Result<Vec<String>, DockerError> {
         let mut cmd = std::process::Command::new("docker");
         if let Some(host) = engine_docker_host() {
             cmd.env("DOCKER_HOST", host);
         }
         let out = cmd.args(args).output()?;
         if !out.status.success() {
-            bail!(
-                "docker {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            return Err(DockerError::Cli {
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
         Ok(String::from_utf8_lossy(&out.stdout)
             .split_whitespace()

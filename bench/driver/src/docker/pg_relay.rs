@@ -7,12 +7,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use anyhow::{Context, anyhow};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::error::DockerError;
+
 /// The `host:port` of a `postgres://[user[:pass]@]host[:port][/db][?opts]` URL, resolved by the bench.
-pub(super) async fn pg_addr(url: &str) -> anyhow::Result<SocketAddr> {
+pub(super) async fn pg_addr(url: &str) -> Result<SocketAddr, DockerError> {
     let (_, authority, _) = split_pg_url(url)?;
     let hostport = authority
         .rsplit_once('@')
@@ -23,29 +24,27 @@ pub(super) async fn pg_addr(url: &str) -> anyhow::Result<SocketAddr> {
     } else {
         hostport.to_string()
     };
-    tokio::net::lookup_host(&hostport)
-        .await
-        .with_context(|| format!("--pg-url: cannot resolve {hostport}"))?
-        .next()
-        .ok_or_else(|| anyhow!("--pg-url: {hostport} resolves to nothing"))
+    let mut addrs = match tokio::net::lookup_host(hostport.clone()).await {
+        Ok(addrs) => addrs,
+        Err(source) => return Err(DockerError::PgResolve { hostport, source }),
+    };
+    addrs.next().ok_or(DockerError::PgNoAddress { hostport })
 }
 
 /// Splits a PostgreSQL URL into (scheme with `://`, authority, rest from the first `/` or `?`).
-fn split_pg_url(url: &str) -> anyhow::Result<(&str, &str, &str)> {
+fn split_pg_url(url: &str) -> Result<(&str, &str, &str), DockerError> {
     let scheme_end = ["postgres://", "postgresql://"]
         .iter()
         .find(|s| url.starts_with(*s))
         .map(|s| s.len())
-        .ok_or_else(|| {
-            anyhow!("--pg-url {url:?}: expected postgres://USER[:PASS]@HOST[:PORT]/DB")
-        })?;
+        .ok_or_else(|| DockerError::PgUrl { url: url.into() })?;
     let rest = &url[scheme_end..];
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     Ok((&url[..scheme_end], &rest[..end], &rest[end..]))
 }
 
 /// The store URL the lock-server container uses: `url` with its host and port replaced by the relay's.
-pub fn rewrite_pg_url(url: &str, relay: SocketAddr) -> anyhow::Result<String> {
+pub fn rewrite_pg_url(url: &str, relay: SocketAddr) -> Result<String, DockerError> {
     let (scheme, authority, rest) = split_pg_url(url)?;
     let userinfo = authority
         .rsplit_once('@')
@@ -58,10 +57,10 @@ pub fn rewrite_pg_url(url: &str, relay: SocketAddr) -> anyhow::Result<String> {
 pub(super) async fn pg_relay(
     bind: IpAddr,
     upstream: SocketAddr,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = TcpListener::bind((bind, 0)).await.with_context(|| {
-        format!("PostgreSQL relay: cannot listen on {bind} (the docker network's gateway)")
-    })?;
+) -> Result<(SocketAddr, JoinHandle<()>), DockerError> {
+    let listener = TcpListener::bind((bind, 0))
+        .await
+        .map_err(|source| DockerError::RelayListen { bind, source })?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
         // Dropped with the task, which aborts every connection still open.
@@ -102,6 +101,10 @@ mod tests {
             rewrite_pg_url("postgres://localhost", relay).unwrap(),
             "postgres://172.18.0.1:40000"
         );
-        assert!(rewrite_pg_url("mysql://x", relay).is_err());
+        let e = rewrite_pg_url("mysql://x", relay).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"--pg-url "mysql://x": expected postgres://USER[:PASS]@HOST[:PORT]/DB"#
+        );
     }
 }

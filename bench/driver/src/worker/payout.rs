@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::rail::{RailErrorCode, bulk_payout_id};
-use fencepost_sdk::{LockClient, LockClientConfig, LockError};
+use fencepost_sdk::{ConfigError, LockClient, LockClientConfig, LockError};
 use tokio::sync::watch;
 
 use bench_core::backend::BackendKind;
@@ -17,10 +17,24 @@ use fencepost_sdk::Histogram;
 use tokio::time::Instant;
 
 use crate::backend::etcd::{EtcdBackend, EtcdConfig};
-use crate::backend::{BackendSession, HeartbeatStats, LockBackend};
+use crate::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
 use crate::rail::{RailClient, RailOutcome, history_outcome};
 use crate::worker::env::{BoxFuture, Step, StepCtx, WorkerEnv};
 use crate::worker::tally::{Tally, WorkQueue};
+
+/// Why a worker could not be built: its configuration is refused. Nothing
+/// is connected yet, so retrying the same configuration fails the same way.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The SDK refused the configuration (a margin, TTL or URL out of range):
+    /// fix the cell's parameters.
+    #[error(transparent)]
+    Sdk(#[from] ConfigError),
+    /// The etcd adapter refused the configuration (its margin policy): fix
+    /// the cell's parameters.
+    #[error(transparent)]
+    Etcd(#[from] BackendError),
+}
 
 /// One worker: its own lock client (own heartbeat task, own RTT histogram).
 pub struct Worker<B: LockBackend = LockClient> {
@@ -38,7 +52,7 @@ pub struct Worker<B: LockBackend = LockClient> {
 
 impl Worker<LockClient> {
     /// Builds worker `idx` on fencepost's SDK. Fails only on an SDK configuration error.
-    pub fn new(idx: u64, env: WorkerEnv) -> anyhow::Result<Self> {
+    pub fn new(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
         // Several lock-server replicas (issue 14): a comma-separated list.
         let config = LockClientConfig::new(env.lock_url.clone())
             .with_urls(
@@ -62,7 +76,7 @@ impl Worker<EtcdBackend> {
     /// Its sessions are etcd leases of `min(lease, session TTL)`, rounded up
     /// to whole seconds. Fails only on a configuration error; connects at
     /// the first session.
-    pub fn new_etcd(idx: u64, env: WorkerEnv) -> anyhow::Result<Self> {
+    pub fn new_etcd(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
         let mut config = EtcdConfig::new(env.lock_url.clone(), env.lease.min(env.session_ttl));
         config.margin = env.margin;
         config.request_timeout = request_timeout(&env);
@@ -121,7 +135,7 @@ impl<B: LockBackend> RunWorker for Worker<B> {
 }
 
 /// Builds worker `idx` on the backend `env` names.
-pub fn build_worker(idx: u64, env: WorkerEnv) -> anyhow::Result<Arc<dyn RunWorker>> {
+pub fn build_worker(idx: u64, env: WorkerEnv) -> Result<Arc<dyn RunWorker>, BuildError> {
     Ok(match env.backend {
         BackendKind::Fencepost => Arc::new(Worker::new(idx, env)?),
         BackendKind::Etcd => Arc::new(Worker::new_etcd(idx, env)?),

@@ -14,8 +14,8 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
-use fencepost_harness::ChildService;
+use bench_core::error::Chain;
+use fencepost_harness::{ChildService, HarnessError};
 
 /// Environment variable naming the etcd binary (default: `etcd` on `PATH`).
 pub const ETCD_BIN_ENV: &str = "FENCEPOST_ETCD";
@@ -25,25 +25,74 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// choosing it and etcd binding it).
 const START_TRIES: u32 = 3;
 
+/// Why etcd could not be found or started.
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdServerError {
+    /// `$FENCEPOST_ETCD` names no file: point it at the etcd binary, or unset it.
+    #[error("{ETCD_BIN_ENV}={} is not a file", path.display())]
+    NotAFile {
+        /// What the variable says.
+        path: PathBuf,
+    },
+    /// No etcd binary: install etcd, set `$FENCEPOST_ETCD`, or use an etcd
+    /// someone runs (`--etcd-url`).
+    #[error(
+        "no `etcd` on PATH (Debian: apt-get install etcd-server; or set FENCEPOST_ETCD, or pass --etcd-url)"
+    )]
+    NotFound,
+    /// A loopback port could not be had, or the data directory not made (the
+    /// OS error says which); free ports or disk, or fix the directory's permissions.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The etcd process could not be spawned; the harness's error names the binary.
+    #[error(transparent)]
+    Spawn(#[from] HarnessError),
+    /// The health-check client could not be built (no TLS backend, no
+    /// resolver): a broken installation; report it.
+    #[error(transparent)]
+    Client(#[from] reqwest::Error),
+    /// etcd exited while it started: its log's tail is in the message; fix
+    /// what it says (a flag, the data directory) and start again.
+    #[error("etcd exited while starting; {} ends with:\n{tail}", log.display())]
+    Exited {
+        /// etcd's log.
+        log: PathBuf,
+        /// Its last lines.
+        tail: String,
+    },
+    /// etcd runs but did not report healthy in time: its log's tail is in the
+    /// message; a loaded machine may need another try.
+    #[error(
+        "etcd did not report healthy within {READY_TIMEOUT:?}; {} ends with:\n{tail}",
+        log.display()
+    )]
+    NotHealthy {
+        /// etcd's log.
+        log: PathBuf,
+        /// Its last lines.
+        tail: String,
+    },
+}
+
 /// The etcd binary: `$FENCEPOST_ETCD`, else `etcd` on `PATH`.
-pub fn etcd_binary() -> anyhow::Result<PathBuf> {
+pub fn etcd_binary() -> Result<PathBuf, EtcdServerError> {
     if let Some(p) = std::env::var_os(ETCD_BIN_ENV) {
-        let p = PathBuf::from(p);
-        anyhow::ensure!(p.is_file(), "{ETCD_BIN_ENV}={} is not a file", p.display());
-        return Ok(p);
+        let path = PathBuf::from(p);
+        if !path.is_file() {
+            return Err(EtcdServerError::NotAFile { path });
+        }
+        return Ok(path);
     }
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
         .map(|d| d.join("etcd"))
         .find(|p| p.is_file())
-        .context(
-            "no `etcd` on PATH (Debian: apt-get install etcd-server; or set FENCEPOST_ETCD, or pass --etcd-url)",
-        )
+        .ok_or(EtcdServerError::NotFound)
 }
 
 /// A loopback port free at the time of asking.
-fn free_port() -> anyhow::Result<u16> {
+fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -58,7 +107,7 @@ pub struct EtcdServer {
 impl EtcdServer {
     /// Starts etcd with its data in `dir/etcd-data` and its log in
     /// `dir/etcd.log`, and waits until `/health` says true.
-    pub async fn start(dir: &Path) -> anyhow::Result<EtcdServer> {
+    pub async fn start(dir: &Path) -> Result<EtcdServer, EtcdServerError> {
         let bin = etcd_binary()?;
         std::fs::create_dir_all(dir)?;
         let mut last = None;
@@ -69,7 +118,7 @@ impl EtcdServer {
             match Self::try_start(&bin, &data, &dir.join("etcd.log")).await {
                 Ok(s) => return Ok(s),
                 Err(e) => {
-                    tracing::warn!(attempt, error = %format!("{e:#}"), "etcd did not start");
+                    tracing::warn!(attempt, error = %Chain(&e), "etcd did not start");
                     last = Some(e);
                 }
             }
@@ -77,7 +126,7 @@ impl EtcdServer {
         Err(last.expect("at least one try"))
     }
 
-    async fn try_start(bin: &Path, data: &Path, log: &Path) -> anyhow::Result<EtcdServer> {
+    async fn try_start(bin: &Path, data: &Path, log: &Path) -> Result<EtcdServer, EtcdServerError> {
         let (client_port, peer_port) = (free_port()?, free_port()?);
         let client = format!("http://127.0.0.1:{client_port}");
         let peer = format!("http://127.0.0.1:{peer_port}");
@@ -116,11 +165,10 @@ impl EtcdServer {
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
         loop {
             if !child.is_running() {
-                anyhow::bail!(
-                    "etcd exited while starting; {} ends with:\n{}",
-                    log.display(),
-                    child.stderr_tail(15)
-                );
+                return Err(EtcdServerError::Exited {
+                    log: log.to_path_buf(),
+                    tail: child.stderr_tail(15),
+                });
             }
             if let Ok(r) = http.get(format!("{client}/health")).send().await
                 && r.status().is_success()
@@ -128,12 +176,12 @@ impl EtcdServer {
             {
                 return Ok(EtcdServer { child, url: client });
             }
-            anyhow::ensure!(
-                tokio::time::Instant::now() < deadline,
-                "etcd did not report healthy within {READY_TIMEOUT:?}; {} ends with:\n{}",
-                log.display(),
-                child.stderr_tail(15)
-            );
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EtcdServerError::NotHealthy {
+                    log: log.to_path_buf(),
+                    tail: child.stderr_tail(15),
+                });
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
