@@ -363,10 +363,24 @@ pub const BASELINE_PAIRS: usize = 200;
 pub enum BaselineError {
     /// The zero-delay proxy could not listen.
     #[error("the zero-delay proxy could not start: {0}")]
-    Proxy(#[from] std::io::Error),
+    Proxy(std::io::Error),
     /// The lock-server did not answer L1/L2 as C1 says; check its log.
     #[error("lock-server (baseline heartbeats): {0}")]
-    Http(#[from] reqwest::Error),
+    Http(reqwest::Error),
+}
+
+// Not `#[from]`: each cause is in its variant's message, so it is not also a
+// `source()` (a `{:#}` chain would print it twice).
+impl From<std::io::Error> for BaselineError {
+    fn from(e: std::io::Error) -> Self {
+        BaselineError::Proxy(e)
+    }
+}
+
+impl From<reqwest::Error> for BaselineError {
+    fn from(e: reqwest::Error) -> Self {
+        BaselineError::Http(e)
+    }
 }
 
 /// Measures the proxy's own overhead against `upstream` (the lock-server):

@@ -39,7 +39,7 @@ pub fn history_outcome(r: &RailOutcome) -> Outcome {
 pub enum RailError {
     /// The rail-stub could not be reached, timed out, or sent a body that is not the C2 JSON.
     #[error("rail-stub: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(reqwest::Error),
     /// The rail-stub answered with a non-2xx status; check its log.
     #[error("{what} failed: HTTP {status} {body}")]
     Refused {
@@ -50,6 +50,14 @@ pub enum RailError {
         /// The reply body, when it was read.
         body: String,
     },
+}
+
+impl From<reqwest::Error> for RailError {
+    // Not `#[from]`: the cause is in the message, so it is not also a
+    // `source()` (a `{:#}` chain would print it twice).
+    fn from(e: reqwest::Error) -> Self {
+        RailError::Http(e)
+    }
 }
 
 /// A rail-stub client.

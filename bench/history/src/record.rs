@@ -139,23 +139,23 @@ impl Recorder {
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// A file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// A line is not an [`Event`] (a torn last line of a killed process is
     /// skipped, not refused: only one *before* the last is an error).
-    #[error("{path} line {line}: {source}")]
+    #[error("{path} line {line}: {error}")]
     Parse {
         /// The file.
         path: String,
         /// 1-based line number.
         line: usize,
-        /// The JSON error.
-        source: serde_json::Error,
+        /// The JSON error (in the message, so not also a `source()`).
+        error: serde_json::Error,
     },
     /// A completion without its invocation.
     #[error("{proc} op {id}: a completion without an invocation")]
@@ -172,16 +172,16 @@ pub fn read_events(paths: &[std::path::PathBuf]) -> Result<Vec<Event>, HistoryEr
     let mut out = Vec::new();
     for path in paths {
         let shown = path.display().to_string();
-        let f = std::fs::File::open(path).map_err(|source| HistoryError::Io {
+        let f = std::fs::File::open(path).map_err(|error| HistoryError::Io {
             path: shown.clone(),
-            source,
+            error,
         })?;
         let lines: Vec<String> = std::io::BufReader::new(f)
             .lines()
             .collect::<Result<_, _>>()
-            .map_err(|source| HistoryError::Io {
+            .map_err(|error| HistoryError::Io {
                 path: shown.clone(),
-                source,
+                error,
             })?;
         let n = lines.len();
         for (i, line) in lines.iter().enumerate() {
@@ -192,11 +192,11 @@ pub fn read_events(paths: &[std::path::PathBuf]) -> Result<Vec<Event>, HistoryEr
                 Ok(e) => out.push(e),
                 // The last line of a killed writer may be torn.
                 Err(_) if i + 1 == n => {}
-                Err(source) => {
+                Err(error) => {
                     return Err(HistoryError::Parse {
                         path: shown,
                         line: i + 1,
-                        source,
+                        error,
                     });
                 }
             }

@@ -40,11 +40,19 @@ pub enum BackendError {
     /// etcd answered with an error or could not be reached. Transient unless
     /// the message says otherwise; retry later.
     #[error("etcd: {0}")]
-    Etcd(#[from] etcd_client::Error),
+    Etcd(etcd_client::Error),
     /// etcd's reply is not what the adapter asked for (a txn without a
     /// header, a keep-alive for another lease): a version mismatch. Report it.
     #[error("unexpected reply from etcd: {0}")]
     Unexpected(&'static str),
+}
+
+impl From<etcd_client::Error> for BackendError {
+    // Not `#[from]`: the cause is in the message, so it is not also a
+    // `source()` (a `{:#}` chain would print it twice).
+    fn from(e: etcd_client::Error) -> Self {
+        BackendError::Etcd(e)
+    }
 }
 
 /// The heartbeat measurements of one client, the same on every backend
