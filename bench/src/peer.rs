@@ -40,6 +40,7 @@ use bench_core::grid::{self, FlagError};
 use bench_core::peer::PeerOp;
 use bench_driver::backend::etcd::server::EtcdServer;
 use bench_driver::peer::{self as load, Target, WindowProbe};
+use bench_driver::peer_http::PeerHttpClient;
 use bench_report::peer as report;
 
 /// How long a lock-server may take to answer `/readyz` (PostgreSQL: leadership).
@@ -266,7 +267,10 @@ async fn start_systems(plan: &PeerPlan) -> anyhow::Result<Vec<System>> {
                 System {
                     system: "fencepost",
                     store: store.clone(),
-                    target: Target::Fencepost(child.url()),
+                    target: Target::Fencepost {
+                        base: child.url(),
+                        client: PeerHttpClient::Sdk,
+                    },
                     pid: Some(child.pid()),
                     pg: None,
                     _guard: Guard::LockServer { _child: child },
@@ -291,7 +295,10 @@ async fn start_systems(plan: &PeerPlan) -> anyhow::Result<Vec<System>> {
                 System {
                     system: "fencepost",
                     store: store.clone(),
-                    target: Target::Fencepost(child.url()),
+                    target: Target::Fencepost {
+                        base: child.url(),
+                        client: PeerHttpClient::Sdk,
+                    },
                     pid: Some(child.pid()),
                     pg: Some(PgBackends {
                         client,

@@ -10,7 +10,8 @@
 //! - [`rail`]: the rail-stub client a worker pays through;
 //! - [`proxy`]: the in-process delay proxy between workers and lock-server;
 //! - [`docker`]: the `--runtime docker` services;
-//! - [`peer`]: `bench peer`'s closed-loop load.
+//! - [`peer`]: `bench peer`'s closed-loop load, and [`peer_http`]: the HTTP
+//!   client it drives the lock-server with (the SDK's, or hyper's pooled one).
 //!
 //! Every boundary that fails returns its own `thiserror` enum, whose message
 //! is its own context and whose `source()` is the cause; print one with
@@ -24,6 +25,7 @@ pub mod backend;
 pub mod cell;
 pub mod docker;
 pub mod peer;
+pub mod peer_http;
 pub mod proxy;
 pub mod rail;
 pub mod worker;

@@ -22,13 +22,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use etcd_client::{Compare, CompareOp, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp};
 use fencepost_sdk::Histogram;
-use fencepost_sdk::http::{HttpClient, HttpError, HttpMethod, HttpReply};
+use fencepost_sdk::http::HttpMethod;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use bench_core::error::Chain;
 use bench_core::hist;
 use bench_core::peer::{PeerOp, Sample};
+
+use crate::peer_http::{PeerHttp, PeerHttpClient, PeerHttpError, Reply};
 
 /// How long one operation may take before it counts as an error.
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,7 +108,7 @@ pub enum ExchangeError {
     /// The request could not be sent or its reply not read: the SDK's error,
     /// whose message already ends with its cause (so it is not chained again).
     #[error("{0}")]
-    Http(HttpError),
+    Http(PeerHttpError),
     /// No reply within the operation timeout: the server is stalled or overloaded.
     #[error("no reply within {OP_TIMEOUT:?}")]
     Timeout,
@@ -115,8 +117,13 @@ pub enum ExchangeError {
 /// Which server a measurement drives.
 #[derive(Clone, Debug)]
 pub enum Target {
-    /// A fencepost lock-server at this base URL.
-    Fencepost(String),
+    /// A fencepost lock-server at this base URL, driven with this HTTP client.
+    Fencepost {
+        /// `http://IP:PORT`.
+        base: String,
+        /// The SDK's client, or hyper's pooled one.
+        client: PeerHttpClient,
+    },
     /// etcd at this client URL.
     Etcd(String),
 }
@@ -138,7 +145,7 @@ struct FencepostUrls {
 enum Client {
     /// The SDK's HTTP client (one keep-alive connection) and a lock-server session.
     Fencepost {
-        http: HttpClient,
+        http: PeerHttp,
         urls: Box<FencepostUrls>,
         session: String,
     },
@@ -156,8 +163,8 @@ impl Client {
     async fn open(target: &Target, i: usize, tag: &str) -> Result<Client, PeerError> {
         let key = format!("peer:{tag}:{i}");
         match target {
-            Target::Fencepost(base) => {
-                let http = HttpClient::new(OP_TIMEOUT);
+            Target::Fencepost { base, client } => {
+                let http = PeerHttp::new(*client, OP_TIMEOUT);
                 let open = json!({"owner_id": format!("peer-{i}"), "ttl_ms": CLIENT_TTL_S * 1000});
                 let resp = timed(http.send(
                     HttpMethod::Post,
@@ -238,8 +245,8 @@ impl Client {
 
 /// `exchange` bounded by [`OP_TIMEOUT`].
 async fn timed(
-    exchange: impl std::future::Future<Output = Result<HttpReply, HttpError>>,
-) -> Result<HttpReply, ExchangeError> {
+    exchange: impl std::future::Future<Output = Result<Reply, PeerHttpError>>,
+) -> Result<Reply, ExchangeError> {
     match tokio::time::timeout(OP_TIMEOUT, exchange).await {
         Ok(r) => r.map_err(ExchangeError::Http),
         Err(_) => Err(ExchangeError::Timeout),
@@ -248,7 +255,7 @@ async fn timed(
 
 /// L2, or L4 then L6.
 async fn fencepost_op(
-    http: &HttpClient,
+    http: &PeerHttp,
     urls: &FencepostUrls,
     session: &str,
     op: PeerOp,
