@@ -2,7 +2,9 @@
 //! what memory holds per key ([`KeyEntry`]), how a session stands at an
 //! instant ([`SessionStatus`]) and what an acquire was decided to do
 //! ([`AcquirePlan`]). Their own arithmetic (a session's lapse and expiry) is
-//! here; every transition is in [`table`](super::table).
+//! here; every transition is in [`table`].
+//!
+//! [`table`]: super::table
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -95,7 +97,9 @@ pub struct AcquirePlan {
     /// The lease to grant (clamped), from this request's receipt.
     pub lease: Duration,
     /// `Some(token)` when the requesting session already holds the key (C1 §7):
-    /// the answer is that grant, extended like a renew ([`LockTable::apply_renew`](super::LockTable::apply_renew)),
+    /// the answer is that grant, extended like a renew ([`LockTable::apply_renew`]),
     /// and nothing is pending. `None`: a new grant, the key marked pending.
+    ///
+    /// [`LockTable::apply_renew`]: super::LockTable::apply_renew
     pub reacquire: Option<u64>,
 }

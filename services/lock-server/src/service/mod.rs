@@ -1,6 +1,5 @@
-//! The lock service: the [`LockTable`](crate::core::LockTable) (pure
-//! decisions) wired to a [`LockStore`](crate::store::LockStore) (durability)
-//! and a [`Clock`](fencepost_api::Clock) (time). Every operation reads
+//! The lock service: the [`LockTable`] (pure decisions) wired to a
+//! [`LockStore`] (durability) and a [`Clock`] (time). Every operation reads
 //! the clock once, on entry — the instant the request was received — and
 //! follows the same order: decide under the table mutex, release it, persist
 //! through the store, then apply under the mutex. The mutex is never held
@@ -8,7 +7,7 @@
 //!
 //! **Cancel safety (C1 §8).** The persist-then-apply half of every mutation
 //! (L1, L3, L4, L5 when the lease grows, L6, L8, the sweeper's clears) runs on
-//! its own task ([`detached`](lock_service::detached)); the request only awaits it. When a client gives
+//! its own task ([`detached`]); the request only awaits it. When a client gives
 //! up and the HTTP server drops its handler, the task still runs to its end:
 //! the store's write is always followed by the matching change in memory (or,
 //! on a store failure, by the undo of the decision), so memory and store agree
@@ -27,6 +26,11 @@
 //! `grants.rs` (L4–L8) and `sweep.rs`; the read-only views (`/readyz`,
 //! `/v1/config`, `/metrics`, digests) in `views.rs`; the replica's election
 //! rounds in `election.rs`; [`ServiceError`] and [`Counters`] apart, below them.
+//!
+//! [`LockTable`]: crate::core::LockTable
+//! [`LockStore`]: crate::store::LockStore
+//! [`Clock`]: fencepost_api::Clock
+//! [`detached`]: lock_service::detached
 
 mod counters;
 mod election;

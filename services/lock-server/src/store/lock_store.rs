@@ -49,7 +49,9 @@ pub trait LockStore: Send + Sync {
     /// one write path of a store: a per-transaction guard goes here.
     async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError>;
 
-    /// How writes were batched, for a store that batches ([`group::GroupCommit`](super::group::GroupCommit)).
+    /// How writes were batched, for a store that batches ([`group::GroupCommit`]).
+    ///
+    /// [`group::GroupCommit`]: super::group::GroupCommit
     fn commit_stats(&self) -> Option<CommitStats> {
         None
     }

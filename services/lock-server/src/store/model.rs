@@ -37,8 +37,11 @@ pub struct KeyRecord {
     pub holder: Option<GrantRecord>,
 }
 
-/// What a store holds: everything ([`LockStore::load`](super::LockStore::load)) or what a restarted
-/// server needs ([`LockStore::load_live`](super::LockStore::load_live)).
+/// What a store holds: everything ([`LockStore::load`]) or what a restarted
+/// server needs ([`LockStore::load_live`]).
+///
+/// [`LockStore::load`]: super::LockStore::load
+/// [`LockStore::load_live`]: super::LockStore::load_live
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// Sessions not deleted or expired.
@@ -48,14 +51,18 @@ pub struct Snapshot {
 }
 
 /// What every write transaction of a replicated store checks first, in the
-/// same transaction ([`LockStore::set_fence`](super::LockStore::set_fence)).
+/// same transaction ([`LockStore::set_fence`]).
+///
+/// [`LockStore::set_fence`]: super::LockStore::set_fence
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fence {
     /// A single-node server: writes are not fenced (memory, SQLite, and a
     /// PostgreSQL store driven without leadership, as the tests do).
     #[default]
     Unfenced,
-    /// A standby or a deposed leader: every write is refused ([`StoreError::Fenced`](super::StoreError::Fenced)).
+    /// A standby or a deposed leader: every write is refused ([`StoreError::Fenced`]).
+    ///
+    /// [`StoreError::Fenced`]: super::StoreError::Fenced
     Standby,
     /// The leader of `epoch`: a write commits only if the leader row still has
     /// this epoch and its lease has not run out on the database's clock.
@@ -68,7 +75,9 @@ pub enum Fence {
     },
 }
 
-/// One attempt to take or keep the leader row ([`LockStore::claim_leadership`](super::LockStore::claim_leadership)).
+/// One attempt to take or keep the leader row ([`LockStore::claim_leadership`]).
+///
+/// [`LockStore::claim_leadership`]: super::LockStore::claim_leadership
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaderBid {
     /// This process's node id (random per start).
@@ -96,8 +105,11 @@ pub struct LeaderRow {
     pub leader: Option<String>,
 }
 
-/// One durable change: what [`LockStore::commit`](super::LockStore::commit) takes, in order. Each
-/// variant is what one single-write method of [`LockStore`](super::LockStore) does.
+/// One durable change: what [`LockStore::commit`] takes, in order. Each
+/// variant is what one single-write method of [`LockStore`] does.
+///
+/// [`LockStore::commit`]: super::LockStore::commit
+/// [`LockStore`]: super::LockStore
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Write {
     /// Persists a new session (L1); fails the commit if the id is stored.
@@ -145,7 +157,9 @@ impl Write {
 /// `None` for every other write.
 pub type Committed = Option<u64>;
 
-/// How a [`group::GroupCommit`](super::group::GroupCommit) has batched so far (for `/metrics` and benches).
+/// How a [`group::GroupCommit`] has batched so far (for `/metrics` and benches).
+///
+/// [`group::GroupCommit`]: super::group::GroupCommit
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommitStats {
     /// Transactions committed or attempted (a batch and each of its retries).

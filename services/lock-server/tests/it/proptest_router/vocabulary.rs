@@ -138,7 +138,9 @@ pub(super) const LOOSE_TEXT: &[&str] = &[
     "\u{feff}{}",
 ];
 
-/// A reference to a session, resolved against the [`Model`](super::model::Model) when the step runs.
+/// A reference to a session, resolved against the [`Model`] when the step runs.
+///
+/// [`Model`]: super::model::Model
 #[derive(Clone, Debug)]
 pub(super) enum Sess {
     /// One of the sessions opened so far (index modulo their number).
@@ -192,7 +194,9 @@ pub(super) enum Shape {
     Empty,
     /// Nested 300 arrays deep.
     Deep,
-    /// Exactly [`MAX_BODY_BYTES`](fencepost_api::lock::MAX_BODY_BYTES) (accepted) or one byte more (413), valid JSON.
+    /// Exactly [`MAX_BODY_BYTES`] (accepted) or one byte more (413), valid JSON.
+    ///
+    /// [`MAX_BODY_BYTES`]: fencepost_api::lock::MAX_BODY_BYTES
     Padded {
         over: bool,
     },
