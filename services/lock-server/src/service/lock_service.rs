@@ -151,6 +151,7 @@ impl LockService {
         }))
     }
 
+    /// The table, locked (poisoning ignored); never held across an await.
     pub(crate) fn table(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
