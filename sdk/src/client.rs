@@ -4,8 +4,6 @@
 //! dropping a session stops its heartbeat task.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use fencepost_api::lock::validate_owner;
 use hdrhistogram::Histogram;
@@ -13,10 +11,11 @@ use hdrhistogram::Histogram;
 use crate::clock::Clock;
 use crate::config::{ConfigError, LockClientConfig};
 use crate::error::LockError;
-use crate::lease::{self, RttSummary};
-use crate::metrics::{ClientStats, DeadlineKind, MarginStats, Metrics};
+use crate::inner::ClientInner;
+use crate::lease;
+use crate::metrics::{ClientStats, DeadlineKind, MarginStats};
 use crate::session::Session;
-use crate::transport::Http;
+use crate::transport::duration_ms;
 
 /// The entry point of the SDK: holds the base URL, timeouts, margin policy,
 /// clock and metrics, and opens sessions. Cheap to clone (one shared core).
@@ -25,50 +24,12 @@ pub struct LockClient {
     inner: Arc<ClientInner>,
 }
 
-/// What every session of a client shares.
-pub(crate) struct ClientInner {
-    /// The validated configuration.
-    pub(crate) config: LockClientConfig,
-    /// The clock every deadline is read from (a copy of `config.clock`).
-    pub(crate) clock: Arc<dyn Clock>,
-    /// The HTTP layer (one pooled HTTP/1.1 client, [`crate::http`]).
-    pub(crate) http: Http,
-    /// Histograms, counters and margin stats.
-    pub(crate) metrics: Metrics,
-    /// Sessions opened so far; session n draws its jitter from RNG stream n.
-    sessions_opened: AtomicU64,
-}
-
-impl ClientInner {
-    /// The margin (ppm) for a grant of `granted_ms`, under the policy and, for
-    /// an adaptive policy, the RTTs it has observed (its own view, which
-    /// [`LockClient::reset_measurements`] leaves alone).
-    pub(crate) fn margin_ppm(&self, granted_ms: u64) -> u64 {
-        let rtt = if self.config.margin.is_adaptive() {
-            self.metrics.rtt_summary()
-        } else {
-            RttSummary::default()
-        };
-        self.config
-            .margin
-            .margin_ppm(Duration::from_millis(granted_ms), rtt)
-    }
-}
-
 impl LockClient {
     /// Validates `config` and builds the client. Does no I/O.
     pub fn new(config: LockClientConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let http = Http::new(&config.urls(), config.request_timeout);
-        let adaptive = config.margin.is_adaptive();
         Ok(LockClient {
-            inner: Arc::new(ClientInner {
-                clock: config.clock.clone(),
-                config,
-                http,
-                metrics: Metrics::new(adaptive),
-                sessions_opened: AtomicU64::new(0),
-            }),
+            inner: Arc::new(ClientInner::new(config)),
         })
     }
 
@@ -91,7 +52,7 @@ impl LockClient {
         let ppm = inner.margin_ppm(granted.ttl_ms);
         let deadline = lease::client_deadline(reply.send, granted.ttl_ms, ppm);
         inner.metrics.margin_applied(DeadlineKind::Open, ppm);
-        let ordinal = inner.sessions_opened.fetch_add(1, Ordering::Relaxed);
+        let ordinal = inner.next_session_ordinal();
         Ok(Session::start(
             inner.clone(),
             granted.session_id,
@@ -182,9 +143,4 @@ impl LockClient {
     pub fn metrics_text(&self) -> String {
         self.inner.metrics.prometheus_text()
     }
-}
-
-/// A duration as whole milliseconds for the wire, at least 1.
-pub(crate) fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }

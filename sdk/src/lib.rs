@@ -48,6 +48,7 @@ pub mod clock;
 mod config;
 mod error;
 pub mod http;
+mod inner;
 pub mod lease;
 pub mod metrics;
 mod session;

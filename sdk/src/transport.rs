@@ -438,3 +438,8 @@ fn error_from_reply(status: u16, bytes: &[u8], grant: Option<GrantRef<'_>>) -> L
         },
     }
 }
+
+/// A duration as whole milliseconds for the wire, at least 1.
+pub(crate) fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}

@@ -7,11 +7,20 @@ use std::sync::atomic::Ordering;
 
 use hdrhistogram::Histogram;
 
-use super::{DeadlineKind, Metrics, Recorder};
+use super::cells::Recorder;
+use super::collector::Metrics;
+use super::stats::DeadlineKind;
 use crate::lease::PPM;
 
+impl Metrics {
+    /// The Prometheus text exposition of the C5 SDK metrics.
+    pub fn prometheus_text(&self) -> String {
+        render(self)
+    }
+}
+
 /// Renders every SDK metric.
-pub(super) fn render(m: &Metrics) -> String {
+fn render(m: &Metrics) -> String {
     let s = m.stats();
     let mut out = String::with_capacity(4096);
     summary(

@@ -8,13 +8,14 @@ use std::time::Duration;
 use fencepost_api::lock::{LeaseGranted, validate_key};
 use tracing::debug;
 
+use super::api::Session;
 use super::handle::{HandleShared, LockHandle};
-use super::{Session, lock};
+use super::mutex::lock;
 use crate::acquire::{AcquireOptions, Backoff};
-use crate::client::duration_ms;
 use crate::error::{LockError, ReplyProblem};
 use crate::lease::{self, GrantReply};
 use crate::metrics::DeadlineKind;
+use crate::transport::duration_ms;
 
 impl Session {
     /// L4, bounded (T-041). Tries at once; on `LOCK_HELD`, a 503 or a

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use tracing::{debug, error};
 
 use super::handle::HandleShared;
-use super::lock;
+use super::mutex::lock;
 use super::schedule::{self, Due};
 use super::shared::SessionShared;
 use crate::clock::{MonoTime, timer_now};

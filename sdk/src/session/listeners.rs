@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tracing::{error, warn};
 
-use super::lock;
+use super::mutex::lock;
 use crate::error::LostReason;
 
 /// What a lost-lock listener is told.

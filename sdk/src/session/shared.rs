@@ -14,10 +14,10 @@ use tracing::warn;
 use super::fault::FaultState;
 use super::handle::{HandleShared, Liveness};
 use super::listeners::{Listeners, LockLostEvent};
-use super::lock;
-use crate::client::ClientInner;
+use super::mutex::lock;
 use crate::clock::{Clock, MonoTime};
 use crate::error::LostReason;
+use crate::inner::ClientInner;
 use crate::lease::{self, GrantRefused, GrantReply};
 use crate::metrics::DeadlineKind;
 

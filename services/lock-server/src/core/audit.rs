@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::LockTable;
+use super::table::LockTable;
 
 impl LockTable {
     /// A canonical text of the whole table (sorted), so tests can assert that a

@@ -20,7 +20,7 @@ use std::ops::Bound;
 use fencepost_api::clock::MonoTime;
 use fencepost_api::lock::LockState;
 
-use super::LockTable;
+use super::table::LockTable;
 
 /// What ran out by an instant; the service clears it from the store, then
 /// applies it, and counts it.

@@ -34,9 +34,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use super::{
-    CommitStats, Committed, Fence, LeaderBid, LeaderRow, LockStore, Snapshot, StoreError, Write,
-};
+use super::error::StoreError;
+use super::lock_store::LockStore;
+use super::model::{CommitStats, Committed, Fence, LeaderBid, LeaderRow, Snapshot, Write};
 
 /// The most writes one batch takes from the queue (a single unit may be
 /// larger, e.g. a sweep; it is then committed alone).

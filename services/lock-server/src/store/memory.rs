@@ -9,9 +9,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{
-    Committed, GrantRecord, KeyRecord, LockStore, SessionRecord, Snapshot, StoreError, Write,
-};
+use super::error::StoreError;
+use super::lock_store::LockStore;
+use super::model::{Committed, GrantRecord, KeyRecord, SessionRecord, Snapshot, Write};
 
 /// An in-process store.
 #[derive(Debug, Default)]

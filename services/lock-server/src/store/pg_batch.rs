@@ -23,7 +23,7 @@
 
 use std::collections::HashSet;
 
-use super::Write;
+use super::model::Write;
 
 /// Inserts many sessions in one statement.
 pub(crate) const INSERT_SESSIONS_SQL: &str = "
@@ -231,7 +231,7 @@ pub(crate) fn plan(writes: &[Write]) -> Vec<Statement<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SessionRecord;
+    use crate::store::model::SessionRecord;
 
     fn grant(key: &str, session: &str) -> Write {
         Write::Grant {

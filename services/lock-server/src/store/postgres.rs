@@ -30,10 +30,12 @@ use futures_util::future::{MaybeDone, maybe_done};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
+use super::error::StoreError;
+use super::lock_store::LockStore;
+use super::model::{Committed, Fence, LeaderBid, LeaderRow, SessionRecord, Snapshot, Write};
 use super::pg_batch::{self, Clears, Grants, Inserts, Leases, Statement};
-use super::{
-    Committed, Fence, LeaderBid, LeaderRow, LockStore, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
-    SELECT_SESSIONS_SQL, SessionRecord, Snapshot, StoreError, TABLES, Write, key_record,
+use super::sql::{
+    SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, TABLES, key_record,
 };
 
 /// What PostgreSQL adds to the shared [`TABLES`]: one difference in what the

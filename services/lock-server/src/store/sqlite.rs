@@ -15,11 +15,13 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{
-    CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, Committed, DELETE_SESSION_SQL, GRANT_SQL,
-    INSERT_SESSION_SQL, LockStore, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
-    SELECT_SESSIONS_SQL, SET_LEASE_SQL, SQLITE_INDEXES, SessionRecord, Snapshot, StoreError,
-    TABLES, Write, key_record,
+use super::error::StoreError;
+use super::lock_store::LockStore;
+use super::model::{Committed, SessionRecord, Snapshot, Write};
+use super::sql::{
+    CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
+    SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL,
+    SET_LEASE_SQL, SQLITE_INDEXES, TABLES, key_record,
 };
 
 /// A store in one SQLite file.

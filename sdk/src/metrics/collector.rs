@@ -1,0 +1,332 @@
+//! [`Metrics`]: one client's shared measurements, recorded into by its
+//! sessions and heartbeat tasks (and by the bench's etcd adapter) and read
+//! out as [`ClientStats`], [`MarginStats`], histogram copies and the
+//! adaptive margin's RTT summary. The text exposition is in
+//! [`text`](super::text).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use super::cells::{Counters, MAX_US, MarginCell, Recorder, bump};
+use super::stats::{ClientStats, DeadlineKind, MarginStats, Outcome};
+use crate::error::LostReason;
+use crate::lease::RttSummary;
+
+/// The client's shared measurements. Public so that a lock client for
+/// another service (the bench's etcd adapter, issue 15) records its
+/// keep-alives in the same recorder, and the same columns mean the same.
+pub struct Metrics {
+    /// Raw L2/L5 RTT: replies, and timeouts at their give-up time ("≥").
+    pub(super) rtt: Recorder,
+    /// RTT from the scheduled send (coordinated-omission corrected).
+    pub(super) corrected: Recorder,
+    /// Tick lag: scheduled → actual send of each tick that sent.
+    pub(super) tick_lag: Recorder,
+    /// The adaptive margin's RTT view (the same samples as `rtt`), only for
+    /// an adaptive policy; [`reset_measurements`](Self::reset_measurements)
+    /// leaves it, so a warm-up reset does not throw the policy back to its ceiling.
+    pub(super) policy_rtt: Option<Mutex<Histogram<u64>>>,
+    /// The counters of [`ClientStats`].
+    pub(super) counters: Counters,
+    /// The margins applied, per [`DeadlineKind`].
+    pub(super) margins: [MarginCell; 5],
+}
+
+impl Metrics {
+    /// Empty measurements; `adaptive` keeps the policy's own RTT view.
+    pub fn new(adaptive: bool) -> Self {
+        Metrics {
+            rtt: Recorder::new(),
+            corrected: Recorder::new(),
+            tick_lag: Recorder::new(),
+            policy_rtt: adaptive.then(|| Mutex::new(Recorder::new().snapshot())),
+            counters: Counters::default(),
+            margins: [(); 5].map(|()| MarginCell::new()),
+        }
+    }
+
+    /// Records one L2/L5 exchange: its outcome, and for a reply or a
+    /// timeout its (raw) RTT `received − send` and its corrected samples
+    /// (`corrected`, measured from the scheduled send(s)).
+    pub fn record_exchange(
+        &self,
+        outcome: Outcome,
+        rtt: Duration,
+        corrected: impl IntoIterator<Item = Duration>,
+    ) {
+        let c = &self.counters;
+        bump(&c.hb_attempts, 1);
+        bump(
+            match outcome {
+                Outcome::Reply => &c.hb_replies,
+                Outcome::Timeout => &c.hb_timeouts,
+                Outcome::Error => &c.hb_errors,
+            },
+            1,
+        );
+        if outcome == Outcome::Error {
+            return;
+        }
+        self.rtt.record_all(1, [rtt]);
+        self.corrected.record_all(1, corrected);
+        if let Some(view) = &self.policy_rtt {
+            let us = u64::try_from(rtt.as_micros())
+                .unwrap_or(u64::MAX)
+                .clamp(1, MAX_US);
+            view.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .saturating_record(us);
+        }
+    }
+
+    /// `count` scheduled ticks came due; the one that sent did so `lag` late
+    /// (`None`: none sent, all `count` are missed).
+    pub fn record_ticks(&self, count: u64, lag: Option<Duration>) {
+        bump(&self.counters.hb_ticks, count);
+        match lag {
+            Some(lag) => {
+                bump(&self.counters.hb_ticks_missed, count.saturating_sub(1));
+                self.tick_lag.record_all(0, [lag]);
+            }
+            None => bump(&self.counters.hb_ticks_missed, count),
+        }
+    }
+
+    /// Ticks that were still needed when the session was found lost: each
+    /// lateness is a censored corrected sample.
+    pub fn record_unserved(&self, lateness: impl IntoIterator<Item = Duration>) {
+        self.corrected.record_all(1, lateness);
+    }
+
+    /// A copy of the raw RTT histogram (µs).
+    pub fn rtt_snapshot(&self) -> Histogram<u64> {
+        self.rtt.snapshot()
+    }
+
+    /// A copy of the corrected RTT histogram (µs).
+    pub fn corrected_snapshot(&self) -> Histogram<u64> {
+        self.corrected.snapshot()
+    }
+
+    /// A copy of the tick-lag histogram (µs).
+    pub fn tick_lag_snapshot(&self) -> Histogram<u64> {
+        self.tick_lag.snapshot()
+    }
+
+    /// Empties the three histograms and the adaptive policy's view (which
+    /// puts an adaptive margin back into warm-up).
+    pub fn reset_rtt(&self) {
+        self.rtt.reset();
+        self.corrected.reset();
+        self.tick_lag.reset();
+        if let Some(view) = &self.policy_rtt {
+            view.lock().unwrap_or_else(|e| e.into_inner()).reset();
+        }
+    }
+
+    /// Zeroes every measurement (histograms, counters, margin stats) except
+    /// the adaptive policy's RTT view: for the bench's warm-up.
+    pub fn reset_measurements(&self) {
+        self.rtt.reset();
+        self.corrected.reset();
+        self.tick_lag.reset();
+        for c in self.counters.all() {
+            c.store(0, Ordering::Relaxed);
+        }
+        for m in &self.margins {
+            m.reset();
+        }
+    }
+
+    /// Sample count and p99 for the adaptive margin (its own view).
+    pub fn rtt_summary(&self) -> RttSummary {
+        let Some(view) = &self.policy_rtt else {
+            return RttSummary::default();
+        };
+        let h = view.lock().unwrap_or_else(|e| e.into_inner());
+        RttSummary {
+            samples: h.len(),
+            p99_us: h.value_at_quantile(0.99),
+        }
+    }
+
+    /// Records the margin (ppm) applied to a deadline of `kind`.
+    pub fn margin_applied(&self, kind: DeadlineKind, ppm: u64) {
+        self.margins[kind.index()].record(ppm);
+    }
+
+    /// The margins applied so far.
+    pub fn margin_stats(&self) -> MarginStats {
+        MarginStats {
+            by_kind: [0, 1, 2, 3, 4].map(|i| self.margins[i].summary()),
+        }
+    }
+
+    /// Counts one L2 (or other backend's keep-alive) answered with a grant.
+    pub fn heartbeat_ok(&self) {
+        bump(&self.counters.heartbeats, 1);
+    }
+
+    /// Counts one L5 renewal granted.
+    pub fn renewal_ok(&self) {
+        bump(&self.counters.renewals, 1);
+    }
+
+    /// Counts one handle reported lost to the listeners.
+    pub fn handle_lost(&self) {
+        bump(&self.counters.handles_lost, 1);
+    }
+
+    /// Counts one `ensure_time_for` refusal (`lock.lease.abandoned`).
+    pub fn abandoned(&self) {
+        bump(&self.counters.abandoned, 1);
+    }
+
+    /// Counts a lost session under its C5 reason label.
+    pub fn session_lost(&self, reason: LostReason) {
+        let counter = match reason {
+            LostReason::SessionExpired => &self.counters.lost_expired,
+            LostReason::SessionUnknown => &self.counters.lost_unknown,
+            LostReason::Deadline => &self.counters.lost_deadline,
+            _ => return,
+        };
+        bump(counter, 1);
+    }
+
+    /// A point-in-time copy of the counters.
+    pub fn stats(&self) -> ClientStats {
+        let c = &self.counters;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ClientStats {
+            heartbeats: get(&c.heartbeats),
+            renewals: get(&c.renewals),
+            hb_attempts: get(&c.hb_attempts),
+            hb_replies: get(&c.hb_replies),
+            hb_timeouts: get(&c.hb_timeouts),
+            hb_errors: get(&c.hb_errors),
+            hb_ticks: get(&c.hb_ticks),
+            hb_ticks_missed: get(&c.hb_ticks_missed),
+            sessions_lost_expired: get(&c.lost_expired),
+            sessions_lost_unknown: get(&c.lost_unknown),
+            sessions_lost_deadline: get(&c.lost_deadline),
+            handles_lost: get(&c.handles_lost),
+            leases_abandoned: get(&c.abandoned),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::stats::MarginSummary;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn rtt_is_recorded_summarised_exported_and_reset() {
+        let m = Metrics::new(true);
+        for ms in 1..=100u32 {
+            m.record_exchange(Outcome::Reply, MS * ms, [MS * ms]);
+        }
+        let s = m.rtt_summary();
+        assert_eq!(s.samples, 100);
+        assert!((98_000..=100_000).contains(&s.p99_us), "{}", s.p99_us);
+        m.session_lost(LostReason::Deadline);
+        m.abandoned();
+        let text = m.prometheus_text();
+        assert!(
+            text.contains("lock_heartbeat_rtt_seconds_count 100"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lock_session_lost_total{reason=\"deadline\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("lock_lease_abandoned_total 1"), "{text}");
+        m.reset_rtt();
+        assert_eq!(m.rtt_summary().samples, 0);
+        assert!(
+            m.prometheus_text()
+                .contains("lock_heartbeat_rtt_seconds_sum 0\n")
+        );
+    }
+
+    #[test]
+    fn every_exchange_has_one_outcome_and_timeouts_are_censored_samples() {
+        let m = Metrics::new(false);
+        m.record_exchange(Outcome::Reply, 2 * MS, [2 * MS]);
+        m.record_exchange(Outcome::Timeout, 400 * MS, [400 * MS, 300 * MS]);
+        m.record_exchange(Outcome::Error, Duration::ZERO, [Duration::ZERO]);
+        let s = m.stats();
+        assert_eq!(
+            (s.hb_attempts, s.hb_replies, s.hb_timeouts, s.hb_errors),
+            (3, 1, 1, 1)
+        );
+        let raw = m.rtt_snapshot();
+        assert_eq!(raw.len(), 2, "the reply and the censored timeout");
+        assert!(raw.max() >= 399_000);
+        assert_eq!(m.corrected_snapshot().len(), 3);
+        let text = m.prometheus_text();
+        for outcome in ["reply", "timeout", "error"] {
+            assert!(
+                text.contains(&format!(
+                    "lock_heartbeat_outcomes_total{{outcome=\"{outcome}\"}} 1"
+                )),
+                "{text}"
+            );
+        }
+        // A fixed policy keeps no view of its own.
+        assert_eq!(m.rtt_summary(), RttSummary::default());
+    }
+
+    #[test]
+    fn reset_measurements_zeroes_everything_but_the_policy_view() {
+        let m = Metrics::new(true);
+        for _ in 0..30 {
+            m.record_exchange(Outcome::Reply, 5 * MS, [5 * MS]);
+        }
+        m.record_ticks(3, Some(250 * MS));
+        m.margin_applied(DeadlineKind::Renew, 300_000);
+        m.session_lost(LostReason::SessionExpired);
+        assert_eq!(m.stats().hb_ticks_missed, 2);
+        assert_eq!(m.tick_lag_snapshot().len(), 1);
+        m.reset_measurements();
+        assert_eq!(m.stats(), ClientStats::default());
+        assert_eq!(m.rtt_snapshot().len(), 0);
+        assert_eq!(m.corrected_snapshot().len(), 0);
+        assert_eq!(m.tick_lag_snapshot().len(), 0);
+        assert_eq!(m.margin_stats(), MarginStats::default());
+        assert_eq!(m.rtt_summary().samples, 30, "the policy keeps its view");
+    }
+
+    #[test]
+    fn margin_stats_count_mean_and_merge_by_kind() {
+        let m = Metrics::new(false);
+        m.margin_applied(DeadlineKind::Acquire, 300_000);
+        m.margin_applied(DeadlineKind::Renew, 100_000);
+        m.margin_applied(DeadlineKind::Renew, 200_000);
+        let s = m.margin_stats();
+        assert_eq!(s.get(DeadlineKind::Heartbeat), MarginSummary::default());
+        assert_eq!(s.get(DeadlineKind::Heartbeat).mean(), None);
+        let renew = s.get(DeadlineKind::Renew);
+        assert_eq!(
+            (renew.count, renew.min_ppm, renew.max_ppm),
+            (2, 100_000, 200_000)
+        );
+        assert!((renew.mean().unwrap() - 0.15).abs() < 1e-12);
+        let leases = s.leases();
+        assert_eq!(
+            (leases.count, leases.min_ppm, leases.max_ppm),
+            (3, 100_000, 300_000)
+        );
+        assert!((leases.mean().unwrap() - 0.2).abs() < 1e-12);
+        assert_eq!(s.all(), leases);
+        assert!(
+            m.prometheus_text()
+                .contains("lock_margin_effective_count{exchange=\"l5\"} 2")
+        );
+    }
+}
