@@ -1,0 +1,248 @@
+//! `experiments failover` (issue 14): three lock-server replicas over one
+//! PostgreSQL schema, a rail-stub, and SDK payout workers configured with
+//! every replica URL (they follow `NOT_LEADER`). While the workers run, one
+//! fault after another: kill -9 of the leader; SIGSTOP of the (new) leader
+//! until another one serves, then SIGCONT (the thawed one must answer no
+//! 2xx); and a restart of PostgreSQL itself (`--pg-dir`). Per fault: the time
+//! until a replica serves again (`/readyz` 200, polled every 20 ms), the
+//! throughput dip (paid payouts per second in 500 ms buckets against the
+//! median before the first fault); over the window: sessions and handles
+//! lost, heartbeats without an answer, and the must-be-zero counters (paid
+//! twice, stale paid, fenced while believed held, ledger invariant, 2xx from
+//! a thawed leader). Written in the experiments' layout: `failover.json`,
+//! `results.csv`, `failover.{svg,png}`, `report.md`.
+//!
+//! The workers run in this process (the cell driver's in-process pool); the
+//! services are child processes (the process runtime).
+
+//!
+//! [`model`] is what it records, [`faults`] what it does to the replicas,
+//! [`report`] what it prints and draws.
+
+mod faults;
+pub mod model;
+pub mod report;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bench_core::grid::PolicySpec;
+use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_driver::cell::{CellPlan, Conditions, Hooks, Live, Runtime, Stack, measure};
+use fencepost_api::latency::LatencySpec;
+use tokio::time::Instant;
+
+use crate::cli::FailoverArgs;
+use crate::output::{RunDir, block_on, exit_code};
+use crate::plots::render;
+use faults::{FailoverSchedule, Faults, await_leader, fresh_schema, spawn};
+use model::{BUCKET_S, PAYOUTS_PER_WORKER};
+use report::{ThroughputPlot, buckets};
+
+pub use model::{FailoverResult, FaultRecord};
+pub use report::{report_section, summary};
+
+/// `experiments failover`: exit 0, 1 when a must-be-zero counter is not, no
+/// replica served again, or a service failed; 2 on bad input.
+pub fn main(args: &FailoverArgs) -> i32 {
+    let outcome = block_on(run(args));
+    exit_code("failover", outcome, |(r, dir)| {
+        print!("{}", summary(&r, &dir));
+        let bad: Vec<_> = r.must_be_zero.iter().filter(|(_, v)| *v > 0).collect();
+        let stuck = r
+            .faults
+            .iter()
+            .any(|f| f.skipped.is_none() && f.time_to_leader_ms.is_none());
+        if !bad.is_empty() || stuck {
+            eprintln!(
+                "experiments failover: FAILED: must-be-zero {bad:?}, a fault without a new leader: {stuck}"
+            );
+            1
+        } else {
+            0
+        }
+    })
+}
+
+async fn run(args: &FailoverArgs) -> anyhow::Result<(FailoverResult, PathBuf)> {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let tb = TimeBase::for_lease(args.ttl, true);
+    let session_ttl = tb.session_ttl();
+    let latency: LatencySpec = PRODUCTION_RAIL_LATENCY.parse()?;
+    let config = serde_json::json!({
+        "ttl_ms": args.ttl.as_millis() as u64, "session_ttl_ms": session_ttl.as_millis() as u64,
+        "leader_lease_ms": args.leader_lease.as_millis() as u64, "workers": args.workers,
+        "margin": args.margin, "phase_ms": args.phase.as_millis() as u64,
+        "pg_dir": args.pg_dir, "replicas": 3, "seed": seed,
+    });
+    let run_dir = RunDir::create("failover", args.out.as_deref(), seed, &config)?;
+    let dir = run_dir.dir.clone();
+    let store = fresh_schema(&args.pg_url, seed).await?;
+    let lease = fencepost_api::format_duration(args.leader_lease);
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let a = vec![
+            "--store".into(),
+            store.clone(),
+            "--leader-lease".into(),
+            lease.clone(),
+            "--default-ttl".into(),
+            fencepost_api::format_duration(args.ttl),
+            "--session-ttl".into(),
+            fencepost_api::format_duration(session_ttl),
+        ];
+        nodes.push(spawn("lock-server", a, dir.join(format!("lock-server-{i}.log"))).await?);
+    }
+    let rail_latency = tb.latency(latency);
+    let rail = spawn(
+        "rail-stub",
+        vec![
+            "--latency".into(),
+            rail_latency.to_string(),
+            "--seed".into(),
+            seed.to_string(),
+            "--ledger".into(),
+            "memory".into(),
+        ],
+        dir.join("rail-stub.log"),
+    )
+    .await?;
+    let urls: Vec<String> = nodes.iter().map(|n| n.url()).collect();
+    let probe = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()?;
+    let first = await_leader(&probe, &urls, None)
+        .await
+        .ok_or_else(|| anyhow::anyhow!("no replica became leader"))?;
+    println!(
+        "3 replicas, leader {} after {:?}; {} workers",
+        first.0, first.1, args.workers
+    );
+    let plan = CellPlan {
+        id: format!("failover_leader_lease={}", lease),
+        run_id: format!("failover-{seed}"),
+        lease: args.ttl,
+        margin: args.margin,
+        policy: PolicySpec::Fixed,
+        session_ttl,
+        time_base: tb,
+        rail_latency,
+        rail_read_timeout: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT),
+        worst_case_hop: tb.worst_case_hop(PRODUCTION_RAIL_READ_TIMEOUT),
+        acquire_budget: args.ttl / 4,
+        client_check: true,
+        workers: args.workers,
+        duration: args.phase * 4,
+        payouts: PAYOUTS_PER_WORKER * u64::from(args.workers),
+        payout_prefix: "fo".into(),
+        seed,
+        repeat: 0,
+        conditions: Conditions::default(),
+        warmup: bench_driver::cell::default_warmup(session_ttl, args.ttl, args.margin),
+        cpu_quota: None,
+    };
+    let runtime = Runtime::External {
+        lock_url: urls.join(","),
+        rail_url: rail.url(),
+    };
+    let mut stack = Stack::start(&plan.stack_spec(&runtime), &dir).await?;
+    let nodes = Arc::new(Mutex::new(nodes));
+    let records: Arc<Mutex<Vec<FaultRecord>>> = Arc::default();
+    let opened: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let samples: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
+    let mut schedule = FailoverSchedule {
+        faults: Some(Faults {
+            nodes: nodes.clone(),
+            urls: urls.clone(),
+            pg_dir: args.pg_dir.clone(),
+            phase: args.phase,
+            records: records.clone(),
+            opened: Instant::now(),
+        }),
+        opened: opened.clone(),
+    };
+    let live = {
+        let samples = samples.clone();
+        move |l: &Live| {
+            samples
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((Instant::now(), l.paid))
+        }
+    };
+    let hooks = Hooks {
+        live: Some(&live),
+        ..Hooks::default()
+    };
+    let measured = measure(&mut stack, &plan, &mut schedule, hooks).await;
+    stack.stop().await;
+    drop(rail);
+    drop(nodes);
+    let m = measured?.ok_or_else(|| anyhow::anyhow!("interrupted"))?;
+    let row = bench::row::cell_row(&m);
+    bench_analysis::results::write_results(&dir, std::slice::from_ref(&row))?;
+    let opened = opened
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .ok_or_else(|| anyhow::anyhow!("the window never opened"))?;
+    let samples = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let throughput = buckets(&samples, opened);
+    let mut faults = records.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let first_fault = faults.first().map_or(f64::INFINITY, |f| f.at_s);
+    let mut before: Vec<f64> = throughput
+        .iter()
+        .filter(|(t, _)| *t < first_fault)
+        .map(|p| p.1)
+        .collect();
+    before.sort_by(f64::total_cmp);
+    let baseline = (!before.is_empty()).then(|| before[before.len() / 2]);
+    let window_s = 3.0 * args.leader_lease.as_secs_f64();
+    for f in faults.iter_mut().filter(|f| f.skipped.is_none()) {
+        let after: Vec<&(f64, f64)> = throughput
+            .iter()
+            .filter(|(t, _)| *t >= f.at_s && *t < f.at_s + window_s.max(BUCKET_S * 2.0))
+            .collect();
+        f.min_throughput_per_s = after.iter().map(|p| p.1).min_by(f64::total_cmp);
+        if let Some(b) = baseline {
+            let recovered = throughput.iter().find(|(t, v)| {
+                *t > f.at_s
+                    && *v >= b / 2.0
+                    && throughput
+                        .iter()
+                        .any(|(u, w)| *u >= f.at_s && *u < *t && *w < b / 2.0)
+            });
+            f.below_half_s = recovered
+                .map(|(t, _)| t - f.at_s)
+                .or(Some(0.0).filter(|_| after.iter().all(|p| p.1 >= b / 2.0)));
+        }
+    }
+    let thawed: u64 = faults.iter().filter_map(|f| f.thawed_2xx).sum();
+    let must_be_zero = vec![
+        ("paid_twice".to_string(), row.paid_twice),
+        ("stale_paid".to_string(), row.stale_paid),
+        (
+            "fenced_out_believed_held".to_string(),
+            row.fenced_out_believed_held,
+        ),
+        (
+            "ledger_invariant_broken".to_string(),
+            u64::from(!row.ledger_ok),
+        ),
+        ("thawed_leader_2xx".to_string(), thawed),
+    ];
+    let result = FailoverResult {
+        seed,
+        leader_lease_ms: args.leader_lease.as_millis() as u64,
+        faults,
+        baseline_per_s: baseline,
+        throughput,
+        row,
+        must_be_zero,
+    };
+    run_dir.write_json("failover.json", &result)?;
+    render(&dir, "failover", &ThroughputPlot { r: &result })?;
+    let section = report_section(&result);
+    let dir = run_dir.finish(&section)?;
+    Ok((result, dir))
+}
