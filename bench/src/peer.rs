@@ -12,7 +12,7 @@
 //! or at `--etcd-url`. Every measurement is one (repeat, op, concurrency,
 //! system); within a repeat the systems of one (op, concurrency) run back to
 //! back in a seeded order, so every ratio is taken between neighbours in
-//! time (interleaved A/B, MEASUREMENT.md) and once per repeat. Each row
+//! time (interleaved A/B, docs/measurement.md) and once per repeat. Each row
 //! records the CPU seconds of the server process (lock-server or etcd), of
 //! the PostgreSQL backends serving the lock-server, and of this driver over
 //! the measured window: on a shared 2-core box a saturated driver measures

@@ -5,8 +5,8 @@
 //! because the heartbeat path is the product: every exchange here is a small
 //! JSON request to one lock-server, and a general client's layers (redirect
 //! policy, proxy lookup, URL re-parsing of each response) cost more CPU per
-//! heartbeat than the lock-server spends answering it (measured in the
-//! README's `bench peer` section). Nothing here follows a redirect, reads a
+//! heartbeat than the lock-server spends answering it (docs/performance.md,
+//! `bench peer`). Nothing here follows a redirect, reads a
 //! proxy variable or speaks TLS.
 //!
 //! One exchange takes an idle connection of the pool (or opens one), writes

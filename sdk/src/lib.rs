@@ -18,7 +18,7 @@
 //!
 //! The production clock is [`BootTimeClock`] (`CLOCK_BOOTTIME`, which keeps
 //! counting while the host is suspended). The client measures its heartbeat
-//! honestly (MEASUREMENT.md): every exchange's outcome in [`ClientStats`], the
+//! honestly (docs/measurement.md): every exchange's outcome in [`ClientStats`], the
 //! raw RTT with timeouts as censored samples ([`LockClient::rtt_histogram`]),
 //! the RTT from the scheduled send ([`LockClient::corrected_rtt_histogram`]),
 //! the tick lag, and the margins applied ([`LockClient::margin_stats`]).

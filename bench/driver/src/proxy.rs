@@ -4,7 +4,7 @@
 //! works on any laptop, and only ever connects to the loopback upstream it is
 //! given.
 //!
-//! The split rule (MEASUREMENT.md, "Injected faults are measured too"):
+//! The split rule (docs/measurement.md, "The delay proxy's own overhead"):
 //! `--net-delay SPEC` stays the added *round-trip* time. One sample `d` is
 //! drawn per exchange, when its request starts; the request is delayed by
 //! `⌊d / 2⌋` and the reply that follows by `d − ⌊d / 2⌋`, so an exchange gains

@@ -1,5 +1,5 @@
 //! The chaos experiment's words: one progress line per run, the printed
-//! summary table and the `report.md` section (the README's table is this one).
+//! summary table and the `report.md` section (docs/experiments.md generates its table from the same `chaos.json`).
 
 use std::fmt::Write as _;
 use std::path::Path;

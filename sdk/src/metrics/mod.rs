@@ -1,4 +1,4 @@
-//! The SDK's measurements (C5, MEASUREMENT.md). One [`Metrics`] per client,
+//! The SDK's measurements (C5, docs/measurement.md). One [`Metrics`] per client,
 //! shared by its sessions and their heartbeat tasks:
 //!
 //! - three HDR histograms (µs, 3 significant digits): the raw heartbeat RTT

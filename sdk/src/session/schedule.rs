@@ -1,6 +1,6 @@
 //! The heartbeat's fixed-rate schedule and its coordinated-omission
 //! correction, as pure arithmetic over offsets from the task's start on the
-//! timer clock (MEASUREMENT.md, "Coordinated omission").
+//! timer clock (docs/measurement.md, "Coordinated omission: the corrected RTT").
 //!
 //! Scheduled tick `n + 1` is tick `n` plus the period, never the late wake-up
 //! plus the period. A wake-up at `now` serves every scheduled tick that is
