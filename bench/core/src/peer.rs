@@ -1,5 +1,6 @@
-//! The vocabulary of `bench peer`: the operation a measurement loops and
-//! what one measured window counted. The driver produces a [`Sample`], the
+//! The vocabulary of `bench peer`: the operation a measurement loops, the
+//! HTTP client that drives the lock-server, and what one measured window
+//! counted. The driver produces a [`Sample`], the
 //! analysis turns it into a `peer.csv` row.
 
 use hdrhistogram::Histogram;
@@ -63,6 +64,48 @@ impl Sample {
 }
 
 impl Serialize for PeerOp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Which HTTP client drives the lock-server (the `--http-client` values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PeerHttpClient {
+    /// The SDK's client (`fencepost_sdk::http`): what an SDK user gets.
+    Sdk,
+    /// `hyper_util::client::legacy::Client` over an `HttpConnector`.
+    HyperLegacy,
+}
+
+impl PeerHttpClient {
+    /// Both clients, in flag order.
+    pub const ALL: [PeerHttpClient; 2] = [PeerHttpClient::Sdk, PeerHttpClient::HyperLegacy];
+
+    /// The flag value and the `client` column of `peer.csv`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerHttpClient::Sdk => "sdk",
+            PeerHttpClient::HyperLegacy => "hyper-legacy",
+        }
+    }
+}
+
+impl std::str::FromStr for PeerHttpClient {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "sdk" => Ok(PeerHttpClient::Sdk),
+            "hyper-legacy" => Ok(PeerHttpClient::HyperLegacy),
+            other => Err(format!(
+                "unknown HTTP client {other:?}: expected sdk or hyper-legacy"
+            )),
+        }
+    }
+}
+
+impl Serialize for PeerHttpClient {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
     }

@@ -11,48 +11,13 @@
 use std::time::Duration;
 
 use bench_core::error::Chain;
+pub use bench_core::peer::PeerHttpClient;
 use bytes::Bytes;
 use fencepost_sdk::http::{HttpClient, HttpError, HttpMethod};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client as LegacyClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-
-/// Which HTTP client drives the lock-server (the `--http-client` values).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PeerHttpClient {
-    /// The SDK's client (`fencepost_sdk::http`): what an SDK user gets.
-    Sdk,
-    /// `hyper_util::client::legacy::Client` over an `HttpConnector`.
-    HyperLegacy,
-}
-
-impl PeerHttpClient {
-    /// Both clients, in flag order.
-    pub const ALL: [PeerHttpClient; 2] = [PeerHttpClient::Sdk, PeerHttpClient::HyperLegacy];
-
-    /// The flag value and the `client` column of `peer.csv`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PeerHttpClient::Sdk => "sdk",
-            PeerHttpClient::HyperLegacy => "hyper-legacy",
-        }
-    }
-}
-
-impl std::str::FromStr for PeerHttpClient {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "sdk" => Ok(PeerHttpClient::Sdk),
-            "hyper-legacy" => Ok(PeerHttpClient::HyperLegacy),
-            other => Err(format!(
-                "unknown HTTP client {other:?}: expected sdk or hyper-legacy"
-            )),
-        }
-    }
-}
 
 /// A status and a whole body, whichever client fetched it.
 #[derive(Clone, Debug)]
