@@ -71,7 +71,7 @@ impl Measurement {
 
     /// Saves every histogram of the cell under `dir/hgrm/` ([`hist::Series`]).
     pub fn save_histograms(&self, dir: &Path) -> anyhow::Result<()> {
-        self.workers.hists.save(dir, &self.plan.id)
+        Ok(self.workers.hists.save(dir, &self.plan.id)?)
     }
 
     /// The margin the workers used: the mean of the margins their SDKs
