@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use crate::cli::FailoverArgs;
 use crate::output::{RunDir, block_on, exit_code};
-use crate::plots::{FONT, Plot, color, render};
+use crate::plots::{DrawError, FONT, Plot, color, render};
 
 /// How long a replica may take to serve again after a fault before the run fails.
 const LEADER_PATIENCE: Duration = Duration::from_secs(60);
@@ -651,7 +651,7 @@ struct ThroughputPlot<'a> {
 }
 
 impl Plot for ThroughputPlot<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
     where
         DB::ErrorType: 'static,
     {
