@@ -46,7 +46,7 @@ pub enum HistError {
     BadCellId(String),
     /// `hgrm/` could not be created under the results directory; check the
     /// directory is writable.
-    #[error("creating {}", path.display())]
+    #[error("creating {path}")]
     CreateDir {
         /// The directory.
         path: PathBuf,
@@ -55,7 +55,7 @@ pub enum HistError {
         source: std::io::Error,
     },
     /// A `.hgrm` or `.hdr` file could not be written; check space and permissions.
-    #[error("writing {}", path.display())]
+    #[error("writing {path}")]
     Write {
         /// The file.
         path: PathBuf,
@@ -74,7 +74,7 @@ pub enum HistError {
     },
     /// A `.hdr` file could not be read: it is absent (the cell saved no
     /// histogram) or unreadable.
-    #[error("reading {}", path.display())]
+    #[error("reading {path}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -84,7 +84,7 @@ pub enum HistError {
     },
     /// A `.hdr` file is not what [`encode`] writes (see [`DecodeError`]);
     /// rewrite it from its cell or leave the cell out.
-    #[error("decoding {}", path.display())]
+    #[error("decoding {path}")]
     Decode {
         /// The file.
         path: PathBuf,
