@@ -47,13 +47,15 @@ pub(super) fn log_range(values: impl Iterator<Item = f64>, pad: f64) -> Range<f6
     }
 }
 
-/// Caption, axis-description and label fonts.
+/// The caption font.
 fn caption_font() -> TextStyle<'static> {
     (FONT, 26).into_font().into()
 }
+/// The axis-description font.
 pub(super) fn desc_font() -> TextStyle<'static> {
     (FONT, 20).into_font().into()
 }
+/// The tick-label font.
 pub(super) fn label_font() -> TextStyle<'static> {
     (FONT, 16).into_font().into()
 }
@@ -87,11 +89,14 @@ pub(super) struct LegendEntry {
     pub(super) dashed: bool,
 }
 
+/// A chart area (left) and the legend panel beside it (right).
+type Panels<DB> = (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>);
+
 /// Splits `root` into a titled chart area (left) and a legend panel (right).
 pub(super) fn layout<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
-) -> Result<(DrawingArea<DB, Shift>, DrawingArea<DB, Shift>), DrawError>
+) -> Result<Panels<DB>, DrawError>
 where
     DB::ErrorType: 'static,
 {

@@ -26,7 +26,7 @@ use crate::report::read_manifest;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The path is not a directory; pass the pack's `--out` directory.
-    #[error("{} is not a directory", .0.display())]
+    #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
 }
 
@@ -45,6 +45,8 @@ enum JsonFileError {
 /// The steps whose directories are results tables.
 const SWEEP_STEPS: [&str; 4] = ["sweep", "sweep-pause", "adaptive", "throttle"];
 
+/// Adds the files under `dir` (down `depth` more levels, `cells/` left out)
+/// to `out`, as paths relative to `root` with `/` separators.
 fn list_files(root: &Path, dir: &Path, depth: usize, out: &mut BTreeSet<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -61,6 +63,8 @@ fn list_files(root: &Path, dir: &Path, depth: usize, out: &mut BTreeSet<String>)
     }
 }
 
+/// The histograms of one series of `cells` merged, and how many cells had
+/// none (or one that did not merge).
 fn merged(dir: &Path, cells: &[&CellRow], series: Series) -> (Histogram<u64>, usize) {
     let mut h = hist::new_histogram();
     let mut missing = 0;
@@ -77,6 +81,7 @@ fn merged(dir: &Path, cells: &[&CellRow], series: Series) -> (Histogram<u64>, us
     (h, missing)
 }
 
+/// The results directory of step `name`, if it has a results table.
 fn load_sweep(dir: &Path, name: &str) -> Result<Option<SweepData>, BadInput> {
     let sub = dir.join(name);
     if !sub.join(RESULTS_CSV).is_file()
@@ -121,6 +126,7 @@ fn load_sweep(dir: &Path, name: &str) -> Result<Option<SweepData>, BadInput> {
     }))
 }
 
+/// A JSON file of the pack, `None` when absent.
 fn load_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, JsonFileError> {
     if !path.is_file() {
         return Ok(None);

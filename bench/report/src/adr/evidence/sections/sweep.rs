@@ -75,6 +75,7 @@ pub(crate) fn rtt_section(md: &mut String, ev: &Evidence) {
     md.push('\n');
 }
 
+/// The note that the sweep has no repeats to give intervals over, if so.
 fn repeat_note(ev: &Evidence) -> String {
     let has_repeat = ev
         .step("sweep")
