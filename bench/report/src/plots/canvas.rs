@@ -80,24 +80,35 @@ pub trait Plot {
 pub fn render(dir: &Path, stem: &str, plot: &impl Plot) -> Result<[PathBuf; 2], PlotError> {
     register_fonts()?;
     let svg = dir.join(format!("{stem}.svg"));
-    {
-        let root = SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(DrawError::from)?;
-        plot.draw(&root).map_err(|source| PlotError::Drawing {
-            path: svg.clone(),
-            source,
-        })?;
-        root.present().map_err(DrawError::from)?;
-    }
+    draw_file(
+        SVGBackend::new(&svg, PLOT_SIZE).into_drawing_area(),
+        &svg,
+        plot,
+    )?;
     let png = dir.join(format!("{stem}.png"));
-    {
-        let root = BitMapBackend::new(&png, PLOT_SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(DrawError::from)?;
-        plot.draw(&root).map_err(|source| PlotError::Drawing {
-            path: png.clone(),
-            source,
-        })?;
-        root.present().map_err(DrawError::from)?;
-    }
+    draw_file(
+        BitMapBackend::new(&png, PLOT_SIZE).into_drawing_area(),
+        &png,
+        plot,
+    )?;
     Ok([svg, png])
+}
+
+/// Draws `plot` on `root`, filled white first, and writes the file out
+/// (`path` is the file, for the error).
+fn draw_file<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    path: &Path,
+    plot: &impl Plot,
+) -> Result<(), PlotError>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(DrawError::from)?;
+    plot.draw(&root).map_err(|source| PlotError::Drawing {
+        path: path.to_owned(),
+        source,
+    })?;
+    root.present().map_err(DrawError::from)?;
+    Ok(())
 }
