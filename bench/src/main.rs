@@ -1,5 +1,6 @@
 //! The `bench` binary: parse, dispatch, map errors to exit codes (C4).
 
+use bench_core::error::Chain;
 use clap::Parser;
 
 use bench::cli::{Cli, Command};
@@ -16,7 +17,7 @@ fn main() {
                 0
             }
             Err(e) => {
-                eprintln!("bench report: {e:#}");
+                eprintln!("bench report: {}", Chain(&e));
                 2
             }
         },
@@ -46,7 +47,7 @@ fn main() {
         Command::Triggers { dir } => match bench_analysis::triggers::run_triggers_command(&dir) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("bench triggers: {e:#}");
+                eprintln!("bench triggers: {}", Chain(&e));
                 2
             }
         },

@@ -467,7 +467,10 @@ pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
     let text = report::render(&plan, &rows);
     std::fs::write(plan.out.join("report.md"), &text)?;
     if let Err(e) = report::plot(&plan.out, &rows) {
-        eprintln!("bench peer: plotting failed: {e:#}");
+        eprintln!(
+            "bench peer: plotting failed: {}",
+            bench_core::error::Chain(&e)
+        );
     }
     manifest.finished_at = Some(bench_analysis::manifest::now_rfc3339());
     manifest.write(&plan.out)?;

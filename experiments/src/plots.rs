@@ -14,7 +14,7 @@ use plotters::prelude::*;
 use crate::timeline::{Event, EventKind, Freeze};
 
 // The frame every plot shares (size, font, colours, SVG+PNG rendering) is the bench's.
-pub use bench_report::plots::{FONT, PLOT_SIZE, Plot, color, render};
+pub use bench_report::plots::{DrawError, FONT, PLOT_SIZE, Plot, color, render};
 
 fn font(size: u32) -> TextStyle<'static> {
     (FONT, size).into_font().into()
@@ -62,7 +62,7 @@ impl Timeline<'_> {
 }
 
 impl Plot for Timeline<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
     where
         DB::ErrorType: 'static,
     {
@@ -220,7 +220,7 @@ struct ClockPlot<'a> {
 }
 
 impl Plot for ClockPlot<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
     where
         DB::ErrorType: 'static,
     {
@@ -289,7 +289,7 @@ struct CdfPlot<'a> {
 }
 
 impl Plot for CdfPlot<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
     where
         DB::ErrorType: 'static,
     {

@@ -3,6 +3,7 @@
 //!
 //! - [`results`]: the results table ([`results::CellRow`], `results.parquet` /
 //!   `results.csv`), the schema every other part reads;
+//! - [`frame`]: the parquet and csv files every table is written as;
 //! - [`manifest`]: `manifest.json`, what reproduces a results directory;
 //! - [`stats`]: intervals (bootstrap over repeats, t on repeat means);
 //! - [`summary`]: `summary.csv`, one row per point of the grid over its repeats;
@@ -14,6 +15,7 @@
 //! It depends on the shared vocabulary ([`bench_core`]) only, never on the
 //! driver that produced the results.
 
+pub mod frame;
 pub mod manifest;
 pub mod peer;
 pub mod projection;

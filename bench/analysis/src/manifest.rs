@@ -10,6 +10,21 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+/// Why `manifest.json` could not be written or read. The message is the
+/// cause's own, as `bench replay` and `--resume` have always shown it (they
+/// add the path themselves).
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be written, renamed into place or read: the
+    /// directory is missing or not writable, or holds no `manifest.json`.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The file is not a manifest (not JSON, or a field missing or of the
+    /// wrong type): it was cut or edited, or is not a run's.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 /// The manifest of one `bench run` / `bench sweep` (or experiment).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Manifest {
@@ -172,7 +187,7 @@ impl Manifest {
     }
 
     /// Writes `manifest.json` into `dir` (atomically: a temp file, then rename).
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub fn write(&self, dir: &Path) -> Result<(), ManifestError> {
         let tmp = dir.join("manifest.json.tmp");
         std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
         std::fs::rename(&tmp, dir.join("manifest.json"))?;
@@ -180,7 +195,7 @@ impl Manifest {
     }
 
     /// Reads `dir/manifest.json`.
-    pub fn read(dir: &Path) -> anyhow::Result<Self> {
+    pub fn read(dir: &Path) -> Result<Self, ManifestError> {
         Ok(serde_json::from_slice(&std::fs::read(
             dir.join("manifest.json"),
         )?)?)

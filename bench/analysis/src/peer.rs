@@ -126,8 +126,9 @@ pub fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
 }
 
-/// Writes `peer.csv` (every row so far) into `dir`.
-pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> anyhow::Result<()> {
+/// Writes `peer.csv` (every row so far) into `dir`, through a temporary file
+/// renamed into place; the error is the OS error of the write or the rename.
+pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> std::io::Result<()> {
     let mut t = PEER_COLUMNS.join(",");
     t.push('\n');
     let opt = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.4}"));

@@ -21,11 +21,12 @@ use std::time::Duration;
 
 use fencepost_sdk::lease::{PPM, heartbeat_period};
 use hdrhistogram::Histogram;
-use polars::prelude::{Column, DataFrame};
+use polars::prelude::{Column, DataFrame, PolarsError};
 use serde::{Deserialize, Serialize};
 
+use crate::frame::{TableError, write_csv};
 use crate::stats::quantile_bootstrap_ci95;
-use crate::summary::{FLOOR_QUANTILE, MIN_SAMPLES_P999, margin_for, table, write_csv};
+use crate::summary::{FLOOR_QUANTILE, MIN_SAMPLES_P999, margin_for, table};
 use crate::triggers::{Verdict, rtt_budget_ms, trigger1_verdict};
 use bench_core::hist;
 use bench_core::timebase::D4_EXTRA;
@@ -198,7 +199,7 @@ fn round3(x: f64) -> f64 {
 }
 
 /// Writes `projection.csv` into `dir`.
-pub fn write_projection(dir: &Path, rows: &[ProjectionRow]) -> anyhow::Result<()> {
+pub fn write_projection(dir: &Path, rows: &[ProjectionRow]) -> Result<(), TableError> {
     write_csv(dir, "projection", projection_frame(rows)?)
 }
 

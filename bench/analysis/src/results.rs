@@ -1,7 +1,8 @@
 //! The results table (C4): one [`CellRow`] per grid cell, written as
 //! `results.parquet` and `results.csv` and read back for `bench report` and
-//! `bench triggers`. With [`crate::summary`] and [`crate::projection`], the only modules that touch polars: the table is a
-//! few dozen rows, so the frame is built column by column from the rows and
+//! `bench triggers`. With [`crate::frame`] (which writes it),
+//! [`crate::summary`] and [`crate::projection`], the only modules that touch
+//! polars: the table is a few dozen rows, so the frame is built column by column from the rows and
 //! converted straight back; nothing else in the bench sees a `DataFrame`.
 //!
 //! The column list lives in one place, the `cell_row!` invocation below, which
@@ -18,12 +19,14 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context as _;
+use bench_core::error::Chain;
 use polars::prelude::{
-    Column, CsvReadOptions, CsvWriter, DataFrame, DataType, Field, ParquetReader, ParquetWriter,
-    Schema, SerReader, SerWriter,
+    Column, CsvReadOptions, DataFrame, DataType, Field, ParquetReader, PolarsError, Schema,
+    SerReader,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::frame::{TableError, write_frame};
 
 /// File name of the parquet copy of the results table.
 pub const RESULTS_PARQUET: &str = "results.parquet";
@@ -46,12 +49,52 @@ pub enum BadInput {
     Unreadable {
         /// The file that failed.
         path: PathBuf,
-        /// What was wrong with it.
+        /// What was wrong with it: the read error with every cause, as text.
         reason: String,
     },
     /// The table in this directory has no rows, so there is nothing to evaluate.
     #[error("results table in {0} has no rows")]
     Empty(PathBuf),
+}
+
+/// What was wrong with a results file: [`BadInput::Unreadable`]'s reason.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    /// The file could not be opened.
+    #[error(transparent)]
+    Open(#[from] std::io::Error),
+    /// polars could not read it as parquet or csv (corrupt, truncated, a
+    /// value not of its column's type).
+    #[error(transparent)]
+    Polars(#[from] PolarsError),
+    /// A column of [`COLUMNS`] is not in the file (a table of an older bench).
+    #[error("column {0} is missing")]
+    Missing(&'static str),
+    /// A column is there but its values cannot be read.
+    #[error("column {name}")]
+    Column {
+        /// The column.
+        name: &'static str,
+        /// Why.
+        #[source]
+        source: ColumnError,
+    },
+}
+
+/// Why one column's values cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ColumnError {
+    /// The values do not cast to the column's type.
+    #[error(transparent)]
+    Cast(#[from] PolarsError),
+    /// A value is empty where the column allows none.
+    #[error("column {column} has a null at row {row}")]
+    Null {
+        /// The column.
+        column: String,
+        /// The row, 0-based.
+        row: usize,
+    },
 }
 
 /// A Rust field type that is one column of the table.
@@ -61,14 +104,22 @@ trait ColumnType: Sized {
     /// An owned copy of a field, to build the column from borrowed rows.
     fn owned(&self) -> Self;
     /// Reads every value; a null is an error except where noted.
-    fn read(col: &Column) -> anyhow::Result<Vec<Self>>;
+    fn read(col: &Column) -> Result<Vec<Self>, ColumnError>;
 }
 
 /// Fails with the column name and row when a value is null.
-fn non_null<T>(col: &Column, values: impl Iterator<Item = Option<T>>) -> anyhow::Result<Vec<T>> {
+fn non_null<T>(
+    col: &Column,
+    values: impl Iterator<Item = Option<T>>,
+) -> Result<Vec<T>, ColumnError> {
     values
         .enumerate()
-        .map(|(i, v)| v.with_context(|| format!("column {} has a null at row {i}", col.name())))
+        .map(|(row, v)| {
+            v.ok_or_else(|| ColumnError::Null {
+                column: col.name().to_string(),
+                row,
+            })
+        })
         .collect()
 }
 
@@ -77,7 +128,7 @@ impl ColumnType for String {
     fn owned(&self) -> Self {
         self.clone()
     }
-    fn read(col: &Column) -> anyhow::Result<Vec<Self>> {
+    fn read(col: &Column) -> Result<Vec<Self>, ColumnError> {
         let col = col.cast(&Self::DTYPE)?;
         // The csv reader turns an empty field into null; for text that is "".
         Ok(col
@@ -93,7 +144,7 @@ impl ColumnType for f64 {
     fn owned(&self) -> Self {
         *self
     }
-    fn read(col: &Column) -> anyhow::Result<Vec<Self>> {
+    fn read(col: &Column) -> Result<Vec<Self>, ColumnError> {
         let cast = col.strict_cast(&Self::DTYPE)?;
         non_null(col, cast.f64()?.iter())
     }
@@ -104,7 +155,7 @@ impl ColumnType for u64 {
     fn owned(&self) -> Self {
         *self
     }
-    fn read(col: &Column) -> anyhow::Result<Vec<Self>> {
+    fn read(col: &Column) -> Result<Vec<Self>, ColumnError> {
         let cast = col.strict_cast(&Self::DTYPE)?;
         non_null(col, cast.u64()?.iter())
     }
@@ -115,7 +166,7 @@ impl ColumnType for u32 {
     fn owned(&self) -> Self {
         *self
     }
-    fn read(col: &Column) -> anyhow::Result<Vec<Self>> {
+    fn read(col: &Column) -> Result<Vec<Self>, ColumnError> {
         let cast = col.strict_cast(&Self::DTYPE)?;
         non_null(col, cast.u32()?.iter())
     }
@@ -126,7 +177,7 @@ impl ColumnType for bool {
     fn owned(&self) -> Self {
         *self
     }
-    fn read(col: &Column) -> anyhow::Result<Vec<Self>> {
+    fn read(col: &Column) -> Result<Vec<Self>, ColumnError> {
         let cast = col.strict_cast(&Self::DTYPE)?;
         non_null(col, cast.bool()?.iter())
     }
@@ -155,24 +206,24 @@ macro_rules! cell_row {
         }
 
         /// Builds the frame column by column, keeping [`COLUMNS`] order.
-        fn to_frame(rows: &[CellRow]) -> anyhow::Result<DataFrame> {
+        fn to_frame(rows: &[CellRow]) -> Result<DataFrame, PolarsError> {
             let columns = vec![$(
                 Column::new(
                     stringify!($name).into(),
                     rows.iter().map(|r| r.$name.owned()).collect::<Vec<$ty>>(),
                 ),
             )+];
-            Ok(DataFrame::new(rows.len(), columns)?)
+            DataFrame::new(rows.len(), columns)
         }
 
         /// Converts a frame back to rows; every column must be present.
-        fn from_frame(df: &DataFrame) -> anyhow::Result<Vec<CellRow>> {
+        fn from_frame(df: &DataFrame) -> Result<Vec<CellRow>, ReadError> {
             $(
                 let mut $name = <$ty as ColumnType>::read(
                     df.column(stringify!($name))
-                        .map_err(|_| anyhow::anyhow!("column {} is missing", stringify!($name)))?,
+                        .map_err(|_| ReadError::Missing(stringify!($name)))?,
                 )
-                .with_context(|| format!("column {}", stringify!($name)))?
+                .map_err(|source| ReadError::Column { name: stringify!($name), source })?
                 .into_iter();
             )+
             // Every column has `df.height()` values, so no `next()` below runs dry.
@@ -352,37 +403,26 @@ cell_row! {
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),
 /// columns in [`COLUMNS`] order.
-pub fn write_results(dir: &Path, rows: &[CellRow]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut df = to_frame(rows)?;
-
-    let parquet = dir.join(RESULTS_PARQUET);
-    let file = File::create(&parquet).with_context(|| format!("creating {}", parquet.display()))?;
-    ParquetWriter::new(file)
-        .finish(&mut df)
-        .with_context(|| format!("writing {}", parquet.display()))?;
-
-    let csv = dir.join(RESULTS_CSV);
-    let mut file = File::create(&csv).with_context(|| format!("creating {}", csv.display()))?;
-    CsvWriter::new(&mut file)
-        .include_header(true)
-        .finish(&mut df)
-        .with_context(|| format!("writing {}", csv.display()))?;
-    Ok(())
+pub fn write_results(dir: &Path, rows: &[CellRow]) -> Result<(), TableError> {
+    std::fs::create_dir_all(dir).map_err(|source| TableError::Create {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let df = to_frame(rows)?;
+    write_frame(dir, "results", df)
 }
 
 /// Reads the results table from `dir`: `results.parquet`, or `results.csv` when
-/// there is no parquet file. Errors are [`BadInput`] (wrapped in `anyhow`); an
-/// empty table reads as no rows.
-pub fn read_results(dir: &Path) -> anyhow::Result<Vec<CellRow>> {
+/// there is no parquet file; an empty table reads as no rows.
+pub fn read_results(dir: &Path) -> Result<Vec<CellRow>, BadInput> {
     if !dir.is_dir() {
-        return Err(BadInput::NoDir(dir.to_owned()).into());
+        return Err(BadInput::NoDir(dir.to_owned()));
     }
     let parquet = dir.join(RESULTS_PARQUET);
     let csv = dir.join(RESULTS_CSV);
     let (path, frame) = if parquet.is_file() {
         let frame = File::open(&parquet)
-            .map_err(anyhow::Error::from)
+            .map_err(ReadError::from)
             .and_then(|f| Ok(ParquetReader::new(f).finish()?));
         (parquet, frame)
     } else if csv.is_file() {
@@ -391,23 +431,24 @@ pub fn read_results(dir: &Path) -> anyhow::Result<Vec<CellRow>> {
             .with_schema(Some(Arc::new(schema())))
             .try_into_reader_with_file_path(Some(csv.clone()))
             .and_then(|r| r.finish())
-            .map_err(anyhow::Error::from);
+            .map_err(ReadError::from);
         (csv, frame)
     } else {
-        return Err(BadInput::NoResults(dir.to_owned()).into());
+        return Err(BadInput::NoResults(dir.to_owned()));
     };
-    let unreadable = |e: anyhow::Error| BadInput::Unreadable {
-        path: path.clone(),
-        reason: format!("{e:#}"),
-    };
-    Ok(frame.and_then(|df| from_frame(&df)).map_err(unreadable)?)
+    frame
+        .and_then(|df| from_frame(&df))
+        .map_err(|e| BadInput::Unreadable {
+            reason: Chain(&e).to_string(),
+            path,
+        })
 }
 
 /// [`read_results`] for the output commands: additionally refuses an empty table.
-pub fn read_nonempty_results(dir: &Path) -> anyhow::Result<Vec<CellRow>> {
+pub fn read_nonempty_results(dir: &Path) -> Result<Vec<CellRow>, BadInput> {
     let rows = read_results(dir)?;
     if rows.is_empty() {
-        return Err(BadInput::Empty(dir.to_owned()).into());
+        return Err(BadInput::Empty(dir.to_owned()));
     }
     Ok(rows)
 }

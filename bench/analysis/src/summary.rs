@@ -15,13 +15,12 @@
 //! them, and `README.md` documents each.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 
-use anyhow::Context as _;
 use hdrhistogram::Histogram;
-use polars::prelude::{Column, CsvWriter, DataFrame, ParquetWriter, SerWriter};
+use polars::prelude::{Column, DataFrame, PolarsError};
 
+use crate::frame::{TableError, write_frame};
 use crate::results::CellRow;
 use crate::stats::{self, CI_METHOD, Interval, QuantileCi};
 use crate::triggers::{D4_UNSATISFIABLE, FENCED_OUT_WITH_CLIENT_CHECK, RTT_P99_VS_MARGIN};
@@ -43,35 +42,14 @@ macro_rules! table {
         /// Column names of the table, in file order.
         pub const $cols: &[&str] = &[$(stringify!($f)),+];
 
-        fn $frame(rows: &[$ty]) -> anyhow::Result<DataFrame> {
-            Ok(DataFrame::new(rows.len(), vec![$(
+        fn $frame(rows: &[$ty]) -> Result<DataFrame, PolarsError> {
+            DataFrame::new(rows.len(), vec![$(
                 Column::new(stringify!($f).into(), rows.iter().map(|r| r.$f.clone()).collect::<Vec<_>>()),
-            )+])?)
+            )+])
         }
     };
 }
 pub(crate) use table;
-
-/// Writes `df` as `<stem>.parquet` and `<stem>.csv` into `dir`.
-pub(crate) fn write_frame(dir: &Path, stem: &str, mut df: DataFrame) -> anyhow::Result<()> {
-    let parquet = dir.join(format!("{stem}.parquet"));
-    let file = File::create(&parquet).with_context(|| format!("creating {}", parquet.display()))?;
-    ParquetWriter::new(file)
-        .finish(&mut df)
-        .with_context(|| format!("writing {}", parquet.display()))?;
-    write_csv(dir, stem, df)
-}
-
-/// Writes `df` as `<stem>.csv` into `dir`.
-pub(crate) fn write_csv(dir: &Path, stem: &str, mut df: DataFrame) -> anyhow::Result<()> {
-    let csv = dir.join(format!("{stem}.csv"));
-    let mut file = File::create(&csv).with_context(|| format!("creating {}", csv.display()))?;
-    CsvWriter::new(&mut file)
-        .include_header(true)
-        .finish(&mut df)
-        .with_context(|| format!("writing {}", csv.display()))?;
-    Ok(())
-}
 
 /// One (backend, policy, TTL, margin) point over its repeats: a row of `summary.csv`.
 #[derive(Clone, Debug, PartialEq)]
@@ -482,6 +460,6 @@ fn summarize_group(
 }
 
 /// Writes `summary.parquet` and `summary.csv` into `dir`.
-pub fn write_summary(dir: &Path, rows: &[SummaryRow]) -> anyhow::Result<()> {
+pub fn write_summary(dir: &Path, rows: &[SummaryRow]) -> Result<(), TableError> {
     write_frame(dir, "summary", summary_frame(rows)?)
 }

@@ -16,9 +16,12 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
+use hdrhistogram::serialization::{
+    DeserializeError, Deserializer, Serializer as _, V2DeflateSerializeError, V2DeflateSerializer,
+};
+use hdrhistogram::{AdditionError, Histogram};
+
+use crate::error::Flat;
 
 /// Subdirectory of a results directory that holds the histograms.
 pub const HGRM_DIR: &str = "hgrm";
@@ -28,6 +31,101 @@ pub const RTT_LOW_US: u64 = 1;
 pub const RTT_HIGH_US: u64 = 3_600_000_000;
 /// Significant decimal digits kept by every RTT histogram.
 pub const RTT_SIGFIG: u8 = 3;
+
+/// Why a histogram could not be merged, saved or loaded. Each message is its
+/// own context ("reading hgrm/x.hdr"); the cause is its `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum HistError {
+    /// Two histograms could not be merged (a value beyond the other's bounds);
+    /// the histograms were not made with [`new_histogram`].
+    #[error(transparent)]
+    Add(#[from] AdditionError),
+    /// The cell id is empty, `.`/`..` or holds a path separator, so it cannot
+    /// name a file; give the cell a plain id.
+    #[error("cell id {0:?} cannot be used as a file name")]
+    BadCellId(String),
+    /// `hgrm/` could not be created under the results directory; check the
+    /// directory is writable.
+    #[error("creating {path}")]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `.hgrm` or `.hdr` file could not be written; check space and permissions.
+    #[error("writing {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A histogram could not be encoded (see [`EncodeError`]).
+    #[error("encoding histogram {stem}")]
+    Encode {
+        /// The file stem of the series.
+        stem: String,
+        /// Why.
+        #[source]
+        source: EncodeError,
+    },
+    /// A `.hdr` file could not be read: it is absent (the cell saved no
+    /// histogram) or unreadable.
+    #[error("reading {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `.hdr` file is not what [`encode`] writes (see [`DecodeError`]);
+    /// rewrite it from its cell or leave the cell out.
+    #[error("decoding {path}")]
+    Decode {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: DecodeError,
+    },
+}
+
+/// Why [`encode`] failed: the V2 deflate serializer refused the histogram (a
+/// count too large for the format). The message carries the serializer's own
+/// debug text, as the `.hdr` writer always reported it; nothing below it.
+#[derive(Debug, thiserror::Error)]
+#[error("V2 deflate encoding failed: {0:?}")]
+pub struct EncodeError(pub V2DeflateSerializeError);
+
+/// Why [`decode`] failed; the text is not a `.hdr` line.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The text is not padded standard base64; it was cut or edited.
+    #[error("not base64")]
+    NotBase64(#[source] Base64Error),
+    /// The bytes are not a V2 (deflate) histogram; they come from elsewhere
+    /// or were cut.
+    #[error("not a V2 histogram")]
+    NotV2(#[source] Flat<DeserializeError>),
+}
+
+/// Why a text is not padded standard base64 (RFC 4648).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Base64Error {
+    /// The length is not a multiple of 4: the text was cut.
+    #[error("length {0} is not a multiple of 4")]
+    Length(usize),
+    /// `=` padding before the last group or more than two of it.
+    #[error("misplaced padding")]
+    MisplacedPadding,
+    /// A character outside the standard alphabet.
+    #[error("invalid character {0:?}")]
+    InvalidCharacter(char),
+}
 
 /// A new, empty RTT histogram in µs with the bench's bounds and precision.
 pub fn new_histogram() -> Histogram<u64> {
@@ -151,7 +249,7 @@ impl Histograms {
     }
 
     /// Merges `other` into `self`, series by series.
-    pub fn add(&mut self, other: &Histograms) -> anyhow::Result<()> {
+    pub fn add(&mut self, other: &Histograms) -> Result<(), HistError> {
         self.rtt.add(&other.rtt)?;
         self.corrected.add(&other.corrected)?;
         self.tick_lag.add(&other.tick_lag)?;
@@ -160,7 +258,7 @@ impl Histograms {
     }
 
     /// Writes every series of `cell` under `dir` ([`save_series`]).
-    pub fn save(&self, dir: &Path, cell: &str) -> anyhow::Result<()> {
+    pub fn save(&self, dir: &Path, cell: &str) -> Result<(), HistError> {
         for series in Series::ALL {
             save_series(dir, cell, series, self.get(series))?;
         }
@@ -185,7 +283,7 @@ pub fn series_hdr_path(dir: &Path, cell: &str, series: Series) -> PathBuf {
 }
 
 /// Writes `hgrm/<cell>.hgrm` and `hgrm/<cell>.hdr` (the raw RTT) under `dir`.
-pub fn save_histogram(dir: &Path, cell: &str, h: &Histogram<u64>) -> anyhow::Result<()> {
+pub fn save_histogram(dir: &Path, cell: &str, h: &Histogram<u64>) -> Result<(), HistError> {
     save_series(dir, cell, Series::Rtt, h)
 }
 
@@ -195,56 +293,57 @@ pub fn save_series(
     cell: &str,
     series: Series,
     h: &Histogram<u64>,
-) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        !cell.is_empty() && !cell.contains(['/', '\\']) && cell != "." && cell != "..",
-        "cell id {cell:?} cannot be used as a file name"
-    );
+) -> Result<(), HistError> {
+    if cell.is_empty() || cell.contains(['/', '\\']) || cell == "." || cell == ".." {
+        return Err(HistError::BadCellId(cell.to_owned()));
+    }
     let hgrm_dir = dir.join(HGRM_DIR);
-    std::fs::create_dir_all(&hgrm_dir)
-        .with_context(|| format!("creating {}", hgrm_dir.display()))?;
+    std::fs::create_dir_all(&hgrm_dir).map_err(|source| HistError::CreateDir {
+        path: hgrm_dir.clone(),
+        source,
+    })?;
     let stem = series.stem(cell);
+    let write = |path: PathBuf, text: String| {
+        std::fs::write(&path, text).map_err(|source| HistError::Write { path, source })
+    };
 
     let text = percentile_distribution(&format!("{} of cell {cell}", series.title()), h);
-    let path = hgrm_dir.join(format!("{stem}.hgrm"));
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    write(hgrm_dir.join(format!("{stem}.hgrm")), text)?;
 
-    let path = series_hdr_path(dir, cell, series);
-    let text = encode(h).with_context(|| format!("encoding histogram {stem}"))?;
-    std::fs::write(&path, format!("{text}\n"))
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    let text = encode(h).map_err(|source| HistError::Encode { stem, source })?;
+    write(series_hdr_path(dir, cell, series), format!("{text}\n"))
 }
 
 /// The lossless one-line form of `h`: V2 deflate encoding, base64 (the `.hdr`
 /// file's content; also how a worker process hands its histogram over).
-pub fn encode(h: &Histogram<u64>) -> anyhow::Result<String> {
+pub fn encode(h: &Histogram<u64>) -> Result<String, EncodeError> {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
         .serialize(h, &mut bytes)
-        .map_err(|e| anyhow::anyhow!("V2 deflate encoding failed: {e:?}"))?;
+        .map_err(EncodeError)?;
     Ok(base64::encode(&bytes))
 }
 
 /// Reads back what [`encode`] wrote.
-pub fn decode(text: &str) -> anyhow::Result<Histogram<u64>> {
-    let bytes = base64::decode(text.trim()).context("not base64")?;
+pub fn decode(text: &str) -> Result<Histogram<u64>, DecodeError> {
+    let bytes = base64::decode(text.trim()).map_err(DecodeError::NotBase64)?;
     Deserializer::new()
         .deserialize(&mut bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("not a V2 histogram: {e}"))
+        .map_err(|e| DecodeError::NotV2(Flat(e)))
 }
 
 /// Reads `hgrm/<cell>.hdr` (the raw RTT) under `dir` back into a histogram (µs).
-pub fn load_histogram(dir: &Path, cell: &str) -> anyhow::Result<Histogram<u64>> {
+pub fn load_histogram(dir: &Path, cell: &str) -> Result<Histogram<u64>, HistError> {
     load_series(dir, cell, Series::Rtt)
 }
 
 /// Reads one series of `cell` back into a histogram (µs).
-pub fn load_series(dir: &Path, cell: &str, series: Series) -> anyhow::Result<Histogram<u64>> {
+pub fn load_series(dir: &Path, cell: &str, series: Series) -> Result<Histogram<u64>, HistError> {
     let path = series_hdr_path(dir, cell, series);
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    decode(&text).with_context(|| format!("decoding {}", path.display()))
+    match std::fs::read_to_string(&path) {
+        Ok(text) => decode(&text).map_err(|source| HistError::Decode { path, source }),
+        Err(source) => Err(HistError::Read { path, source }),
+    }
 }
 
 /// The CDF of `h` (µs) as `(RTT ms, cumulative fraction)` points, starting at
@@ -364,6 +463,8 @@ fn sub_bucket_count(h: &Histogram<u64>) -> u64 {
 /// Standard base64 (RFC 4648, with padding); the bench has no base64 dependency
 /// and the `.hdr` files are small.
 mod base64 {
+    use super::Base64Error;
+
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
     /// Encodes `bytes` with padding.
@@ -388,24 +489,24 @@ mod base64 {
     }
 
     /// Decodes padded standard base64; rejects any other character.
-    pub fn decode(text: &str) -> anyhow::Result<Vec<u8>> {
+    pub fn decode(text: &str) -> Result<Vec<u8>, Base64Error> {
         let text = text.as_bytes();
-        anyhow::ensure!(
-            text.len().is_multiple_of(4),
-            "length {} is not a multiple of 4",
-            text.len()
-        );
+        if !text.len().is_multiple_of(4) {
+            return Err(Base64Error::Length(text.len()));
+        }
         let mut out = Vec::with_capacity(text.len() / 4 * 3);
         for (index, quad) in text.chunks(4).enumerate() {
             let last = index + 1 == text.len() / 4;
             let pad = quad.iter().rev().take_while(|&&c| c == b'=').count();
-            anyhow::ensure!(pad <= 2 && (pad == 0 || last), "misplaced padding");
+            if pad > 2 || (pad > 0 && !last) {
+                return Err(Base64Error::MisplacedPadding);
+            }
             let mut n = 0u32;
             for &c in &quad[..4 - pad] {
                 let v = ALPHABET
                     .iter()
                     .position(|&a| a == c)
-                    .ok_or_else(|| anyhow::anyhow!("invalid character {:?}", c as char))?;
+                    .ok_or(Base64Error::InvalidCharacter(c as char))?;
                 n = (n << 6) | v as u32;
             }
             n <<= 6 * pad as u32;
@@ -434,8 +535,9 @@ mod base64 {
                 assert_eq!(decode(coded).unwrap(), plain.as_bytes());
             }
             assert!(decode("Zm9=v").is_err());
-            assert!(decode("Zm9").is_err());
-            assert!(decode("Zm9*").is_err());
+            assert_eq!(decode("Zm9"), Err(Base64Error::Length(3)));
+            assert_eq!(decode("Zm9*"), Err(Base64Error::InvalidCharacter('*')));
+            assert_eq!(decode("Zg==Zg=="), Err(Base64Error::MisplacedPadding));
         }
     }
 }

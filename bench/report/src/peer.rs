@@ -13,7 +13,7 @@ use bench_core::peer::PeerOp;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::plots::{self, FONT, Plot, color};
+use crate::plots::{self, DrawError, FONT, Plot, PlotError, color};
 
 fn interval(s: &Spread) -> String {
     s.ci95
@@ -234,7 +234,7 @@ struct ThroughputPlot {
 }
 
 impl Plot for ThroughputPlot {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
     where
         DB::ErrorType: 'static,
     {
@@ -296,7 +296,7 @@ impl Plot for ThroughputPlot {
 }
 
 /// Draws `peer_throughput.svg` and `.png` into `dir`.
-pub fn plot(dir: &Path, rows: &[PeerRow]) -> anyhow::Result<()> {
+pub fn plot(dir: &Path, rows: &[PeerRow]) -> Result<(), PlotError> {
     let mut panels: BTreeMap<PeerOp, BTreeMap<String, Vec<Point>>> = BTreeMap::new();
     for ((op, label, conc), g) in groups(rows) {
         let v: Vec<f64> = g.iter().map(|r| r.ops_per_s).collect();

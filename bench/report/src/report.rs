@@ -9,9 +9,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use anyhow::Context as _;
-
-use crate::plots::{PLOT_STEMS, draw_plots};
+use crate::plots::{PLOT_STEMS, PlotError, draw_plots};
+use bench_analysis::frame::TableError;
 use bench_analysis::projection::{Production, ProjectionRow, project, write_projection};
 use bench_analysis::recommend::human_ms;
 pub use bench_analysis::recommend::{
@@ -21,24 +20,54 @@ pub use bench_analysis::recommend::{
 use bench_analysis::results::{BadInput, CellRow, read_nonempty_results};
 use bench_analysis::summary::{Summary, build, load_cell_hists, write_summary};
 use bench_analysis::triggers::{
-    MIN_SAMPLES_P99, TRIGGERS, TriggerResult, Verdict, evaluate, fmt_value, lost_work,
+    MIN_SAMPLES_P99, TRIGGERS, TriggerResult, Verdict, WriteError, evaluate, fmt_value, lost_work,
     markdown_table, write_triggers,
 };
+use bench_core::error::Chain;
 
 /// File name of the report in a results directory.
 pub const REPORT_MD: &str = "report.md";
 /// File name of the run manifest (written by the runner).
 pub const MANIFEST_JSON: &str = "manifest.json";
 
-/// Why `manifest.json` could not be read; the report notes it and goes on.
+/// Why `manifest.json` could not be read; the report notes it (with its
+/// cause) and goes on, so the caller need do nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     /// The file exists but could not be read.
-    #[error("{MANIFEST_JSON} is unreadable: {0}")]
+    #[error("{MANIFEST_JSON} is unreadable")]
     Io(#[from] std::io::Error),
     /// The file is not JSON.
-    #[error("{MANIFEST_JSON} is unreadable: {0}")]
+    #[error("{MANIFEST_JSON} is unreadable")]
     Json(#[from] serde_json::Error),
+}
+
+/// Why `bench report` could not write a directory's report; the CLI exits 2
+/// on any of them. Each message is its own context, the cause its `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The results directory or its table is missing, unreadable or empty;
+    /// see [`BadInput`].
+    #[error(transparent)]
+    BadInput(#[from] BadInput),
+    /// `triggers.json` could not be written.
+    #[error(transparent)]
+    Triggers(#[from] WriteError),
+    /// `summary.*` or `projection.csv` could not be written.
+    #[error(transparent)]
+    Table(#[from] TableError),
+    /// A plot could not be drawn or written.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+    /// `report.md` could not be written; check the directory is writable.
+    #[error("writing {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Everything [`render_report`] needs; gathered by [`write_report`].
@@ -204,7 +233,7 @@ fn distinct(rows: &[CellRow], f: impl Fn(&CellRow) -> String) -> String {
 /// evaluates the triggers, writes `triggers.json`, draws the plots and writes
 /// `report.md` ([`render_report`]). Every `Err` is bad input or an I/O
 /// failure: the CLI exits 2.
-pub fn write_report(dir: &Path) -> anyhow::Result<PathBuf> {
+pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     if !dir.is_dir() {
         return Err(BadInput::NoDir(dir.to_owned()).into());
     }
@@ -236,8 +265,10 @@ pub fn write_report(dir: &Path) -> anyhow::Result<PathBuf> {
         generated_at: SystemTime::now(),
     });
     let path = dir.join(REPORT_MD);
-    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    match std::fs::write(&path, md) {
+        Ok(()) => Ok(path),
+        Err(source) => Err(ReportError::Write { path, source }),
+    }
 }
 
 /// The production projection of every backend's cells: their corrected RTT
@@ -465,7 +496,7 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
             let _ = writeln!(
                 md,
                 "| manifest | {} |",
-                note.to_string().replace('|', "\\|")
+                Chain(note).to_string().replace('|', "\\|")
             );
         }
     }

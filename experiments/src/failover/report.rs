@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use tokio::time::Instant;
 
 use crate::failover::model::{BUCKET_S, FailoverResult};
-use crate::plots::{FONT, Plot, color};
+use crate::plots::{DrawError, FONT, Plot, color};
 
 /// Paid payouts per second in [`BUCKET_S`] buckets from cumulative samples.
 pub(crate) fn buckets(samples: &[(Instant, u64)], opened: Instant) -> Vec<(f64, f64)> {
@@ -112,7 +112,7 @@ pub(crate) struct ThroughputPlot<'a> {
 }
 
 impl Plot for ThroughputPlot<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
     where
         DB::ErrorType: 'static,
     {

@@ -3,8 +3,8 @@
 use bench_analysis::results::{BadInput, read_results, write_results};
 use bench_analysis::triggers::{
     AUTOPILOT_THROTTLING, D4_UNSATISFIABLE, D4Window, FENCED_OUT_WITH_CLIENT_CHECK,
-    MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN, TRIGGERS, Verdict, evaluate, evaluate_row,
-    run_triggers_command,
+    MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN, TRIGGERS, TriggersError, Verdict, evaluate,
+    evaluate_row, run_triggers_command,
 };
 use bench_report::report::write_report;
 
@@ -268,17 +268,14 @@ fn triggers_command_exits_0_when_none_fires_and_3_when_one_does() {
 fn bad_input_is_an_error_the_cli_maps_to_exit_2() {
     let missing = std::env::temp_dir().join("fencepost-output-does-not-exist");
     let err = run_triggers_command(&missing).unwrap_err();
-    assert!(matches!(
-        err.downcast_ref::<BadInput>(),
-        Some(BadInput::NoDir(_))
-    ));
+    assert!(matches!(err, TriggersError::BadInput(BadInput::NoDir(_))));
     assert!(write_report(&missing).is_err());
 
     let empty = Scratch::new("empty");
     let err = run_triggers_command(empty.path()).unwrap_err();
     assert!(matches!(
-        err.downcast_ref::<BadInput>(),
-        Some(BadInput::NoResults(_))
+        err,
+        TriggersError::BadInput(BadInput::NoResults(_))
     ));
 
     std::fs::write(
@@ -288,23 +285,20 @@ fn bad_input_is_an_error_the_cli_maps_to_exit_2() {
     .unwrap();
     let err = run_triggers_command(empty.path()).unwrap_err();
     assert!(matches!(
-        err.downcast_ref::<BadInput>(),
-        Some(BadInput::Unreadable { .. })
+        err,
+        TriggersError::BadInput(BadInput::Unreadable { .. })
     ));
 
     std::fs::write(empty.path().join("results.parquet"), b"PAR1 truncated").unwrap();
     let err = run_triggers_command(empty.path()).unwrap_err();
     assert!(matches!(
-        err.downcast_ref::<BadInput>(),
-        Some(BadInput::Unreadable { .. })
+        err,
+        TriggersError::BadInput(BadInput::Unreadable { .. })
     ));
 
     let none = Scratch::new("norows");
     write_results(none.path(), &[]).unwrap();
     assert!(read_results(none.path()).unwrap().is_empty());
     let err = run_triggers_command(none.path()).unwrap_err();
-    assert!(matches!(
-        err.downcast_ref::<BadInput>(),
-        Some(BadInput::Empty(_))
-    ));
+    assert!(matches!(err, TriggersError::BadInput(BadInput::Empty(_))));
 }

@@ -1,0 +1,183 @@
+//! Reading a pack directory into an [`Evidence`]: every step's results
+//! table (with its triggers, recommendation and merged RTT), the
+//! experiments' JSON, `peer.csv`, and the list of files for the links. A file
+//! that is absent leaves its part empty; one that cannot be read becomes a
+//! problem the document lists.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use bench_analysis::recommend::recommendations;
+use bench_analysis::results::{BadInput, CellRow, RESULTS_CSV, read_results};
+use bench_analysis::triggers::evaluate;
+use bench_core::error::Chain;
+use bench_core::hist::{self, Series};
+use hdrhistogram::Histogram;
+use serde::Deserialize;
+
+use crate::adr::evidence::model::{ClockData, Evidence, PauseData, SweepData, TtlRtt};
+use crate::adr::evidence::table::{Pct, Table};
+use crate::adr::pack::{ADR_MANIFEST, AdrManifest};
+use crate::report::read_manifest;
+
+/// Why a pack could not be read at all. A file of the pack that cannot be
+/// read is no error: [`load`] lists it in [`Evidence::problems`] and the
+/// document says so.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The path is not a directory; pass the pack's `--out` directory.
+    #[error("{0} is not a directory")]
+    NotADirectory(PathBuf),
+}
+
+/// Why a JSON file of the pack could not be read (a problem of the pack,
+/// listed with its message).
+#[derive(Debug, thiserror::Error)]
+enum JsonFileError {
+    /// The file exists but could not be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// It is not the JSON the document expects.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// The steps whose directories are results tables.
+const SWEEP_STEPS: [&str; 4] = ["sweep", "sweep-pause", "adaptive", "throttle"];
+
+/// Adds the files under `dir` (down `depth` more levels, `cells/` left out)
+/// to `out`, as paths relative to `root` with `/` separators.
+fn list_files(root: &Path, dir: &Path, depth: usize, out: &mut BTreeSet<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if depth > 0 && e.file_name() != "cells" {
+                list_files(root, &p, depth - 1, out);
+            }
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.insert(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+/// The histograms of one series of `cells` merged, and how many cells had
+/// none (or one that did not merge).
+fn merged(dir: &Path, cells: &[&CellRow], series: Series) -> (Histogram<u64>, usize) {
+    let mut h = hist::new_histogram();
+    let mut missing = 0;
+    for r in cells {
+        match hist::load_series(dir, &r.cell, series) {
+            Ok(c) => {
+                if h.add(&c).is_err() {
+                    missing += 1;
+                }
+            }
+            Err(_) => missing += 1,
+        }
+    }
+    (h, missing)
+}
+
+/// The results directory of step `name`, if it has a results table.
+fn load_sweep(dir: &Path, name: &str) -> Result<Option<SweepData>, BadInput> {
+    let sub = dir.join(name);
+    if !sub.join(RESULTS_CSV).is_file()
+        && !sub.join(bench_analysis::results::RESULTS_PARQUET).is_file()
+    {
+        return Ok(None);
+    }
+    let rows = read_results(&sub)?;
+    let triggers = evaluate(&rows);
+    let mut by_ttl: BTreeMap<u64, Vec<&CellRow>> = BTreeMap::new();
+    for r in &rows {
+        by_ttl.entry(r.lease_ms).or_default().push(r);
+    }
+    let rtt = by_ttl
+        .iter()
+        .map(|(&lease_ms, cells)| {
+            let (corrected, missing) = merged(&sub, cells, Series::Corrected);
+            let (raw, _) = merged(&sub, cells, Series::Rtt);
+            TtlRtt {
+                lease_ms,
+                cells: cells.len(),
+                missing,
+                corrected: Pct::of(&corrected),
+                raw: Pct::of(&raw),
+            }
+        })
+        .collect();
+    let table = |f: &str| {
+        std::fs::read_to_string(sub.join(f))
+            .ok()
+            .map(|t| Table::parse(&t))
+    };
+    Ok(Some(SweepData {
+        name: name.into(),
+        recommendations: recommendations(&rows),
+        triggers,
+        rtt,
+        manifest: read_manifest(&sub).ok().flatten(),
+        summary: table("summary.csv"),
+        projection: table("projection.csv"),
+        rows,
+    }))
+}
+
+/// A JSON file of the pack, `None` when absent.
+fn load_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, JsonFileError> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    Ok(Some(serde_json::from_slice(&std::fs::read(path)?)?))
+}
+
+/// Reads a pack directory. Files that are absent leave their part empty;
+/// files that exist but cannot be read are listed in `problems` (and their
+/// section says so). `Err` only when `dir` is not a directory.
+pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
+    if !dir.is_dir() {
+        return Err(LoadError::NotADirectory(dir.to_owned()));
+    }
+    let mut ev = Evidence::default();
+    let mut problems = Vec::new();
+    match load_json::<AdrManifest>(&dir.join(ADR_MANIFEST)) {
+        Ok(m) => ev.manifest = m,
+        Err(e) => problems.push((ADR_MANIFEST.to_string(), Chain(&e).to_string())),
+    }
+    for name in SWEEP_STEPS {
+        match load_sweep(dir, name) {
+            Ok(Some(s)) => {
+                ev.sweeps.insert(name.into(), s);
+            }
+            Ok(None) => {}
+            Err(e) => problems.push((format!("{name}/{RESULTS_CSV}"), Chain(&e).to_string())),
+        }
+    }
+    for name in ["pause", "pause-uc03"] {
+        match load_json::<PauseData>(&dir.join(name).join("pause.json")) {
+            Ok(Some(p)) => {
+                ev.pauses.insert(name.into(), p);
+            }
+            Ok(None) => {}
+            Err(e) => problems.push((format!("{name}/pause.json"), Chain(&e).to_string())),
+        }
+    }
+    for name in ["clock", "clock-margin"] {
+        match load_json::<ClockData>(&dir.join(name).join("clock.json")) {
+            Ok(Some(c)) => {
+                ev.clocks.insert(name.into(), c);
+            }
+            Ok(None) => {}
+            Err(e) => problems.push((format!("{name}/clock.json"), Chain(&e).to_string())),
+        }
+    }
+    ev.peer = std::fs::read_to_string(dir.join("peer").join("peer.csv"))
+        .ok()
+        .map(|t| Table::parse(&t));
+    list_files(dir, dir, 2, &mut ev.files);
+    ev.problems = problems;
+    Ok(ev)
+}

@@ -1,0 +1,167 @@
+//! What the document reads from a pack, as types: a results directory
+//! ([`SweepData`], with its merged RTT per TTL, [`TtlRtt`]), the pause and
+//! clock experiments' JSON (the fields the document reads), and all of it
+//! together ([`Evidence`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bench_analysis::recommend::Recommendation;
+use bench_analysis::results::CellRow;
+use bench_analysis::triggers::TriggerResult;
+use serde::Deserialize;
+
+use crate::adr::evidence::table::{Pct, Table};
+use crate::adr::pack::AdrManifest;
+
+/// The heartbeat RTT of one TTL of a sweep, its cells' histograms merged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TtlRtt {
+    /// The TTL.
+    pub lease_ms: u64,
+    /// Cells merged.
+    pub cells: usize,
+    /// Cells whose histograms were missing.
+    pub missing: usize,
+    /// Corrected for coordinated omission.
+    pub corrected: Pct,
+    /// Raw (send → reply).
+    pub raw: Pct,
+}
+
+/// A results directory written by `bench sweep` or `experiments throttle`.
+#[derive(Clone, Debug)]
+pub struct SweepData {
+    /// Its subdirectory of the pack.
+    pub name: String,
+    /// The results table.
+    pub rows: Vec<CellRow>,
+    /// The triggers evaluated on it (the same function `bench triggers` runs).
+    pub triggers: Vec<TriggerResult>,
+    /// The recommendation per TTL (`bench report`'s).
+    pub recommendations: Vec<Recommendation>,
+    /// The merged RTT per TTL.
+    pub rtt: Vec<TtlRtt>,
+    /// Its `manifest.json`.
+    pub manifest: Option<serde_json::Value>,
+    /// `summary.csv` (issue 13: CIs over repeats), if written.
+    pub summary: Option<Table>,
+    /// `projection.csv` (issue 13), if written.
+    pub projection: Option<Table>,
+}
+
+/// `pause.json`, the fields the document reads.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct PauseData {
+    /// Whether the paused worker ran its client check.
+    pub client_check: bool,
+    /// Rounds.
+    pub pauses: u32,
+    /// Fence refusals.
+    pub fenced_out: u64,
+    /// Of them, fence 1.
+    #[serde(default)]
+    pub fenced_out_fence1: u64,
+    /// Of them, fence 2.
+    #[serde(default)]
+    pub fenced_out_fence2: u64,
+    /// Duplicate submissions.
+    pub duplicate_attempted: u64,
+    /// Payouts paid.
+    pub paid: u64,
+    /// Payouts seeded.
+    pub payouts: u64,
+    /// Paid twice: must be 0.
+    pub paid_twice: u64,
+    /// Paid under a stale token: must be 0.
+    pub stale_paid: u64,
+    /// The ledger invariant.
+    pub ledger_ok: bool,
+    /// Whether the experiment's expectation held.
+    pub expectation_met: bool,
+    /// Its expectation in words.
+    pub expectation: String,
+    /// The rounds.
+    #[serde(default)]
+    pub paused: Vec<PauseRound>,
+}
+
+/// One pause round, the fields the document reads.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct PauseRound {
+    /// Freeze → another worker's claim, s.
+    #[serde(default)]
+    pub takeover_after_s: Option<f64>,
+}
+
+/// `clock.json`, the fields the document reads.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ClockData {
+    /// The simulation's inputs.
+    pub params: ClockParams,
+    /// Its seed.
+    pub seed: u64,
+    /// θ + 2ρD + q, ms.
+    pub bound_ms: f64,
+    /// Every (scenario, grace fraction).
+    pub rows: Vec<ClockRow>,
+    /// The experiment's own reading of the rows.
+    pub findings: ClockFindings,
+}
+
+/// The clock simulation's inputs.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ClockParams {
+    /// Lease D, ns.
+    pub lease_ns: u64,
+    /// Step, ns.
+    pub step_ns: u64,
+    /// Client margin.
+    pub margin: f64,
+}
+
+/// One row of `clock.csv`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ClockRow {
+    /// Scenario.
+    pub scenario: String,
+    /// Grace / bound.
+    pub grace_fraction: f64,
+    /// Grace, ms.
+    pub grace_ms: f64,
+    /// Cases.
+    pub cases: u64,
+    /// Violations.
+    pub violations: u64,
+    /// Largest overrun, µs.
+    pub max_overrun_us: f64,
+}
+
+/// The clock experiment's findings.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ClockFindings {
+    /// The server step direction with more violations at grace = bound.
+    pub server_hazardous_step: String,
+    /// The client step direction with more violations at grace = bound.
+    pub client_hazardous_step: String,
+    /// Whether that agrees with the essay's sentence.
+    pub agrees_with_essay_on_server_step: bool,
+}
+
+/// Everything the document says, read from a pack directory.
+#[derive(Clone, Debug, Default)]
+pub struct Evidence {
+    /// `adr-manifest.json`.
+    pub manifest: Option<AdrManifest>,
+    /// Per step name: its results directory (sweep, sweep-pause, adaptive, throttle).
+    pub sweeps: BTreeMap<String, SweepData>,
+    /// `pause/pause.json`, `pause-uc03/pause.json`.
+    pub pauses: BTreeMap<String, PauseData>,
+    /// `clock/clock.json`, `clock-margin/clock.json`.
+    pub clocks: BTreeMap<String, ClockData>,
+    /// `peer/peer.csv`.
+    pub peer: Option<Table>,
+    /// Files of the pack (relative paths, `cells/` left out), for links.
+    pub files: BTreeSet<String>,
+    /// Files that exist but could not be read, with the error.
+    pub problems: Vec<(String, String)>,
+}

@@ -1,0 +1,28 @@
+//! The document's sections, one module each (or two where they read the
+//! same data): each writes its Markdown into the document from the
+//! [`Evidence`](super::Evidence) alone. This file only re-exports them.
+
+mod adaptive;
+mod clock;
+mod fences;
+mod files;
+mod header;
+mod peer;
+mod projection;
+mod proposal;
+mod server_pause;
+mod sweep;
+mod triggers;
+
+pub(crate) use adaptive::adaptive_section;
+pub use clock::ESSAY_SENTENCE;
+pub(crate) use clock::clock_section;
+pub(crate) use fences::fences_section;
+pub(crate) use files::{files_section, others_section};
+pub(crate) use header::header;
+pub(crate) use peer::peer_section;
+pub(crate) use projection::projection_section;
+pub(crate) use proposal::revision_section;
+pub(crate) use server_pause::pause_condition_section;
+pub(crate) use sweep::{margin_section, rtt_section};
+pub(crate) use triggers::triggers_section;

@@ -1,0 +1,134 @@
+//! The proposed revision of ADR-006 §6.2 / §6.5: the conditions, the
+//! feasible (margin, divisor) pairs, the reasoning, and the proposed text,
+//! all derived by [`crate::adr::revision::derive`].
+
+use std::fmt::Write as _;
+
+use crate::adr::evidence::format::ms;
+use crate::adr::evidence::model::Evidence;
+use crate::adr::revision::{self, ADR_DIVISOR, ADR_MARGIN, Condition};
+
+/// The proposed revision, derived from `conditions`.
+pub(crate) fn revision_section(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
+    let _ = writeln!(md, "## Proposed revision of ADR-006 §6.2 / §6.5\n");
+    let r = revision::derive(conditions);
+    let _ = writeln!(
+        md,
+        "Derived in code (`bench::adr::revision`) from the conditions below — no number here is \
+         typed in. For a margin m and heartbeat divisor k (period U/k, U = min(lease, session \
+         TTL) × (1 − m)), a condition holds when (1) its corrected p99 (interval end) ≤ base × \
+         m / 3 (trigger 1; imposed on the production projections only: a scaled cell's network \
+         is not scaled with its lease, so its trigger 1 is 30× pessimistic and is reported, \
+         and a stall condition's tail is the fault itself), (2) U − \
+         U/k − p50 > worst-case hop (trigger 3: D4 can be met right before a heartbeat), and \
+         (3) for a stall condition, stall (p99.9) + U/k < U. Rule: keep (0.30, 3) if it holds \
+         everywhere binding; else keep 0.30 with the smallest divisor that holds; else the \
+         feasible margin nearest 0.30 (ties to the larger).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| condition | source | base (ms) | hop (ms) | p50 (ms) | p99 (ms) | stall (ms) | samples | trigger 1 binds | m needed (trigger 1) | m allowed by D4 at k = 3 | ADR-006 (0.30, 3) |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"
+    );
+    for c in conditions {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | < {:.3} | {} |",
+            c.name,
+            ev.link(&c.source, &c.source),
+            c.base_ms,
+            c.hop_ms,
+            ms(c.p50_ms),
+            ms(c.p99_ms),
+            c.stall_ms.map_or("—".into(), ms),
+            c.samples,
+            if c.rtt_rule { "yes" } else { "no (reported)" },
+            if c.stall_ms.is_some() {
+                "— (stall)".to_string()
+            } else {
+                format!("{:.3}", revision::margin_needed(c))
+            },
+            revision::margin_ceiling(c, ADR_DIVISOR),
+            revision::violation(c, ADR_MARGIN, ADR_DIVISOR)
+                .map_or("holds".into(), |v| format!("**fails**: {v}")),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nFeasible margins (every binding condition holds) per divisor:\n\n| divisor k | heartbeats per usable window | feasible margins |\n|---:|---:|---|"
+    );
+    for (k, ms_) in &r.feasible {
+        let _ = writeln!(
+            md,
+            "| {k} | {k} | {} |",
+            if ms_.is_empty() {
+                "none".to_string()
+            } else {
+                ms_.iter()
+                    .map(|m| format!("{m:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        );
+    }
+    let _ = writeln!(md, "\nReasoning, from the numbers:\n");
+    for line in &r.reasoning {
+        let _ = writeln!(md, "- {line}");
+    }
+    md.push('\n');
+    match (r.margin, r.divisor) {
+        (Some(m), Some(k)) => {
+            let tag = if r.provisional {
+                " (provisional: fewer than 1,000 samples behind a p99)"
+            } else {
+                ""
+            };
+            let _ = writeln!(md, "### Proposed text{tag}\n");
+            let _ = writeln!(
+                md,
+                "**§6.2 D1.** The client computes its own deadline: deadline = t_send + lease × \
+                 (1 − margin), margin = lock.client.safety-margin, default **{m:.2}** \
+                 ({}measured in this pack: the binding conditions above).\n",
+                if (m - ADR_MARGIN).abs() < 1e-9 {
+                    "unchanged; "
+                } else {
+                    "was 0.30; "
+                }
+            );
+            let _ = writeln!(
+                md,
+                "**§6.2, heartbeat (T-040).** Period = min(session TTL, shortest live lease) × \
+                 (1 − margin) / **{k}**{}.\n",
+                if k == ADR_DIVISOR {
+                    " (unchanged)".to_string()
+                } else {
+                    format!(
+                        " (was / 3): with / 3 the window just before a heartbeat is U × 2/3, \
+                         and {} — D4 refuses part of every period at the ADR's own defaults",
+                        r.adr_failures
+                            .iter()
+                            .map(|(n, v)| format!("{n}: {v}"))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                }
+            );
+            let _ = writeln!(
+                md,
+                "**§6.5 row 1.** Measured p99 heartbeat RTT (corrected for coordinated omission, \
+                 on ≥ 1,000 samples) exceeds one third of min(lease, session TTL) × margin → \
+                 raise the margin or shorten the heartbeat period.\n\n\
+                 **§6.5 row 3.** lock.session.ttl or lock.default.ttl changes → recheck \
+                 min(lease, session TTL) × (1 − margin) × (1 − 1/{k}) − p50 RTT > worst-case \
+                 rail hop (the window just before a heartbeat, not the whole usable lease; the \
+                 session TTL binds when it is shorter than the lease).\n"
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                md,
+                "### No revision can be proposed from this pack\n\nNo (margin, divisor) pair \
+                 satisfies every binding condition; the reasoning above names what blocks it.\n"
+            );
+        }
+    }
+}
