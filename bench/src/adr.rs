@@ -20,7 +20,7 @@
 //! Modules: [`evidence`] (the document), [`revision`] (the proposed ADR-006
 //! §6.2/§6.5 numbers, derived from the data).
 
-use bench_report::adr::evidence;
+use bench_report::adr::evidence::{self, LoadError};
 pub use bench_report::adr::pack::{
     ADR_MANIFEST, AdrManifest, EVIDENCE_MD, Program, Status, Step, StepRecord,
 };
@@ -421,8 +421,22 @@ pub fn main(args: &AdrArgs) -> i32 {
     }
 }
 
+/// Why `bench adr` stopped (exit 1); each variant prints its cause as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum AdrError {
+    /// The pack directory could not be read into the document's input.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A file of the pack could not be written, or a step's process not run.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// `adr-manifest.json` could not be written as JSON (a bug).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 /// Renders the document from `dir` and prints where it is.
-fn render(dir: &Path) -> anyhow::Result<PathBuf> {
+fn render(dir: &Path) -> Result<PathBuf, AdrError> {
     let ev = evidence::load(dir)?;
     let path = dir.join(EVIDENCE_MD);
     std::fs::write(&path, evidence::render(&ev))?;
@@ -430,7 +444,7 @@ fn render(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-async fn execute(args: &AdrArgs) -> anyhow::Result<i32> {
+async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
     let out = &args.out;
     if args.render_only {
         if !out.join(ADR_MANIFEST).is_file() {
@@ -487,7 +501,7 @@ async fn execute(args: &AdrArgs) -> anyhow::Result<i32> {
             })
             .collect(),
     };
-    let write = |m: &AdrManifest| -> anyhow::Result<()> {
+    let write = |m: &AdrManifest| -> Result<(), AdrError> {
         std::fs::write(out.join(ADR_MANIFEST), serde_json::to_vec_pretty(m)?)?;
         Ok(())
     };

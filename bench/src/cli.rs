@@ -113,6 +113,14 @@ pub struct PeerArgs {
     #[arg(long, default_value = "heartbeat,grant")]
     pub ops: String,
 
+    /// The HTTP client that drives the lock-server: sdk (the SDK's own,
+    /// what an SDK user gets), hyper-legacy (hyper_util's pooled client), or
+    /// both, `sdk,hyper-legacy`: every lock-server is then measured with each,
+    /// interleaved, and report.md weighs them per client CPU-second. The
+    /// fencepost ÷ etcd ratios always use the SDK's client.
+    #[arg(long, default_value = "sdk")]
+    pub http_client: String,
+
     /// fencepost stores to measure: sqlite, postgres. Default both; postgres is
     /// skipped (and said so) when no PostgreSQL is given.
     #[arg(long)]

@@ -67,7 +67,10 @@ fn run(args: &bench::cli::RunArgs, sweep: bool) -> i32 {
 }
 
 /// Runs `work` on a multi-thread runtime: its exit code, or 1 after printing the error.
-fn block_on(work: impl std::future::Future<Output = anyhow::Result<i32>>, name: &str) -> i32 {
+fn block_on<E: Into<anyhow::Error>>(
+    work: impl std::future::Future<Output = Result<i32, E>>,
+    name: &str,
+) -> i32 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -75,7 +78,7 @@ fn block_on(work: impl std::future::Future<Output = anyhow::Result<i32>>, name: 
     match rt.block_on(work) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{name}: {e:#}");
+            eprintln!("{name}: {:#}", e.into());
             1
         }
     }

@@ -18,6 +18,11 @@
 //! the measured window: on a shared 2-core box a saturated driver measures
 //! itself.
 //!
+//! `--http-client sdk,hyper-legacy` drives every lock-server with both the
+//! SDK's client and hyper's pooled one (one system each, sharing the server),
+//! so the report can weigh the SDK's hand-written pool against the general
+//! client it replaced.
+//!
 //! Output (`--out`, default `data/runs/<timestamp>-peer/`): `peer.csv` (one
 //! row per measurement, written after each), `manifest.json`, `report.md`
 //! with the ratios ([`report`]), `peer_throughput.svg|png`, and the servers'
@@ -26,7 +31,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
+use std::sync::Arc;
+
+use bench_core::error::Chain;
 use fencepost_harness::ChildService;
 use rand::SeedableRng as _;
 use rand::seq::SliceRandom as _;
@@ -34,14 +41,96 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::cli::PeerArgs;
 use bench_analysis::manifest::Manifest;
-use bench_analysis::peer::{PeerPlan, PeerRow, fmt_opt, write_csv};
+use bench_analysis::manifest::ManifestError;
+use bench_analysis::peer::{ETCD_CLIENT, PeerPlan, PeerRow, fmt_opt, write_csv};
 use bench_core::cpu;
 use bench_core::grid::{self, FlagError};
 use bench_core::peer::PeerOp;
-use bench_driver::backend::etcd::server::EtcdServer;
-use bench_driver::peer::{self as load, Target, WindowProbe};
+use bench_driver::backend::etcd::server::{EtcdServer, EtcdServerError};
+use bench_driver::cell::StackError;
+use bench_driver::peer::{self as load, PeerError, Target, WindowProbe};
 use bench_driver::peer_http::PeerHttpClient;
 use bench_report::peer as report;
+
+/// Why `bench peer` stopped (exit 1). Each message is its own context; the
+/// cause, where there is one, is its `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerRunError {
+    /// A file or directory of the run could not be written; check `--out`.
+    #[error("writing {path}")]
+    Write {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `manifest.json` could not be written.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The plan could not be recorded as JSON (a bug).
+    #[error("recording the plan")]
+    Plan(#[source] serde_json::Error),
+    /// A lock-server child did not start; its log is under `servers/`.
+    #[error(transparent)]
+    Start(#[from] StackError),
+    /// The lock-server could not be polled for readiness.
+    #[error("polling the lock-server")]
+    Poll(#[source] reqwest::Error),
+    /// The lock-server did not serve `/readyz` in time (on PostgreSQL it must
+    /// hold the leader lease); see its log under `servers/`.
+    #[error("the lock-server on {store} did not become ready within {READY_TIMEOUT:?}")]
+    NotReady {
+        /// The store URL, redacted.
+        store: String,
+    },
+    /// PostgreSQL could not be reached; check `--pg-url`.
+    #[error("cannot reach PostgreSQL at {url}")]
+    PgConnect {
+        /// The URL, redacted.
+        url: String,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The run's schema could not be created; check the role's rights.
+    #[error("creating schema {schema}")]
+    PgSchema {
+        /// The schema.
+        schema: String,
+        /// The driver's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The postgres store was planned without a URL (a bug: `resolve` checks it).
+    #[error("no PostgreSQL URL")]
+    NoPgUrl,
+    /// etcd did not start; see its log under `servers/etcd`.
+    #[error(transparent)]
+    Etcd(#[from] EtcdServerError),
+    /// A measurement failed before its window (a client could not connect or
+    /// open its session/lease).
+    #[error("{label} {op} at {conc}")]
+    Measure {
+        /// `system/store`.
+        label: String,
+        /// The operation.
+        op: &'static str,
+        /// The concurrency.
+        conc: usize,
+        /// Why.
+        #[source]
+        source: PeerError,
+    },
+}
+
+/// `result`, or [`PeerRunError::Write`] naming `path`.
+fn written<T>(path: &Path, result: std::io::Result<T>) -> Result<T, PeerRunError> {
+    result.map_err(|source| PeerRunError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
 
 /// How long a lock-server may take to answer `/readyz` (PostgreSQL: leadership).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -78,6 +167,15 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
             part.parse::<PeerOp>()
                 .map_err(|why| bad("--ops", &args.ops, why))?,
         );
+    }
+    let mut http_clients = Vec::new();
+    for part in args.http_client.split(',') {
+        let c = part
+            .parse::<PeerHttpClient>()
+            .map_err(|why| bad("--http-client", &args.http_client, why))?;
+        if !http_clients.contains(&c) {
+            http_clients.push(c);
+        }
     }
     let pg_url = args
         .pg_url
@@ -132,6 +230,7 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
         skipped,
         pg_url,
         etcd_url: args.etcd_url.clone(),
+        http_clients,
         seed: args.seed.unwrap_or_else(rand::random),
         out,
     })
@@ -190,31 +289,41 @@ struct System {
     system: &'static str,
     /// `sqlite`, `postgres` or `bbolt` (etcd's store, behind its raft WAL).
     store: String,
+    /// The client library: `sdk`/`hyper-legacy` (fencepost), `etcd-client`.
+    client: &'static str,
     /// Where the driver sends its load.
     target: Target,
     /// The server process (lock-server or etcd) when the bench started it.
     pid: Option<i32>,
-    /// The PostgreSQL backends, for the postgres store.
-    pg: Option<PgBackends>,
-    /// Keeps the server running.
-    _guard: Guard,
+    /// The PostgreSQL backends, for the postgres store (shared by the
+    /// systems that drive one lock-server with different clients).
+    pg: Option<Arc<PgBackends>>,
+    /// Keeps the server running (shared likewise; the last one stops it).
+    _guard: Arc<Guard>,
 }
 
 impl System {
     fn label(&self) -> String {
-        format!("{}/{}", self.system, self.store)
+        if self.system == "fencepost" && self.client != PeerHttpClient::Sdk.as_str() {
+            format!("{}/{} {}", self.system, self.store, self.client)
+        } else {
+            format!("{}/{}", self.system, self.store)
+        }
     }
 }
 
 /// Starts a lock-server child on `store` with its log in `dir`, and waits
 /// until it serves (`/readyz`: on PostgreSQL it must hold the leader lease).
-async fn start_lock_server(store: &str, dir: &Path) -> anyhow::Result<ChildService> {
-    std::fs::create_dir_all(dir)?;
+async fn start_lock_server(store: &str, dir: &Path) -> Result<ChildService, PeerRunError> {
+    written(dir, std::fs::create_dir_all(dir))?;
     let args = vec!["--store".to_string(), store.to_string()];
     let child =
         bench_driver::cell::stack::spawn_child("lock-server", args, dir.join("lock-server.log"))
             .await?;
-    let http = reqwest::Client::builder().no_proxy().build()?;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(PeerRunError::Poll)?;
     let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
     loop {
         if let Ok(r) = http.get(format!("{}/readyz", child.url())).send().await
@@ -222,11 +331,11 @@ async fn start_lock_server(store: &str, dir: &Path) -> anyhow::Result<ChildServi
         {
             return Ok(child);
         }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the lock-server on {} did not become ready within {READY_TIMEOUT:?}",
-            redact(store)
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return Err(PeerRunError::NotReady {
+                store: redact(store),
+            });
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -243,41 +352,34 @@ fn redact(url: &str) -> String {
 /// Connects to PostgreSQL (the driver's own connection).
 async fn pg_connect(
     url: &str,
-) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), PeerRunError> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
-        .with_context(|| format!("cannot reach PostgreSQL at {}", redact(url)))?;
+        .map_err(|source| PeerRunError::PgConnect {
+            url: redact(url),
+            source,
+        })?;
     let task = tokio::spawn(async move {
         let _ = conn.await;
     });
     Ok((client, task))
 }
 
-/// Starts (or connects to) every system of the plan.
-async fn start_systems(plan: &PeerPlan) -> anyhow::Result<Vec<System>> {
+/// Starts (or connects to) every system of the plan: each lock-server once,
+/// driven by each of the plan's HTTP clients (one system per client), and etcd.
+async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
     let dir = plan.out.join("servers");
     let mut systems = Vec::new();
     for store in &plan.stores {
-        let sys = match store.as_str() {
+        let (child, pg) = match store.as_str() {
             "sqlite" => {
                 let d = dir.join("sqlite");
-                std::fs::create_dir_all(&d)?;
+                written(&d, std::fs::create_dir_all(&d))?;
                 let url = format!("sqlite:{}", d.join("lock.sqlite").display());
-                let child = start_lock_server(&url, &d).await?;
-                System {
-                    system: "fencepost",
-                    store: store.clone(),
-                    target: Target::Fencepost {
-                        base: child.url(),
-                        client: PeerHttpClient::Sdk,
-                    },
-                    pid: Some(child.pid()),
-                    pg: None,
-                    _guard: Guard::LockServer { _child: child },
-                }
+                (start_lock_server(&url, &d).await?, None)
             }
             _ => {
-                let base = plan.pg_url.as_deref().context("no PostgreSQL URL")?;
+                let base = plan.pg_url.as_deref().ok_or(PeerRunError::NoPgUrl)?;
                 let (client, conn) = pg_connect(base).await?;
                 let tag = format!(
                     "fencepost_peer_{}_{}",
@@ -287,48 +389,59 @@ async fn start_systems(plan: &PeerPlan) -> anyhow::Result<Vec<System>> {
                 client
                     .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {tag}"))
                     .await
-                    .with_context(|| format!("creating schema {tag}"))?;
+                    .map_err(|source| PeerRunError::PgSchema {
+                        schema: tag.clone(),
+                        source,
+                    })?;
                 let sep = if base.contains('?') { '&' } else { '?' };
                 let url =
                     format!("{base}{sep}options=-csearch_path%3D{tag}&application_name={tag}");
                 let child = start_lock_server(&url, &dir.join("postgres")).await?;
-                System {
-                    system: "fencepost",
-                    store: store.clone(),
-                    target: Target::Fencepost {
-                        base: child.url(),
-                        client: PeerHttpClient::Sdk,
-                    },
-                    pid: Some(child.pid()),
-                    pg: Some(PgBackends {
-                        client,
-                        app: tag,
-                        _conn: conn,
-                    }),
-                    _guard: Guard::LockServer { _child: child },
-                }
+                let pg = PgBackends {
+                    client,
+                    app: tag,
+                    _conn: conn,
+                };
+                (child, Some(Arc::new(pg)))
             }
         };
-        systems.push(sys);
+        let (base, pid) = (child.url(), child.pid());
+        let guard = Arc::new(Guard::LockServer { _child: child });
+        for &client in &plan.http_clients {
+            systems.push(System {
+                system: "fencepost",
+                store: store.clone(),
+                client: client.as_str(),
+                target: Target::Fencepost {
+                    base: base.clone(),
+                    client,
+                },
+                pid: Some(pid),
+                pg: pg.clone(),
+                _guard: guard.clone(),
+            });
+        }
     }
     let etcd = match &plan.etcd_url {
         Some(url) => System {
             system: "etcd",
             store: "bbolt".into(),
+            client: ETCD_CLIENT,
             target: Target::Etcd(url.clone()),
             pid: None,
             pg: None,
-            _guard: Guard::External,
+            _guard: Arc::new(Guard::External),
         },
         None => {
             let server = EtcdServer::start(&dir.join("etcd")).await?;
             System {
                 system: "etcd",
                 store: "bbolt".into(),
+                client: ETCD_CLIENT,
                 target: Target::Etcd(server.url().to_string()),
                 pid: Some(server.pid()),
                 pg: None,
-                _guard: Guard::Etcd { _server: server },
+                _guard: Arc::new(Guard::Etcd { _server: server }),
             }
         }
     };
@@ -384,8 +497,8 @@ impl WindowProbe for CpuProbe<'_> {
 /// Runs the plan: every (repeat, op, concurrency) group, its systems in a
 /// seeded order; writes `peer.csv` after each measurement and the report at
 /// the end. Returns the exit code.
-pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
-    std::fs::create_dir_all(&plan.out)?;
+pub async fn execute(plan: PeerPlan) -> Result<i32, PeerRunError> {
+    written(&plan.out, std::fs::create_dir_all(&plan.out))?;
     if plan.out.join("peer.csv").exists() {
         eprintln!(
             "bench peer: {} already holds a peer run; pass a new --out",
@@ -393,7 +506,8 @@ pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
         );
         return Ok(2);
     }
-    let mut manifest = Manifest::new("bench peer", plan.seed, serde_json::to_value(&plan)?);
+    let config = serde_json::to_value(&plan).map_err(PeerRunError::Plan)?;
+    let mut manifest = Manifest::new("bench peer", plan.seed, config);
     manifest.write(&plan.out)?;
     eprintln!(
         "bench peer: seed {} (rerun with --seed {}), results in {}",
@@ -426,7 +540,12 @@ pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
                     };
                     let sample = load::measure(&sys.target, op, conc, warmup, duration, &mut probe)
                         .await
-                        .with_context(|| format!("{} {} at {conc}", sys.label(), op.as_str()))?;
+                        .map_err(|source| PeerRunError::Measure {
+                            label: sys.label(),
+                            op: op.as_str(),
+                            conc,
+                            source,
+                        })?;
                     if sample.errors > 0 {
                         eprintln!(
                             "  {} {}: {} errors; first: {}",
@@ -439,6 +558,7 @@ pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
                     let row = PeerRow::new(
                         sys.system,
                         &sys.store,
+                        sys.client,
                         op,
                         conc,
                         repeat,
@@ -447,7 +567,7 @@ pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
                         probe.used,
                     );
                     eprintln!(
-                        "[{}/{total}] repeat {repeat} {:<9} c={conc:<3} {:<18} {:>9.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms  cpu server {} bench {}",
+                        "[{}/{total}] repeat {repeat} {:<9} c={conc:<3} {:<29} {:>9.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms  cpu server {} bench {}",
                         rows.len() + 1,
                         op.as_str(),
                         sys.label(),
@@ -458,19 +578,17 @@ pub async fn execute(plan: PeerPlan) -> anyhow::Result<i32> {
                         fmt_opt(row.cpu_bench_s, 2),
                     );
                     rows.push(row);
-                    write_csv(&plan.out, &rows)?;
+                    written(&plan.out.join("peer.csv"), write_csv(&plan.out, &rows))?;
                 }
             }
         }
     }
     drop(systems);
     let text = report::render(&plan, &rows);
-    std::fs::write(plan.out.join("report.md"), &text)?;
+    let path = plan.out.join("report.md");
+    written(&path, std::fs::write(&path, &text))?;
     if let Err(e) = report::plot(&plan.out, &rows) {
-        eprintln!(
-            "bench peer: plotting failed: {}",
-            bench_core::error::Chain(&e)
-        );
+        eprintln!("bench peer: plotting failed: {}", Chain(&e));
     }
     manifest.finished_at = Some(bench_analysis::manifest::now_rfc3339());
     manifest.write(&plan.out)?;

@@ -33,9 +33,11 @@ use bench_core::overhead::ProxyOverhead;
 use bench_core::timebase::TimeBase;
 use bench_driver::backend::BackendKind;
 use bench_driver::backend::etcd::session_ttl_on_etcd;
+use bench_driver::cell::{
+    CellError, Conditions, Hooks, Stack, StackError, Steady, WriteError, default_warmup, measure,
+};
 pub use bench_driver::cell::{CellPlan, Live, Runtime};
-use bench_driver::cell::{Conditions, Hooks, Stack, Steady, default_warmup, measure};
-use bench_driver::proxy::BASELINE_PAIRS;
+use bench_driver::proxy::{BASELINE_PAIRS, BaselineError};
 
 /// The R7 prefix of the seeded backlog.
 pub const PAYOUT_PREFIX: &str = "bench";
@@ -199,6 +201,24 @@ impl RunConfig {
     }
 }
 
+/// Why a cell of `bench run|sweep` could not be measured; each variant is
+/// the driver's own error, printed as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum CellRunError {
+    /// The cell's services did not start; their logs are under `cells/<id>/`.
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    /// The delay proxy's zero-delay baseline could not be measured.
+    #[error(transparent)]
+    Baseline(#[from] BaselineError),
+    /// The measured window failed (rail, pool, schedule).
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// The cell's `ledger-check.json` could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
 /// What a finished cell produced.
 pub struct CellResult {
     /// Its results row.
@@ -220,7 +240,7 @@ pub async fn run_cell(
     stop: watch::Receiver<bool>,
     live: &(dyn Fn(&Live) + Sync),
     baseline: bool,
-) -> anyhow::Result<Option<CellResult>> {
+) -> Result<Option<CellResult>, CellRunError> {
     let cell_dir = out_dir.join("cells").join(&plan.id);
     let mut stack = Stack::start(&plan.stack_spec(&cfg.runtime), &cell_dir).await?;
     let proxy_overhead = if baseline {

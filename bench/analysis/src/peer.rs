@@ -7,7 +7,11 @@
 //! A verdict against a target ratio is given only where the interval
 //! decides it: `met` when its low end is at or above the target, `not met`
 //! when its high end is below, else `not resolved at N repeats`
-//! (MEASUREMENT.md: a decision only where intervals separate).
+//! (docs/measurement.md: a decision only where intervals separate).
+//!
+//! A run with `--http-client sdk,hyper-legacy` also drives every lock-server
+//! with hyper's pooled client; [`client_ratios`] weighs the SDK's own client
+//! against it per client CPU-second.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,11 +19,11 @@ use std::path::Path;
 
 use std::path::PathBuf;
 
-use bench_core::peer::{PeerOp, Sample};
+use bench_core::peer::{PeerHttpClient, PeerOp, Sample};
 use serde::Serialize;
 
 /// The `peer.csv` columns, in file order.
-pub const PEER_COLUMNS: [&str; 15] = [
+pub const PEER_COLUMNS: [&str; 16] = [
     "system",
     "store",
     "op",
@@ -35,7 +39,14 @@ pub const PEER_COLUMNS: [&str; 15] = [
     "cpu_server_s",
     "cpu_store_s",
     "cpu_bench_s",
+    "client",
 ];
+
+/// The `client` of a fencepost row driven by the SDK's own HTTP client, the
+/// client every fencepost ÷ etcd ratio is taken with.
+pub const SDK_CLIENT: &str = "sdk";
+/// The `client` of an etcd row (`etcd-client`, over tonic's gRPC).
+pub const ETCD_CLIENT: &str = "etcd-client";
 
 /// The ratio the issue asks fencepost to reach over etcd at 16 clients.
 pub fn target_ratio(op: PeerOp) -> f64 {
@@ -81,6 +92,9 @@ pub struct PeerRow {
     pub cpu_store_s: Option<f64>,
     /// CPU seconds of the bench (the driver) over the window.
     pub cpu_bench_s: Option<f64>,
+    /// The client library that drove the system: `sdk` or `hyper-legacy`
+    /// (fencepost, `--http-client`), `etcd-client` (etcd).
+    pub client: String,
 }
 
 impl PeerRow {
@@ -89,6 +103,7 @@ impl PeerRow {
     pub fn new(
         system: &str,
         store: &str,
+        client: &str,
         op: PeerOp,
         conc: usize,
         repeat: u32,
@@ -112,12 +127,23 @@ impl PeerRow {
             cpu_server_s: cpu.0,
             cpu_store_s: cpu.1,
             cpu_bench_s: cpu.2,
+            client: client.into(),
         }
     }
 
-    /// `system/store`.
+    /// `system/store`, and the client when it is not the system's own
+    /// (`fencepost/sqlite hyper-legacy`).
     pub fn label(&self) -> String {
-        format!("{}/{}", self.system, self.store)
+        if self.is_native() {
+            format!("{}/{}", self.system, self.store)
+        } else {
+            format!("{}/{} {}", self.system, self.store, self.client)
+        }
+    }
+
+    /// Driven by the system's own client: the SDK's for fencepost.
+    pub fn is_native(&self) -> bool {
+        self.system != "fencepost" || self.client == SDK_CLIENT
     }
 }
 
@@ -135,7 +161,7 @@ pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> std::io::Result<()> {
     for r in rows {
         let _ = writeln!(
             t,
-            "{},{},{},{},{:.1},{},{},{},{},{},{},{:.4},{},{},{}",
+            "{},{},{},{},{:.1},{},{},{},{},{},{},{:.4},{},{},{},{}",
             r.system,
             r.store,
             r.op.as_str(),
@@ -151,6 +177,7 @@ pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> std::io::Result<()> {
             opt(r.cpu_server_s),
             opt(r.cpu_store_s),
             opt(r.cpu_bench_s),
+            r.client,
         );
     }
     let tmp = dir.join("peer.csv.tmp");
@@ -238,7 +265,8 @@ pub struct Ratio {
     pub spread: Spread,
 }
 
-/// The ratios, per (store, op, conc), each taken within a repeat.
+/// The ratios, per (store, op, conc), each taken within a repeat, with
+/// fencepost driven by the SDK's own client (what an SDK user gets).
 pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
     let etcd: BTreeMap<(PeerOp, usize, u32), f64> = rows
         .iter()
@@ -246,7 +274,10 @@ pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
         .map(|r| ((r.op, r.conc, r.repeat), r.ops_per_s))
         .collect();
     let mut per: BTreeMap<(String, PeerOp, usize), Vec<f64>> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.system == "fencepost") {
+    for r in rows
+        .iter()
+        .filter(|r| r.system == "fencepost" && r.is_native())
+    {
         if let Some(&e) = etcd.get(&(r.op, r.conc, r.repeat))
             && e > 0.0
         {
@@ -288,7 +319,10 @@ pub fn cpu_ratios(rows: &[PeerRow]) -> Vec<(Ratio, Option<Spread>)> {
     // Per (store, op, conc): the service ratios and the client ratios.
     type Samples = (Vec<f64>, Vec<f64>);
     let mut per: BTreeMap<(String, PeerOp, usize), Samples> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.system == "fencepost") {
+    for r in rows
+        .iter()
+        .filter(|r| r.system == "fencepost" && r.is_native())
+    {
         let Some(e) = etcd.get(&(r.op, r.conc, r.repeat)) else {
             continue;
         };
@@ -319,6 +353,80 @@ pub fn cpu_ratios(rows: &[PeerRow]) -> Vec<(Ratio, Option<Spread>)> {
             })
         })
         .collect()
+}
+
+/// The SDK's HTTP client against hyper's pooled client
+/// (`hyper_util::client::legacy::Client`) on one (store, op, conc): each
+/// ratio is SDK ÷ hyper, taken within a repeat between interleaved
+/// neighbours on the same lock-server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientRatio {
+    /// The fencepost store.
+    pub store: String,
+    /// The operation.
+    pub op: PeerOp,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// Operations per CPU-second of the client (this driver, `cpu_bench_s`),
+    /// SDK ÷ hyper: above 1 the SDK's client costs less CPU per operation.
+    pub per_client_cpu: Spread,
+    /// ops/s, SDK ÷ hyper.
+    pub throughput: Spread,
+}
+
+/// The `client` value of hyper's pooled client.
+pub const HYPER_LEGACY_CLIENT: &str = "hyper-legacy";
+
+/// [`ClientRatio`]s of a run that drove fencepost with both clients
+/// (`--http-client sdk,hyper-legacy`); empty otherwise.
+pub fn client_ratios(rows: &[PeerRow]) -> Vec<ClientRatio> {
+    let per_cpu = |r: &PeerRow| r.cpu_bench_s.filter(|s| *s > 0.0).map(|s| r.ops as f64 / s);
+    let hyper: BTreeMap<(&str, PeerOp, usize, u32), &PeerRow> = rows
+        .iter()
+        .filter(|r| r.system == "fencepost" && r.client == HYPER_LEGACY_CLIENT)
+        .map(|r| ((r.store.as_str(), r.op, r.conc, r.repeat), r))
+        .collect();
+    type Samples = (Vec<f64>, Vec<f64>);
+    let mut per: BTreeMap<(String, PeerOp, usize), Samples> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.system == "fencepost" && r.client == SDK_CLIENT)
+    {
+        let Some(h) = hyper.get(&(r.store.as_str(), r.op, r.conc, r.repeat)) else {
+            continue;
+        };
+        let slot = per.entry((r.store.clone(), r.op, r.conc)).or_default();
+        if let (Some(a), Some(b)) = (per_cpu(r), per_cpu(h))
+            && b > 0.0
+        {
+            slot.0.push(a / b);
+        }
+        if h.ops_per_s > 0.0 {
+            slot.1.push(r.ops_per_s / h.ops_per_s);
+        }
+    }
+    per.into_iter()
+        .filter_map(|((store, op, conc), (cpu, ops))| {
+            Some(ClientRatio {
+                store,
+                op,
+                conc,
+                per_client_cpu: Spread::of(&cpu)?,
+                throughput: Spread::of(&ops)?,
+            })
+        })
+        .collect()
+}
+
+/// Which client an SDK ÷ hyper spread says is better: only where the 95 %
+/// interval excludes 1 (one repeat decides nothing).
+pub fn client_verdict(s: &Spread) -> String {
+    match s.ci95 {
+        Some((lo, _)) if lo > 1.0 => "the SDK's client is measurably better".into(),
+        Some((_, hi)) if hi < 1.0 => "hyper's pooled client is measurably better".into(),
+        Some(_) => format!("not resolved at {} repeats", s.n),
+        None => "not resolved (1 repeat, no interval)".into(),
+    }
 }
 
 /// Rows grouped by (op, system/store, conc), in a stable order.
@@ -364,6 +472,8 @@ pub struct PeerPlan {
     pub pg_url: Option<String>,
     /// An etcd to measure instead of starting one.
     pub etcd_url: Option<String>,
+    /// The HTTP clients that drive the lock-server (`--http-client`), in order.
+    pub http_clients: Vec<PeerHttpClient>,
     /// Orders the systems within each (repeat, op, concurrency).
     pub seed: u64,
     /// The output directory.
@@ -376,6 +486,23 @@ mod tests {
     use bench_core::hist;
 
     fn row(system: &str, store: &str, op: PeerOp, conc: usize, repeat: u32, ops_s: f64) -> PeerRow {
+        let client = if system == "etcd" {
+            ETCD_CLIENT
+        } else {
+            SDK_CLIENT
+        };
+        row_with(system, store, client, op, conc, repeat, ops_s)
+    }
+
+    fn row_with(
+        system: &str,
+        store: &str,
+        client: &str,
+        op: PeerOp,
+        conc: usize,
+        repeat: u32,
+        ops_s: f64,
+    ) -> PeerRow {
         let sample = Sample {
             ops: (ops_s * 4.0) as u64,
             errors: 0,
@@ -386,6 +513,7 @@ mod tests {
         PeerRow::new(
             system,
             store,
+            client,
             op,
             conc,
             repeat,
@@ -466,6 +594,66 @@ mod tests {
         assert_eq!(&fields[..4], ["etcd", "bbolt", "grant", "1"]);
         assert_eq!(fields[4], "100.0");
         assert_eq!(fields[13], "", "no store CPU for etcd");
+        assert_eq!(fields[15], ETCD_CLIENT);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// hyper's rows never enter fencepost ÷ etcd (that ratio is what an SDK
+    /// user gets); SDK ÷ hyper is taken per repeat on ops per client
+    /// CPU-second, and decided only where its interval excludes 1.
+    #[test]
+    fn the_client_comparison_pairs_the_two_clients_within_each_repeat() {
+        let mut rows = Vec::new();
+        for (repeat, sdk_cpu, hyper_cpu) in [(1, 1.0, 2.0), (2, 1.1, 2.0), (3, 0.9, 2.0)] {
+            let mut a = row(
+                "fencepost",
+                "sqlite",
+                PeerOp::Heartbeat,
+                16,
+                repeat,
+                100_000.0,
+            );
+            let mut b = row_with(
+                "fencepost",
+                "sqlite",
+                HYPER_LEGACY_CLIENT,
+                PeerOp::Heartbeat,
+                16,
+                repeat,
+                50_000.0,
+            );
+            (a.cpu_bench_s, b.cpu_bench_s) = (Some(sdk_cpu), Some(hyper_cpu));
+            rows.extend([
+                a,
+                b,
+                row("etcd", "bbolt", PeerOp::Heartbeat, 16, repeat, 25_000.0),
+            ]);
+        }
+        let fe = ratios(&rows);
+        assert_eq!(fe.len(), 1);
+        assert_eq!(fe[0].spread.median, 4.0, "the SDK's rows only: 100k ÷ 25k");
+        let c = client_ratios(&rows);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].throughput.median, 2.0);
+        // (400k ops / 1.0 s) ÷ (200k / 2.0 s) = 4; repeats 2 and 3 give 3.64 and 4.44.
+        assert!((c[0].per_client_cpu.median - 4.0).abs() < 1e-9);
+        assert_eq!(
+            client_verdict(&c[0].per_client_cpu),
+            "the SDK's client is measurably better"
+        );
+        assert_eq!(
+            client_verdict(&Spread::of(&[0.9, 1.1, 1.0]).unwrap()),
+            "not resolved at 3 repeats"
+        );
+        assert_eq!(
+            client_verdict(&Spread::of(&[0.5, 0.52, 0.51]).unwrap()),
+            "hyper's pooled client is measurably better"
+        );
+        assert_eq!(rows[1].label(), "fencepost/sqlite hyper-legacy");
+        assert_eq!(rows[0].label(), "fencepost/sqlite");
+        assert!(
+            client_ratios(&rows[..1]).is_empty(),
+            "one client: no comparison"
+        );
     }
 }

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use bench_analysis::peer::{
-    PeerPlan, PeerRow, Spread, TARGET_CONCURRENCY, cpu_ratios, cpu_us_per_op, fmt_opt, groups,
-    ratios, target_ratio,
+    PeerPlan, PeerRow, Spread, TARGET_CONCURRENCY, client_ratios, client_verdict, cpu_ratios,
+    cpu_us_per_op, fmt_opt, groups, ratios, target_ratio,
 };
 use bench_core::peer::PeerOp;
 use plotters::coord::Shift;
@@ -51,13 +51,14 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
          group-commits concurrent writes into one transaction on both; etcd fsyncs its raft WAL \
          before it acknowledges (batching concurrent writes into one fsync). \
          Within each repeat the systems of one (op, concurrency) run back to back in a seeded \
-         order, so each ratio compares neighbours in time; the machine is a shared, noisy \
-         2-core box (other builds ran beside this one), so absolute numbers move between runs \
-         and only the within-run ratios are meant to be compared.\n"
+         order, so each ratio compares neighbours in time; absolute numbers move with \
+         whatever else the machine runs, so only the within-run ratios are meant to be compared \
+         (the machine is in `manifest.json`).\n"
     );
     for s in &plan.skipped {
         let _ = writeln!(t, "Skipped: {s}.\n");
     }
+
     let _ = writeln!(
         t,
         "## Ratios: fencepost ÷ etcd (ops/s, per repeat)\n\n\
@@ -88,9 +89,11 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             interval(&r.spread),
         );
     }
+    t.push('\n');
+    client_section(&mut t, rows);
     let _ = writeln!(
         t,
-        "\n## Throughput, latency and CPU per system (median of repeats)\n\n\
+        "## Throughput, latency and CPU per system (median of repeats)\n\n\
          CPU is per operation, µs: the server process (lock-server or etcd), the PostgreSQL \
          backends serving the lock-server (postgres only), and this driver.\n"
     );
@@ -173,6 +176,48 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     t
 }
 
+/// The SDK's HTTP client against hyper's pooled client, when the run drove
+/// fencepost with both (`--http-client sdk,hyper-legacy`).
+fn client_section(t: &mut String, rows: &[PeerRow]) {
+    let all = client_ratios(rows);
+    if all.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "## The SDK's HTTP client vs hyper's pooled client (SDK ÷ hyper, per repeat)\n\n\
+         The same lock-server driven by the SDK's own client (`fencepost_sdk::http`) and by \
+         `hyper_util::client::legacy::Client` (hyper's general pooled client, no redirect or \
+         proxy layers), each client task on one keep-alive connection with `TCP_NODELAY`, \
+         interleaved within each repeat. Per client CPU-second: operations ÷ this driver's CPU \
+         seconds over the window; above 1× the SDK's client spends less CPU per operation. \
+         The verdict is given only where the 95 % interval (t on the mean of the per-repeat \
+         ratios) excludes 1.\n"
+    );
+    let _ = writeln!(
+        t,
+        "| store | op | conc | ops per client CPU-s: median | min–max | 95 % CI | ops/s: median | min–max | verdict |\n|---|---|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for r in all {
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {:.2}× | {:.2}–{:.2} | {} | {:.2}× | {:.2}–{:.2} | {} |",
+            r.store,
+            r.op.as_str(),
+            r.conc,
+            r.per_client_cpu.median,
+            r.per_client_cpu.min,
+            r.per_client_cpu.max,
+            interval(&r.per_client_cpu),
+            r.throughput.median,
+            r.throughput.min,
+            r.throughput.max,
+            client_verdict(&r.per_client_cpu),
+        );
+    }
+    t.push('\n');
+}
+
 /// The printed summary: the ratios, and the verdicts at the target concurrency.
 pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     let mut t = String::new();
@@ -207,6 +252,22 @@ pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             r.spread.min,
             r.spread.max,
             r.spread.verdict(target),
+        );
+    }
+    for r in client_ratios(rows) {
+        let _ = writeln!(
+            t,
+            "fencepost/{} {} at {} clients: the SDK's client does {:.2}× the operations of hyper's \
+             per client CPU-second (median of {}; {:.2}–{:.2}), {:.2}× the ops/s: {}",
+            r.store,
+            r.op.as_str(),
+            r.conc,
+            r.per_client_cpu.median,
+            r.per_client_cpu.n,
+            r.per_client_cpu.min,
+            r.per_client_cpu.max,
+            r.throughput.median,
+            client_verdict(&r.per_client_cpu),
         );
     }
     for s in &plan.skipped {

@@ -5,21 +5,68 @@
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
 use crate::drive::plan::Plan;
 use crate::drive::resume::{changed_flags, grid_of};
-use crate::runner::{self, Live, RunConfig, Runtime};
-use bench_analysis::manifest::Manifest;
-use bench_analysis::results;
+use crate::runner::{self, CellRunError, Live, RunConfig, Runtime};
+use bench_analysis::frame::TableError;
+use bench_analysis::manifest::{Manifest, ManifestError};
+use bench_analysis::results::{self, BadInput};
 use bench_core::grid::Cell;
+use bench_core::hist::HistError;
 use bench_report::report;
+use bench_report::report::ReportError;
+
+/// Why `bench run|sweep|replay` stopped (exit 1). Each variant but the
+/// first two is a library's own error, printed as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The results directory could not be created; check `--out`.
+    #[error("creating {}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--resume` found no readable manifest in the directory.
+    #[error("--resume: cannot read {}/manifest.json: {error}", dir.display())]
+    Resume {
+        /// The results directory.
+        dir: PathBuf,
+        /// Why (in the message, so not also a `source()`).
+        error: ManifestError,
+    },
+    /// The configuration could not be recorded as JSON (a bug).
+    #[error(transparent)]
+    Config(#[from] serde_json::Error),
+    /// `--resume` could not read the results table written so far.
+    #[error(transparent)]
+    Results(#[from] BadInput),
+    /// `manifest.json` could not be written.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// A cell could not be measured.
+    #[error(transparent)]
+    Cell(#[from] CellRunError),
+    /// A cell's histograms could not be saved.
+    #[error(transparent)]
+    Histograms(#[from] HistError),
+    /// The results table could not be written.
+    #[error(transparent)]
+    Table(#[from] TableError),
+    /// `report.md`, `triggers.json` or the plots could not be written.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
 
 /// Runs the plan; returns the process exit code.
-pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
+pub async fn execute(plan: Plan) -> Result<i32, RunError> {
     let Plan {
         command,
         mut config,
@@ -31,11 +78,15 @@ pub async fn execute(plan: Plan) -> anyhow::Result<i32> {
         grid_flags,
         replay_of,
     } = plan;
-    std::fs::create_dir_all(&out)?;
+    std::fs::create_dir_all(&out).map_err(|source| RunError::CreateDir {
+        path: out.clone(),
+        source,
+    })?;
     let mut rows = Vec::new();
     let mut manifest = if resume {
-        let old = Manifest::read(&out).map_err(|e| {
-            anyhow::anyhow!("--resume: cannot read {}/manifest.json: {e}", out.display())
+        let old = Manifest::read(&out).map_err(|error| RunError::Resume {
+            dir: out.clone(),
+            error,
         })?;
         if seed_given && config.seed != old.seed {
             eprintln!(

@@ -5,4 +5,5 @@ mod driver;
 mod etcd;
 mod measurement;
 mod output;
+mod peer;
 mod proxy;

@@ -1,0 +1,94 @@
+//! `bench peer` end to end with both HTTP clients: one short run against a
+//! lock-server on SQLite and an etcd child. Pins what the comparison rests
+//! on, never a speed: every measurement is a row naming its client, the
+//! SDK's client and hyper's drive the same lock-server, the fencepost ÷ etcd
+//! ratio is taken on the SDK's rows, and the report weighs the two clients.
+//! Skipped without `etcd` on PATH, except under `CI=true`.
+
+use std::process::Command;
+
+use bench_analysis::peer::PEER_COLUMNS;
+use bench_driver::backend::etcd::server::etcd_binary;
+
+#[test]
+fn a_run_with_both_http_clients_records_each_and_compares_them() {
+    match etcd_binary() {
+        Ok(_) => {}
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and no etcd for bench peer: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    }
+    let out = std::env::temp_dir().join(format!(
+        "fencepost-peer-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "peer",
+            "--ops",
+            "heartbeat",
+            "--concurrency",
+            "2",
+            "--repeat",
+            "2",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--stores",
+            "sqlite",
+            "--http-client",
+            "sdk,hyper-legacy",
+            "--seed",
+            "3",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run bench peer");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(run.status.code(), Some(0), "{text}");
+
+    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(PEER_COLUMNS.join(",").as_str()));
+    let client = PEER_COLUMNS.iter().position(|c| *c == "client").unwrap();
+    let ops = PEER_COLUMNS.iter().position(|c| *c == "ops").unwrap();
+    let mut clients: Vec<(String, String)> = lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert!(f[ops].parse::<u64>().unwrap() > 0, "no operation in {l}");
+            (f[0].to_string(), f[client].to_string())
+        })
+        .collect();
+    clients.sort();
+    assert_eq!(
+        clients,
+        [
+            ("etcd", "etcd-client"),
+            ("etcd", "etcd-client"),
+            ("fencepost", "hyper-legacy"),
+            ("fencepost", "hyper-legacy"),
+            ("fencepost", "sdk"),
+            ("fencepost", "sdk"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string())),
+        "one row per (repeat, system, client)"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        report.contains("## The SDK's HTTP client vs hyper's pooled client"),
+        "{report}"
+    );
+    assert!(report.contains("## Ratios: fencepost ÷ etcd"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
+}
