@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use crate::adr::evidence::model::{ClockData, Evidence, PauseData, SweepData, TtlRtt};
+use crate::adr::pack::EVIDENCE_MD;
 use crate::adr::evidence::table::{Pct, Table};
 use crate::adr::pack::{ADR_MANIFEST, AdrManifest};
 use crate::report::read_manifest;
@@ -178,6 +179,9 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
         .ok()
         .map(|t| Table::parse(&t));
     list_files(dir, dir, 2, &mut ev.files);
+    // The document is written from this listing: it never lists itself, so a
+    // re-render of a pack reads the same files as the first render did.
+    ev.files.remove(EVIDENCE_MD);
     ev.problems = problems;
     Ok(ev)
 }
