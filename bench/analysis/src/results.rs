@@ -8,12 +8,12 @@
 //! The column list lives in one place, the `cell_row!` invocation below, which
 //! declares the struct, the column order and both conversions, so the parquet,
 //! csv and Rust views cannot drift apart. Every column is described in
-//! `data/README.md`.
+//! docs/reference/results.md.
 //!
 //! A row is built in one place too: the bench's `row::cell_row`, from the
 //! `Measurement` the cell driver returns — the bench and every experiment go
 //! through it. A new column is a field here, a line there, and a line in
-//! `data/README.md`.
+//! docs/reference/results.md.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -190,7 +190,7 @@ macro_rules! cell_row {
         /// One grid cell's results: a row of `results.parquet` / `results.csv`.
         /// The first 23 fields are the C4 columns in C4 order, the next 17 the
         /// columns C4 adds for honest measurement (issue 12), in C4 order; the
-        /// rest are bench extras. Units are in the names; `data/README.md` has
+        /// rest are bench extras. Units are in the names; docs/reference/results.md has
         /// the details. "≥" marks values that include right-censored samples.
         #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
         pub struct CellRow {

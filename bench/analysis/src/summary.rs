@@ -12,7 +12,7 @@
 //! histograms are missing the pooled percentiles fall back to the rows'
 //! own (median of the p50s, largest p99 and p99.9) and `pooled_from` says
 //! `row_percentiles`. The columns are stable: an ADR evidence pack reads
-//! them, and `README.md` documents each.
+//! them, and docs/reference/results.md documents each.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,5 @@
-//! CPU seconds of a process from `/proc` (MEASUREMENT.md: "Record the CPU
-//! seconds of every process in a cell"): `utime + stime` of `/proc/PID/stat`
+//! CPU seconds of a process from `/proc` (docs/measurement.md, "CPU
+//! accounting": every process of a cell is counted): `utime + stime` of `/proc/PID/stat`
 //! (every thread of the process, in clock ticks) over `sysconf(CLK_TCK)`.
 //! A cell reads the bench itself (`/proc/self`), the lock-server and the
 //! rail-stub at both ends of its measured window ([`CpuMark`]); the workers'

@@ -530,7 +530,7 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          **Window.** Every figure excludes the cell's warm-up ({}); heartbeat percentiles are \
          over attempts: a timed-out exchange is a sample at its give-up time, so percentiles \
          marked ≥ are lower bounds. *Corrected* RTTs are measured from the scheduled send \
-         (coordinated omission, MEASUREMENT.md); triggers use them.",
+         (coordinated omission, docs/measurement.md); triggers use them.",
         distinct(rows, |r| format!("{:.3} s", r.warmup_s))
     );
     let _ = writeln!(md, "\n## Results\n");
@@ -538,7 +538,7 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         md,
         "Counts are read from the rail ledger and the services' counters, never inferred. \
          Lost work = abandoned (insufficient lease) + abandoned (lock lost) + acquire failed + \
-         lock lost. Every column is described in `data/README.md`.\n"
+         lock lost. Every column is described in docs/reference/results.md.\n"
     );
     let _ = writeln!(
         md,

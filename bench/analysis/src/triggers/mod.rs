@@ -13,7 +13,7 @@
 //! few samples, an untraceable fence-out, unresolved intervals) or
 //! `not_evaluated` (the trigger does not apply to the cell, with the reason:
 //! trigger 4 with the client check off, trigger 5 outside a throttled vs
-//! unthrottled pair). "ok" is only ever said on enough data (MEASUREMENT.md).
+//! unthrottled pair). "ok" is only ever said on enough data (docs/measurement.md).
 //!
 //! Trigger 1 is evaluated on the heartbeat RTT corrected for coordinated
 //! omission against `min(lease, session TTL) × margin / 3`, the same window

@@ -12,7 +12,7 @@ use fencepost_sdk::lease::{PPM, heartbeat_period};
 use super::catalog::{TRIGGERS, Trigger, TriggerResult, Verdict};
 use crate::results::CellRow;
 
-/// Samples a p99 needs before a verdict can be "ok" (MEASUREMENT.md: ~100 × the tail).
+/// Samples a p99 needs before a verdict can be "ok" (docs/measurement.md: ~100 × the tail).
 pub const MIN_SAMPLES_P99: u64 = 1_000;
 /// Trigger 2: the margin's share of lost work at or above which it is "dominant".
 pub const MARGIN_SHARE_MIN: f64 = 0.50;

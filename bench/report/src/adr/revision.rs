@@ -19,7 +19,7 @@
 //!
 //! Rule 1 binds only on production-shaped conditions ([`Condition::rtt_rule`]):
 //! a scaled cell's network is not scaled with its lease, so its trigger 1 is
-//! 30× pessimistic (README, time base) and is reported, not imposed; the
+//! 30× pessimistic (docs/measurement.md, the time base) and is reported, not imposed; the
 //! production projections apply the same measured RTTs to production's
 //! budget. A stall condition's p99 is the stall itself.
 //!

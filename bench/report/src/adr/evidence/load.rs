@@ -16,8 +16,8 @@ use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use crate::adr::evidence::model::{ClockData, Evidence, PauseData, SweepData, TtlRtt};
-use crate::adr::pack::EVIDENCE_MD;
 use crate::adr::evidence::table::{Pct, Table};
+use crate::adr::pack::EVIDENCE_MD;
 use crate::adr::pack::{ADR_MANIFEST, AdrManifest};
 use crate::report::read_manifest;
 
