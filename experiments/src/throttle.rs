@@ -217,7 +217,7 @@ async fn run_both(
 ) -> anyhow::Result<Measured> {
     let mut runs = Vec::new();
     let mut histograms = Vec::new();
-    let into_group = |pid: u32| Ok(group.add(pid)?);
+    let into_group = |pid: u32| group.add(pid);
     for (plan, (name, throttled)) in plans
         .iter()
         .zip([("unthrottled", false), ("throttled", true)])
