@@ -8,6 +8,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use bench_analysis::manifest::{Manifest, ManifestError, now_rfc3339};
+use bench_core::error::Chain;
 use serde::Serialize;
 
 /// The file every experiment writes its report section into.
@@ -128,12 +129,16 @@ pub fn block_on<T>(body: impl Future<Output = T>) -> T {
 }
 
 /// The exit code of `experiments <name>`: what `done` makes of a result, or
-/// 1 after printing the error.
-pub fn exit_code<T>(name: &str, result: anyhow::Result<T>, done: impl FnOnce(T) -> i32) -> i32 {
+/// 1 after printing the error with its causes.
+pub fn exit_code<T, E: std::error::Error + 'static>(
+    name: &str,
+    result: Result<T, E>,
+    done: impl FnOnce(T) -> i32,
+) -> i32 {
     match result {
         Ok(t) => done(t),
         Err(e) => {
-            eprintln!("experiments {name}: {e:#}");
+            eprintln!("experiments {name}: {}", Chain(&e));
             1
         }
     }

@@ -130,14 +130,10 @@ pub fn main(args: &ThrottleArgs) -> i32 {
     };
     let outcome = block_on(run(args, &group));
     drop(group);
-    exit_code(
-        "throttle",
-        outcome.map_err(anyhow::Error::from),
-        |(r, dir)| {
-            print!("{}", summary(&r, &dir));
-            0
-        },
-    )
+    exit_code("throttle", outcome, |(r, dir)| {
+        print!("{}", summary(&r, &dir));
+        0
+    })
 }
 
 /// The message printed when the experiment cannot run here.

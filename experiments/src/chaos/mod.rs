@@ -329,14 +329,10 @@ fn describe(v: &HistoryViolation) -> String {
 /// `experiments chaos`: runs, prints the table, returns the exit code
 /// (0 no violation, 1 a violation or a failure).
 pub fn main(args: &ChaosArgs) -> i32 {
-    exit_code(
-        "chaos",
-        block_on(run(args)).map_err(anyhow::Error::from),
-        |(r, dir)| {
-            print!("{}", report::summary(&r, &dir));
-            if r.violations() > 0 { 1 } else { 0 }
-        },
-    )
+    exit_code("chaos", block_on(run(args)), |(r, dir)| {
+        print!("{}", report::summary(&r, &dir));
+        if r.violations() > 0 { 1 } else { 0 }
+    })
 }
 
 /// The sabotage flag's value on the command line.

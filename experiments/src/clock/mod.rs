@@ -147,12 +147,8 @@ pub fn run(args: &ClockArgs) -> Result<(ClockResult, std::path::PathBuf), ClockE
 
 /// `experiments clock`: runs and prints the table; exit 0, or 1 on failure.
 pub fn main(args: &ClockArgs) -> i32 {
-    exit_code(
-        "clock",
-        run(args).map_err(anyhow::Error::from),
-        |(r, dir)| {
-            print!("{}", report::summary(&r, &dir));
-            0
-        },
-    )
+    exit_code("clock", run(args), |(r, dir)| {
+        print!("{}", report::summary(&r, &dir));
+        0
+    })
 }

@@ -141,12 +141,8 @@ fn takeover_after(r: &PauseRecord, events: &[Event]) -> Option<f64> {
 /// `experiments pause`: runs, prints the summary, returns the exit code
 /// (0 expectation met, 1 failed or not met).
 pub fn main(args: &PauseArgs) -> i32 {
-    exit_code(
-        "pause",
-        block_on(run(args)).map_err(anyhow::Error::from),
-        |(r, dir)| {
-            print!("{}", report::summary(&r, &dir));
-            if r.expectation_met { 0 } else { 1 }
-        },
-    )
+    exit_code("pause", block_on(run(args)), |(r, dir)| {
+        print!("{}", report::summary(&r, &dir));
+        if r.expectation_met { 0 } else { 1 }
+    })
 }
