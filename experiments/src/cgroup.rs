@@ -290,4 +290,15 @@ mod tests {
         assert!(QuotaSpec::parse("0.5ms/100ms").is_err());
         assert!(QuotaSpec::parse("lots").is_err());
     }
+
+    #[test]
+    fn an_unwritable_cgroup_names_its_os_error_once_in_a_chain() {
+        let e = CgroupError::NotWritable {
+            path: "/sys/fs/cgroup/cpu/x/cgroup.procs".into(),
+            error: std::io::Error::other("read-only file system"),
+        };
+        let chain = bench_core::error::Chain(&e).to_string();
+        assert_eq!(chain, e.to_string());
+        assert_eq!(chain.matches("read-only file system").count(), 1, "{chain}");
+    }
 }

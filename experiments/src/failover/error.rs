@@ -109,3 +109,32 @@ pub enum PgRestartError {
         stderr: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use bench_core::error::Chain;
+
+    use super::*;
+
+    #[test]
+    fn a_service_that_cannot_start_names_its_os_error_once() {
+        let e = FailoverError::from(HarnessError::Spawn {
+            path: "target/debug/lock-server".into(),
+            source: std::io::Error::other("permission denied"),
+        });
+        assert_eq!(
+            Chain(&e).to_string(),
+            "cannot start target/debug/lock-server: permission denied"
+        );
+    }
+
+    #[test]
+    fn a_skipped_restart_records_the_os_error_alone() {
+        let e = PgRestartError::Io {
+            path: "/usr/lib/postgresql".into(),
+            error: std::io::Error::other("no such directory"),
+        };
+        assert_eq!(e.to_string(), "no such directory");
+        assert_eq!(Chain(&e).to_string(), "no such directory");
+    }
+}

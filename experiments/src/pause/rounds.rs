@@ -324,3 +324,35 @@ fn event_of(t_s: f64, worker: &str, line: &WorkerLine) -> Option<Event> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bench_core::error::Chain;
+
+    use super::*;
+
+    #[test]
+    fn a_round_failure_reaches_the_driver_with_its_message_and_its_causes() {
+        let e = CellError::from(RoundError::Worker(WorkerProcError::Resume(
+            nix::errno::Errno::ESRCH,
+        )));
+        assert!(matches!(e, CellError::Schedule(_)));
+        assert_eq!(
+            Chain(&e).to_string(),
+            format!("SIGCONT: {}", nix::errno::Errno::ESRCH)
+        );
+        let late = CellError::from(RoundError::Late { late: 2, round: 3 });
+        assert_eq!(
+            Chain(&late).to_string(),
+            "2 other worker(s) did not finish round 3"
+        );
+    }
+
+    #[test]
+    fn the_drivers_own_errors_go_back_as_what_they_were() {
+        let e = CellError::from(RoundError::Cell(CellError::NoWindow {
+            cell: "pause".into(),
+        }));
+        assert!(matches!(e, CellError::NoWindow { .. }), "{e:?}");
+    }
+}
