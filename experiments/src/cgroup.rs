@@ -135,14 +135,14 @@ pub enum CgroupError {
     },
     /// A cgroup file or directory could not be written (read-only mount, no privilege, …).
     #[error(
-        "cannot write {path}: {source} — cgroups are not writable here (a read-only /sys/fs/cgroup in a container, or not root); \
+        "cannot write {path}: {error} — cgroups are not writable here (a read-only /sys/fs/cgroup in a container, or not root); \
          run on a host or VM as root, or in a container with a writable cgroup (e.g. --privileged or cgroupns=private with delegation)"
     )]
     NotWritable {
         /// The path.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
 }
 
@@ -167,9 +167,9 @@ pub struct CpuCgroup {
 }
 
 fn write(path: &Path, text: &str) -> Result<(), CgroupError> {
-    std::fs::write(path, text).map_err(|source| CgroupError::NotWritable {
+    std::fs::write(path, text).map_err(|error| CgroupError::NotWritable {
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 
@@ -218,9 +218,9 @@ impl CpuCgroup {
                     Err(e)
                 }
             })
-            .map_err(|source| CgroupError::NotWritable {
+            .map_err(|error| CgroupError::NotWritable {
                 path: dir.clone(),
-                source,
+                error,
             })?;
         let group = CpuCgroup {
             dir,
@@ -289,5 +289,16 @@ mod tests {
         assert!(QuotaSpec::parse("0%").is_err());
         assert!(QuotaSpec::parse("0.5ms/100ms").is_err());
         assert!(QuotaSpec::parse("lots").is_err());
+    }
+
+    #[test]
+    fn an_unwritable_cgroup_names_its_os_error_once_in_a_chain() {
+        let e = CgroupError::NotWritable {
+            path: "/sys/fs/cgroup/cpu/x/cgroup.procs".into(),
+            error: std::io::Error::other("read-only file system"),
+        };
+        let chain = bench_core::error::Chain(&e).to_string();
+        assert_eq!(chain, e.to_string());
+        assert_eq!(chain.matches("read-only file system").count(), 1, "{chain}");
     }
 }

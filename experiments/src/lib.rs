@@ -21,6 +21,12 @@
 //! subcommand (the child side), [`proc`] the parent side (spawning, lines,
 //! process state); [`timeline`] the events a run records; [`output`] and
 //! [`plots`] the results plumbing; [`cgroup`] the CPU quota; [`cli`] the flags.
+//!
+//! Every experiment's `run` returns its own `thiserror` error
+//! (`pause::PauseError`, `clock::ClockError`, `throttle::ThrottleError`,
+//! `chaos::ChaosError`, `failover::FailoverError`), whose message is its own
+//! context and whose `source()` is the cause; [`output::exit_code`] prints it
+//! with its causes (`bench_core::error::Chain`) and exits 1.
 
 pub mod cgroup;
 pub mod chaos;

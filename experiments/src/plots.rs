@@ -14,7 +14,7 @@ use plotters::prelude::*;
 use crate::timeline::{Event, EventKind, Freeze};
 
 // The frame every plot shares (size, font, colours, SVG+PNG rendering) is the bench's.
-pub use bench_report::plots::{DrawError, FONT, PLOT_SIZE, Plot, color, render};
+pub use bench_report::plots::{DrawError, FONT, PLOT_SIZE, Plot, PlotError, color, render};
 
 fn font(size: u32) -> TextStyle<'static> {
     (FONT, size).into_font().into()
@@ -200,7 +200,7 @@ impl Plot for Timeline<'_> {
 }
 
 /// Draws `timeline.{svg,png}`.
-pub fn timeline(dir: &Path, input: &TimelineInput) -> anyhow::Result<()> {
+pub fn timeline(dir: &Path, input: &TimelineInput) -> Result<(), PlotError> {
     render(dir, "timeline", &Timeline { input })?;
     Ok(())
 }
@@ -269,7 +269,7 @@ impl Plot for ClockPlot<'_> {
 }
 
 /// Draws `clock.{svg,png}`.
-pub fn clock(dir: &Path, series: &[ClockSeries], title: String) -> anyhow::Result<()> {
+pub fn clock(dir: &Path, series: &[ClockSeries], title: String) -> Result<(), PlotError> {
     render(dir, "clock", &ClockPlot { series, title })?;
     Ok(())
 }
@@ -340,7 +340,7 @@ impl Plot for CdfPlot<'_> {
 }
 
 /// Draws `throttle_rtt.{svg,png}`.
-pub fn rtt_cdfs(dir: &Path, cdfs: &[Cdf], title: String) -> anyhow::Result<()> {
+pub fn rtt_cdfs(dir: &Path, cdfs: &[Cdf], title: String) -> Result<(), PlotError> {
     render(dir, "throttle_rtt", &CdfPlot { cdfs, title })?;
     Ok(())
 }

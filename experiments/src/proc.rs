@@ -11,9 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use bench_core::grid::PolicySpec;
-use bench_core::hist::Histograms;
+use bench_core::hist::{DecodeError, Histograms};
 use bench_driver::cell::{BoxFuture, PoolError, RemoteWorker, SpawnRemote, WorkerReport};
 use bench_driver::worker::{TallySnapshot, WorkerEnv};
 use nix::sys::signal::{Signal, kill};
@@ -22,10 +21,93 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::cgroup::CgroupError;
 use crate::worker_proc::WorkerLine;
 
 /// How long a worker process may take beyond its grace to print `done` and exit.
 const EXIT_SLACK: Duration = Duration::from_secs(30);
+
+/// Why a worker process could not be started, driven or read. Its log
+/// (`worker-<idx>.log`, its stderr) says more when it died.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerProcError {
+    /// This executable's own path is unknown (`/proc/self/exe`): run it
+    /// from a mounted filesystem, not a deleted file.
+    #[error("locating the experiments binary")]
+    Exe(#[source] std::io::Error),
+    /// The directory of the workers' logs could not be created: check the
+    /// output directory's permissions.
+    #[error("{error}")]
+    LogDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
+    },
+    /// The worker's log could not be created: check the output directory.
+    #[error("creating {}", path.display())]
+    Log {
+        /// The log file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The process could not be started (fork or exec failed): check the
+    /// process and memory limits.
+    #[error("starting the worker process")]
+    Start(#[source] std::io::Error),
+    /// The process exited and was reaped before its pid was read: see its log.
+    #[error("worker pid")]
+    NoPid,
+    /// The process has no stdout pipe to read: a bug in the spawn.
+    #[error("worker stdout")]
+    NoStdout,
+    /// The process ended (or closed its stdout) before its next line: see its log.
+    #[error("the worker process closed its stdout (see its log)")]
+    Closed,
+    /// The process printed nothing in time: it hangs, or the machine is
+    /// overloaded; see its log.
+    #[error("no line from the worker process within {limit:?}")]
+    Silent {
+        /// How long it was given.
+        limit: Duration,
+    },
+    /// A command was sent after stdin was closed: a bug in the driver.
+    #[error("worker stdin closed")]
+    StdinClosed,
+    /// A command could not be written to the process (it died): see its log.
+    #[error(transparent)]
+    Send(std::io::Error),
+    /// The process could not be SIGCONTed (it is gone): see its log.
+    #[error("SIGCONT")]
+    Resume(#[source] nix::errno::Errno),
+    /// A histogram of its `done` line does not decode: a worker of another
+    /// build; rebuild and rerun.
+    #[error("the worker's {what} histogram")]
+    Histogram {
+        /// Which histogram.
+        what: &'static str,
+        /// Why it does not decode.
+        #[source]
+        source: DecodeError,
+    },
+    /// The process disappeared while it was to stop: see its log.
+    #[error("worker process {pid} is gone")]
+    Gone {
+        /// Its pid.
+        pid: i32,
+    },
+    /// The process did not reach the stopped state in time: the machine is
+    /// overloaded, or the process is traced; rerun.
+    #[error("worker process {pid} did not stop within {limit:?}")]
+    NotStopped {
+        /// Its pid.
+        pid: i32,
+        /// How long it was given.
+        limit: Duration,
+    },
+}
 
 /// What a worker process does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,10 +187,12 @@ pub struct WorkerChild {
 
 impl WorkerChild {
     /// Starts `experiments worker ARGS` (this same executable), stderr to `log`.
-    pub fn spawn(args: &[String], log: &Path, t0: Instant) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("locating the experiments binary")?;
-        let stderr =
-            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    pub fn spawn(args: &[String], log: &Path, t0: Instant) -> Result<Self, WorkerProcError> {
+        let exe = std::env::current_exe().map_err(WorkerProcError::Exe)?;
+        let stderr = std::fs::File::create(log).map_err(|source| WorkerProcError::Log {
+            path: log.to_path_buf(),
+            source,
+        })?;
         let mut cmd = tokio::process::Command::new(exe);
         cmd.arg("worker")
             .args(args)
@@ -122,9 +206,9 @@ impl WorkerChild {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
             });
         }
-        let mut child = cmd.spawn().context("starting the worker process")?;
-        let pid = child.id().context("worker pid")? as i32;
-        let stdout = child.stdout.take().context("worker stdout")?;
+        let mut child = cmd.spawn().map_err(WorkerProcError::Start)?;
+        let pid = child.id().ok_or(WorkerProcError::NoPid)? as i32;
+        let stdout = child.stdout.take().ok_or(WorkerProcError::NoStdout)?;
         let stdin = child.stdin.take();
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
@@ -155,25 +239,27 @@ impl WorkerChild {
     }
 
     /// The next line, within `limit`, with its receipt time.
-    pub async fn next(&mut self, limit: Duration) -> anyhow::Result<(f64, WorkerLine)> {
+    pub async fn next(&mut self, limit: Duration) -> Result<(f64, WorkerLine), WorkerProcError> {
         match tokio::time::timeout(limit, self.lines.recv()).await {
             Ok(Some(l)) => Ok(l),
-            Ok(None) => anyhow::bail!("the worker process closed its stdout (see its log)"),
-            Err(_) => anyhow::bail!("no line from the worker process within {limit:?}"),
+            Ok(None) => Err(WorkerProcError::Closed),
+            Err(_) => Err(WorkerProcError::Silent { limit }),
         }
     }
 
     /// Sends one command line.
-    pub async fn send(&mut self, line: &str) -> anyhow::Result<()> {
-        let stdin = self.stdin.as_mut().context("worker stdin closed")?;
-        stdin.write_all(format!("{line}\n").as_bytes()).await?;
-        stdin.flush().await?;
-        Ok(())
+    pub async fn send(&mut self, line: &str) -> Result<(), WorkerProcError> {
+        let stdin = self.stdin.as_mut().ok_or(WorkerProcError::StdinClosed)?;
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .map_err(WorkerProcError::Send)?;
+        stdin.flush().await.map_err(WorkerProcError::Send)
     }
 
     /// SIGCONTs the process.
-    pub fn resume(&self) -> anyhow::Result<()> {
-        kill(Pid::from_raw(self.pid), Signal::SIGCONT).context("SIGCONT")
+    pub fn resume(&self) -> Result<(), WorkerProcError> {
+        kill(Pid::from_raw(self.pid), Signal::SIGCONT).map_err(WorkerProcError::Resume)
     }
 
     /// Asks a round-mode worker to quit and waits (briefly) for it to exit.
@@ -229,10 +315,10 @@ impl RemoteWorker for WorkerChild {
                     },
                 ) = (t, line)
                 {
-                    let decode = |what: &str, text: &str| {
-                        bench_core::hist::decode(text)
-                            .with_context(|| format!("the worker's {what} histogram"))
-                            .map_err(PoolError::remote)
+                    let decode = |what: &'static str, text: &str| {
+                        bench_core::hist::decode(text).map_err(|source| {
+                            PoolError::remote(WorkerProcError::Histogram { what, source })
+                        })
                     };
                     break WorkerReport {
                         tally,
@@ -282,8 +368,9 @@ pub struct ProcessSpawner<'a> {
     pub dir: PathBuf,
     /// The time the workers' lines are stamped from.
     pub t0: Instant,
-    /// Called with each new worker's pid; an error fails the cell.
-    pub on_spawn: Option<&'a (dyn Fn(u32) -> anyhow::Result<()> + Send + Sync)>,
+    /// Called with each new worker's pid (the throttle experiment's move
+    /// into its cgroup); an error fails the cell.
+    pub on_spawn: Option<&'a (dyn Fn(u32) -> Result<(), CgroupError> + Send + Sync)>,
 }
 
 impl SpawnRemote for ProcessSpawner<'_> {
@@ -294,7 +381,12 @@ impl SpawnRemote for ProcessSpawner<'_> {
         first: u64,
         count: u64,
     ) -> Result<Box<dyn RemoteWorker>, PoolError> {
-        std::fs::create_dir_all(&self.dir).map_err(PoolError::remote)?;
+        std::fs::create_dir_all(&self.dir).map_err(|error| {
+            PoolError::remote(WorkerProcError::LogDir {
+                dir: self.dir.clone(),
+                error,
+            })
+        })?;
         let args = worker_args(idx, env, WorkerMode::Continuous { first, count });
         let log = self.dir.join(format!("worker-{idx}.log"));
         let child = WorkerChild::spawn(&args, &log, self.t0).map_err(PoolError::remote)?;
@@ -312,18 +404,17 @@ pub fn proc_state(pid: i32) -> Option<char> {
 }
 
 /// Waits until `pid` is stopped (`T`), within `limit`.
-pub async fn wait_stopped(pid: i32, limit: Duration) -> anyhow::Result<()> {
+pub async fn wait_stopped(pid: i32, limit: Duration) -> Result<(), WorkerProcError> {
     let deadline = Instant::now() + limit;
     loop {
         match proc_state(pid) {
             Some('T') | Some('t') => return Ok(()),
-            None => anyhow::bail!("worker process {pid} is gone"),
+            None => return Err(WorkerProcError::Gone { pid }),
             _ => {}
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "worker process {pid} did not stop within {limit:?}"
-        );
+        if Instant::now() >= deadline {
+            return Err(WorkerProcError::NotStopped { pid, limit });
+        }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

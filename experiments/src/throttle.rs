@@ -22,6 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
+use bench_analysis::frame::TableError;
 use bench_analysis::results::CellRow;
 use bench_analysis::triggers::{
     AUTOPILOT_THROTTLING, TriggerResult, UNTHROTTLED, evaluate, markdown_table, write_triggers,
@@ -29,16 +30,18 @@ use bench_analysis::triggers::{
 use bench_core::grid::PolicySpec;
 use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
 use bench_driver::cell::{
-    CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, Steady, default_warmup, measure,
+    CellError, CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, StackError, Steady,
+    default_warmup, measure,
 };
 use bench_driver::worker::TallySnapshot;
-use fencepost_api::latency::LatencySpec;
+use fencepost_api::latency::{LatencySpec, LatencySpecError};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::cgroup::{CgroupError, CpuCgroup, QuotaSpec};
 use crate::cli::ThrottleArgs;
-use crate::output::{RunDir, block_on, exit_code};
+use crate::output::{RunDir, RunDirError, block_on, exit_code};
+use crate::plots::PlotError;
 use crate::proc::ProcessSpawner;
 
 /// Exit code when cgroups cannot be written.
@@ -47,6 +50,43 @@ pub const EXIT_NO_CGROUP: i32 = 4;
 const PAYOUTS_PER_WORKER: u64 = 20_000;
 /// The R7 prefix of the backlog.
 const PAYOUT_PREFIX: &str = "thr";
+
+/// Why `experiments throttle` failed (exit 1) once its cgroup was set up
+/// (no cgroup is [`CgroupError`], exit [`EXIT_NO_CGROUP`]; a worker that
+/// cannot join the group fails its cell: [`CellError::Pool`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ThrottleError {
+    /// The output directory could not be made or written; [`RunDirError`] says what to do.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// The production rail latency is not a spec: a bug (it is a constant).
+    #[error(transparent)]
+    Latency(#[from] LatencySpecError),
+    /// The lock-server and rail-stub could not start; [`StackError`] says what to do.
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    /// A run's cell failed (its worker processes included); its doc says what to do.
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// Ctrl-C ended a run early: nothing is reported; rerun.
+    #[error("run {run} was interrupted")]
+    Interrupted {
+        /// `unthrottled` or `throttled`.
+        run: &'static str,
+    },
+    /// A run's histograms could not be written into the output directory; check it.
+    #[error(transparent)]
+    Histograms(#[from] bench_driver::cell::WriteError),
+    /// `results.csv`/`.parquet` could not be written; [`TableError`] says what to do.
+    #[error(transparent)]
+    Results(#[from] TableError),
+    /// `triggers.json` could not be written; check the output directory.
+    #[error(transparent)]
+    Triggers(#[from] bench_analysis::triggers::WriteError),
+    /// The RTT plot could not be drawn; [`PlotError`] says what to do.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+}
 
 /// One run's numbers beside its results row.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -102,7 +142,7 @@ pub fn skip_message(e: &CgroupError) -> String {
 }
 
 /// The cell of one run (`throttled` picks the id); both share everything else.
-fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> anyhow::Result<CellPlan> {
+fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> Result<CellPlan, LatencySpecError> {
     let tb = TimeBase::for_lease(args.ttl, true);
     let latency: LatencySpec = PRODUCTION_RAIL_LATENCY.parse()?;
     let session_ttl = tb.session_ttl();
@@ -139,7 +179,10 @@ fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> anyhow::Result<CellP
     })
 }
 
-async fn run(args: &ThrottleArgs, group: &CpuCgroup) -> anyhow::Result<(ThrottleResult, PathBuf)> {
+async fn run(
+    args: &ThrottleArgs,
+    group: &CpuCgroup,
+) -> Result<(ThrottleResult, PathBuf), ThrottleError> {
     let seed = args.seed.unwrap_or_else(rand::random);
     if cfg!(debug_assertions) {
         eprintln!(
@@ -214,10 +257,10 @@ async fn run_both(
     stack: &mut Stack,
     plans: &[CellPlan; 2],
     group: &CpuCgroup,
-) -> anyhow::Result<Measured> {
+) -> Result<Measured, ThrottleError> {
     let mut runs = Vec::new();
     let mut histograms = Vec::new();
-    let into_group = |pid: u32| Ok(group.add(pid)?);
+    let into_group = |pid: u32| group.add(pid);
     for (plan, (name, throttled)) in plans
         .iter()
         .zip([("unthrottled", false), ("throttled", true)])
@@ -237,7 +280,7 @@ async fn run_both(
         };
         let m = measure(stack, plan, &mut Steady, hooks)
             .await?
-            .ok_or_else(|| anyhow::anyhow!("run {name} was interrupted"))?;
+            .ok_or(ThrottleError::Interrupted { run: name })?;
         let row = bench::row::cell_row(&m);
         m.save_histograms(dir)?;
         histograms.push((row.cell.clone(), m.workers.hists.corrected.clone()));

@@ -17,16 +17,20 @@
 //! [`env_of`] reads back.
 
 use std::io::Write as _;
+use std::num::ParseIntError;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bench_core::cpu::cpu_seconds;
-use bench_core::grid::parse_policy;
-use bench_core::hist::encode;
+use bench_core::error::Chain;
+use bench_core::grid::{FlagError, parse_policy};
+use bench_core::hist::{EncodeError, encode};
 use bench_driver::cell::HeartbeatCounts;
 use bench_driver::worker::{
-    ClaimHook, Step, StepCtx, StepHook, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker,
+    BuildError, ClaimHook, Step, StepCtx, StepHook, Tally, TallySnapshot, WorkQueue, WorkerEnv,
+    build_worker,
 };
 use bench_history::{OpKind, Outcome, Recorder};
 use nix::sys::signal::{Signal, raise};
@@ -36,6 +40,44 @@ use tokio::sync::watch;
 
 use crate::chaos::schedule::{FreezeStep, Freezes};
 use crate::cli::WorkerArgs;
+
+/// Why `experiments worker` stopped with exit code 1. It prints the error
+/// on its stderr, which the parent keeps as the worker's log.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// `--margin-policy` is not a policy: the parent wrote it, so the two
+    /// are of different builds; rebuild.
+    #[error(transparent)]
+    Policy(#[from] FlagError),
+    /// The `--history` file could not be created: check its directory.
+    #[error("{error}")]
+    History {
+        /// The history file.
+        path: PathBuf,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
+    },
+    /// The payout worker could not be built; [`BuildError`] says what to do.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// A histogram of the `done` line could not be encoded: a bug, report it.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// Stdin could not be read: the parent went away; nothing to do.
+    #[error(transparent)]
+    Stdin(std::io::Error),
+    /// A `round` command's numbers are not integers: the parent and the
+    /// worker are of different builds; rebuild.
+    #[error(transparent)]
+    Round(#[from] ParseIntError),
+    /// A command the worker does not know: the parent and the worker are of
+    /// different builds; rebuild.
+    #[error("unknown command {line:?}")]
+    UnknownCommand {
+        /// The line read.
+        line: String,
+    },
+}
 
 /// One stdout line of a worker process.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -176,7 +218,7 @@ pub fn main(args: WorkerArgs) -> i32 {
     match rt.block_on(run(args)) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("experiments worker: {e:#}");
+            eprintln!("experiments worker: {}", Chain(&e));
             1
         }
     }
@@ -193,7 +235,7 @@ struct PausePlan {
 
 /// The worker's configuration from its arguments (the inverse of
 /// [`crate::proc::worker_args`]), with the claim `hook`.
-pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> anyhow::Result<WorkerEnv> {
+pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> Result<WorkerEnv, FlagError> {
     let policy = parse_policy(&args.margin_policy)?;
     Ok(WorkerEnv {
         backend: args.backend,
@@ -298,13 +340,18 @@ fn freeze_hook(freezes: Freezes, history: Option<Arc<Recorder>>) -> StepHook {
     }))
 }
 
-async fn run(args: WorkerArgs) -> anyhow::Result<()> {
+async fn run(args: WorkerArgs) -> Result<(), WorkerError> {
     let plan = Arc::new(PausePlan::default());
     // Only round mode reports claims (and freezes on one); continuous mode stays quiet.
     let hook = args.first.is_none().then(|| pause_hook(plan.clone()));
     let mut env = env_of(&args, hook)?;
     if let Some(path) = &args.history {
-        env.history = Some(Arc::new(Recorder::create(path, &args.proc_name)?));
+        let recorder =
+            Recorder::create(path, &args.proc_name).map_err(|error| WorkerError::History {
+                path: path.clone(),
+                error,
+            })?;
+        env.history = Some(Arc::new(recorder));
     }
     if args.freeze.is_some() || args.history.is_some() {
         let freezes = args.freeze.clone().unwrap_or_default();
@@ -367,7 +414,7 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    while let Some(line) = lines.next_line().await? {
+    while let Some(line) = lines.next_line().await.map_err(WorkerError::Stdin)? {
         let parts: Vec<&str> = line.split_whitespace().collect();
         match parts.as_slice() {
             ["round", first, count, pause_at] => {
@@ -393,7 +440,7 @@ async fn run(args: WorkerArgs) -> anyhow::Result<()> {
             }
             ["quit"] => break,
             [] => {}
-            _ => anyhow::bail!("unknown command {line:?}"),
+            _ => return Err(WorkerError::UnknownCommand { line: line.clone() }),
         }
     }
     Ok(())

@@ -174,7 +174,7 @@ impl ChaosDrive {
         i: usize,
         run: &mut CellRun<'_>,
         backlog: bench_driver::cell::Backlog,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), CellError> {
         let f = self.schedule.faults[i].clone();
         let now = mono_ns();
         let mut target = None;
@@ -201,7 +201,12 @@ impl ChaosDrive {
                     let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).pause();
                 }
             }
-            FaultKind::LockServerRestart => run.stack.restart_lock().await?,
+            // The fault's own failure: the schedule's error, not the driver's.
+            FaultKind::LockServerRestart => run
+                .stack
+                .restart_lock()
+                .await
+                .map_err(CellError::schedule)?,
             FaultKind::DelaySpike => {
                 if let Some(c) = run.stack.proxy_control() {
                     let d = Duration::from_millis(f.delay_ms.unwrap_or(0));
@@ -292,7 +297,7 @@ impl ChaosDrive {
         &mut self,
         run: &mut CellRun<'_>,
         backlog: bench_driver::cell::Backlog,
-    ) -> anyhow::Result<Ended> {
+    ) -> Result<Ended, CellError> {
         let opened = Instant::now();
         let mut timeline: Vec<(u64, Action)> = Vec::new();
         for (i, f) in self.schedule.faults.iter().enumerate() {
@@ -335,6 +340,6 @@ impl Schedule for ChaosDrive {
         run.open_window().await?;
         let ended = self.apply_all(run, backlog).await;
         self.heal(run);
-        ended.map_err(CellError::schedule)
+        ended
     }
 }

@@ -24,18 +24,79 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use bench_driver::cell::{Hooks, Runtime, Spawn, Stack, measure};
+use bench_driver::cell::{CellError, Hooks, Runtime, Spawn, Stack, StackError, measure};
+use bench_driver::rail::RailError;
 use bench_history::check::{HistoryViolation, check};
-use bench_history::{Op, OpKind, load, read_events};
+use bench_history::{HistoryError, Op, OpKind, load, read_events};
+use fencepost_api::latency::LatencySpecError;
 use fencepost_api::rail::LedgerView;
 use tokio::time::Instant;
 
 use crate::cli::{ChaosArgs, ChaosRuntime, SabotageMode};
-use crate::output::{RunDir, block_on, exit_code};
+use crate::output::{RunDir, RunDirError, block_on, exit_code};
 use drive::{Applied, ChaosDrive, ChaosSpawner};
 use schedule::{FaultKind, draw};
 
 pub use model::{ChaosConfig, ChaosResult, PAYOUT_PREFIX, RAIL_LATENCY, RunResult};
+
+/// Why `experiments chaos` failed (exit 1, as a violation does; the message
+/// tells them apart).
+#[derive(Debug, thiserror::Error)]
+pub enum ChaosError {
+    /// `--runtime docker` was asked for: use `--runtime process`.
+    #[error(
+        "--runtime docker is not supported by chaos yet (PostgreSQL restart and docker pause \
+         are not implemented); use --runtime process"
+    )]
+    DockerRuntime,
+    /// More than one lock-server replica was asked for: use `--replicas 1`.
+    #[error(
+        "--replicas {replicas} is refused: lock-server replicas are not in this build yet \
+         (leader kill/freeze faults come with them); use --replicas 1"
+    )]
+    Replicas {
+        /// The replicas asked for.
+        replicas: u32,
+    },
+    /// `--only-run` names a run past `--runs`: pick one of `0..runs`.
+    #[error("--only-run {run} is not a run of --runs {runs} (runs are numbered 0..{runs})")]
+    OnlyRun {
+        /// The run asked for.
+        run: u32,
+        /// The runs there are.
+        runs: u32,
+    },
+    /// The output directory could not be made or written; [`RunDirError`] says what to do.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// The rail latency of the configuration is not a spec: a bug (it is a constant).
+    #[error(transparent)]
+    Latency(#[from] LatencySpecError),
+    /// A run's lock-server and rail-stub could not start; [`StackError`] says what to do.
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    /// A run's cell failed (its faults and worker processes included); its doc says what to do.
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// The rail's final ledger could not be read; [`RailError`] says what to do.
+    #[error(transparent)]
+    Rail(#[from] RailError),
+    /// The workers' history files could not be read back; [`HistoryError`] says which and why.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The run's `history.jsonl[.gz]` could not be written: check the disk
+    /// and the run's directory.
+    #[error("{error}")]
+    WriteHistory {
+        /// The file.
+        path: PathBuf,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
+    },
+    /// An operation could not be serialised into the history: a bug, report it.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
 
 /// A history larger than this is written gzipped.
 const GZIP_ABOVE_BYTES: usize = 256 << 10;
@@ -72,7 +133,7 @@ fn overlaps(applied: &[Applied]) -> u64 {
 
 /// Writes the run's history: every operation, then the final ledger, one
 /// JSON value per line; gzipped (`history.jsonl.gz`) when large.
-fn write_history(dir: &Path, ops: &[Op], ledger: &LedgerView) -> anyhow::Result<PathBuf> {
+fn write_history(dir: &Path, ops: &[Op], ledger: &LedgerView) -> Result<PathBuf, ChaosError> {
     let mut text = Vec::new();
     for op in ops {
         serde_json::to_writer(&mut text, op)?;
@@ -80,19 +141,24 @@ fn write_history(dir: &Path, ops: &[Op], ledger: &LedgerView) -> anyhow::Result<
     }
     serde_json::to_writer(&mut text, &serde_json::json!({ "ledger": ledger }))?;
     text.push(b'\n');
-    if text.len() > GZIP_ABOVE_BYTES {
-        let path = dir.join("history.jsonl.gz");
-        let mut gz = flate2::write::GzEncoder::new(
-            std::fs::File::create(&path)?,
-            flate2::Compression::fast(),
-        );
-        gz.write_all(&text)?;
-        gz.finish()?;
-        Ok(path)
+    let gzip = text.len() > GZIP_ABOVE_BYTES;
+    let path = dir.join(if gzip {
+        "history.jsonl.gz"
     } else {
-        let path = dir.join("history.jsonl");
-        std::fs::write(&path, text)?;
-        Ok(path)
+        "history.jsonl"
+    });
+    let written = if gzip {
+        std::fs::File::create(&path).and_then(|f| {
+            let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+            gz.write_all(&text)?;
+            gz.finish().map(drop)
+        })
+    } else {
+        std::fs::write(&path, text)
+    };
+    match written {
+        Ok(()) => Ok(path),
+        Err(error) => Err(ChaosError::WriteHistory { path, error }),
     }
 }
 
@@ -103,7 +169,7 @@ async fn one_run(
     seed: u64,
     dir: &Path,
     interrupt: &tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Option<RunResult>> {
+) -> Result<Option<RunResult>, ChaosError> {
     let started = Instant::now();
     let schedule = draw(run, seed, &cfg.params());
     let plan = cfg.plan(run, seed)?;
@@ -173,27 +239,22 @@ async fn one_run(
 }
 
 /// Runs the experiment; returns the result and the output directory.
-pub async fn run(args: &ChaosArgs) -> anyhow::Result<(ChaosResult, PathBuf)> {
+pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError> {
     if args.runtime == ChaosRuntime::Docker {
-        anyhow::bail!(
-            "--runtime docker is not supported by chaos yet (PostgreSQL restart and docker pause \
-             are not implemented); use --runtime process"
-        );
+        return Err(ChaosError::DockerRuntime);
     }
     if args.replicas > 1 {
-        anyhow::bail!(
-            "--replicas {} is refused: lock-server replicas are not in this build yet \
-             (leader kill/freeze faults come with them); use --replicas 1",
-            args.replicas
-        );
+        return Err(ChaosError::Replicas {
+            replicas: args.replicas,
+        });
     }
-    if let Some(i) = args.only_run {
-        anyhow::ensure!(
-            i < args.runs,
-            "--only-run {i} is not a run of --runs {} (runs are numbered 0..{})",
-            args.runs,
-            args.runs
-        );
+    if let Some(run) = args.only_run
+        && run >= args.runs
+    {
+        return Err(ChaosError::OnlyRun {
+            run,
+            runs: args.runs,
+        });
     }
     let seed = args.seed.unwrap_or_else(rand::random);
     let cfg = ChaosConfig::resolve(args, seed);

@@ -8,7 +8,7 @@ use bench_core::grid::PolicySpec;
 use bench_core::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
 use bench_driver::cell::{CellPlan, Conditions};
 use bench_history::check::HistoryCheck;
-use fencepost_api::latency::LatencySpec;
+use fencepost_api::latency::{LatencySpec, LatencySpecError};
 use serde::{Deserialize, Serialize};
 
 use crate::chaos::drive::Applied;
@@ -96,7 +96,7 @@ impl ChaosConfig {
     }
 
     /// The cell of run `run` with seed `seed`.
-    pub fn plan(&self, run: u32, seed: u64) -> anyhow::Result<CellPlan> {
+    pub fn plan(&self, run: u32, seed: u64) -> Result<CellPlan, LatencySpecError> {
         let lease = self.lease();
         Ok(CellPlan {
             id: format!("chaos-run-{run}"),

@@ -50,12 +50,24 @@ pub mod sim;
 use std::time::Duration;
 
 use crate::cli::ClockArgs;
-use crate::output::{RunDir, exit_code};
+use crate::output::{RunDir, RunDirError, exit_code};
+use crate::plots::PlotError;
 
 pub use sim::{CaseOutcome, ClockResult, Findings, Scenario, SimParams, SweepRow, findings, sweep};
 
+/// Why `experiments clock` failed (exit 1): only its output can.
+#[derive(Debug, thiserror::Error)]
+pub enum ClockError {
+    /// The output directory could not be made or written; [`RunDirError`] says what to do.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// The plot could not be drawn; [`PlotError`] says what to do.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+}
+
 /// Runs `experiments clock`.
-pub fn run(args: &ClockArgs) -> anyhow::Result<(ClockResult, std::path::PathBuf)> {
+pub fn run(args: &ClockArgs) -> Result<(ClockResult, std::path::PathBuf), ClockError> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let p = SimParams::from_args(args);
     let config = serde_json::json!({
@@ -100,7 +112,7 @@ pub fn run(args: &ClockArgs) -> anyhow::Result<(ClockResult, std::path::PathBuf)
             r.max_overrun_us
         ));
     }
-    std::fs::write(run_dir.path("clock.csv"), csv)?;
+    run_dir.write("clock.csv", csv)?;
     let series: Vec<crate::plots::ClockSeries> = Scenario::ALL
         .iter()
         .map(|s| crate::plots::ClockSeries {

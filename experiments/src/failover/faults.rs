@@ -10,14 +10,18 @@ use bench_driver::cell::{CellError, CellRun, Ended, Schedule};
 use fencepost_harness::ChildService;
 use tokio::time::Instant;
 
+use crate::failover::error::{FailoverError, PgRestartError};
 use crate::failover::model::{FaultRecord, LEADER_PATIENCE};
 
 /// Creates a fresh schema in `pg_url`; returns the store URL that uses it.
-pub(crate) async fn fresh_schema(pg_url: &str, seed: u64) -> anyhow::Result<String> {
+pub(crate) async fn fresh_schema(pg_url: &str, seed: u64) -> Result<String, FailoverError> {
     let schema = format!("failover_{seed}_{}", std::process::id());
     let (client, conn) = tokio_postgres::connect(pg_url, tokio_postgres::NoTls)
         .await
-        .map_err(|e| anyhow::anyhow!("--pg-url {pg_url}: cannot connect: {e}"))?;
+        .map_err(|error| FailoverError::Connect {
+            url: pg_url.to_string(),
+            error,
+        })?;
     tokio::spawn(conn);
     client
         .batch_execute(&format!(
@@ -32,12 +36,13 @@ pub(crate) async fn spawn(
     package: &'static str,
     args: Vec<String>,
     log: PathBuf,
-) -> anyhow::Result<ChildService> {
-    tokio::task::spawn_blocking(move || -> anyhow::Result<ChildService> {
+) -> Result<ChildService, FailoverError> {
+    let started = tokio::task::spawn_blocking(move || {
         let bin = fencepost_harness::binary(package, package)?;
-        Ok(ChildService::start(&bin, args, &log)?)
+        ChildService::start(&bin, args, &log)
     })
-    .await?
+    .await?;
+    Ok(started?)
 }
 
 /// The replicas whose `/readyz` answers 200.
@@ -72,15 +77,21 @@ pub(crate) async fn await_leader(
 }
 
 /// `pg_ctl restart` of the cluster in `dir` (the layout of scripts/pg-test-cluster.sh).
-pub(crate) fn restart_postgres(dir: &Path) -> anyhow::Result<()> {
-    let bindir = std::fs::read_dir("/usr/lib/postgresql")?
+pub(crate) fn restart_postgres(dir: &Path) -> Result<(), PgRestartError> {
+    let io = |path: &str| {
+        let path = PathBuf::from(path);
+        move |error| PgRestartError::Io { path, error }
+    };
+    let bindir = std::fs::read_dir("/usr/lib/postgresql")
+        .map_err(io("/usr/lib/postgresql"))?
         .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
         .filter(|p| p.join("pg_ctl").exists())
         .max()
-        .ok_or_else(|| anyhow::anyhow!("no pg_ctl under /usr/lib/postgresql"))?;
+        .ok_or(PgRestartError::NoPgCtl)?;
     let data = dir.join("data");
     let pg_ctl = bindir.join("pg_ctl");
-    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self")?) == 0;
+    let me = std::fs::metadata("/proc/self").map_err(io("/proc/self"))?;
+    let root = std::os::unix::fs::MetadataExt::uid(&me) == 0;
     let mut cmd = if root {
         let mut c = std::process::Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(&pg_ctl);
@@ -93,13 +104,17 @@ pub(crate) fn restart_postgres(dir: &Path) -> anyhow::Result<()> {
         .arg(&data)
         .args(["-m", "fast", "-w", "-t", "60", "restart"])
         .stdout(std::process::Stdio::null())
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "pg_ctl restart of {}: {}",
-        data.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .output()
+        .map_err(|error| PgRestartError::Io {
+            path: pg_ctl.clone(),
+            error,
+        })?;
+    if !out.status.success() {
+        return Err(PgRestartError::Failed {
+            data,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
     Ok(())
 }
 
@@ -257,7 +272,7 @@ impl Schedule for FailoverSchedule {
         let opened = Instant::now();
         *self.opened.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened);
         let Some(mut faults) = self.faults.take() else {
-            return Err(CellError::schedule("the failover schedule runs once"));
+            return Err(CellError::schedule(FailoverError::RunsOnce));
         };
         faults.opened = opened;
         let task = tokio::spawn(faults.run());

@@ -19,6 +19,7 @@
 //! [`model`] is what it records, [`faults`] what it does to the replicas,
 //! [`report`] what it prints and draws.
 
+pub mod error;
 mod faults;
 pub mod model;
 pub mod report;
@@ -40,6 +41,7 @@ use faults::{FailoverSchedule, Faults, await_leader, fresh_schema, spawn};
 use model::{BUCKET_S, PAYOUTS_PER_WORKER};
 use report::{ThroughputPlot, buckets};
 
+pub use error::{FailoverError, PgRestartError};
 pub use model::{FailoverResult, FaultRecord};
 pub use report::{report_section, summary};
 
@@ -65,7 +67,7 @@ pub fn main(args: &FailoverArgs) -> i32 {
     })
 }
 
-async fn run(args: &FailoverArgs) -> anyhow::Result<(FailoverResult, PathBuf)> {
+async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverError> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let tb = TimeBase::for_lease(args.ttl, true);
     let session_ttl = tb.session_ttl();
@@ -114,7 +116,7 @@ async fn run(args: &FailoverArgs) -> anyhow::Result<(FailoverResult, PathBuf)> {
         .build()?;
     let first = await_leader(&probe, &urls, None)
         .await
-        .ok_or_else(|| anyhow::anyhow!("no replica became leader"))?;
+        .ok_or(FailoverError::NoLeader)?;
     println!(
         "3 replicas, leader {} after {:?}; {} workers",
         first.0, first.1, args.workers
@@ -179,13 +181,13 @@ async fn run(args: &FailoverArgs) -> anyhow::Result<(FailoverResult, PathBuf)> {
     stack.stop().await;
     drop(rail);
     drop(nodes);
-    let m = measured?.ok_or_else(|| anyhow::anyhow!("interrupted"))?;
+    let m = measured?.ok_or(FailoverError::Interrupted)?;
     let row = bench::row::cell_row(&m);
     bench_analysis::results::write_results(&dir, std::slice::from_ref(&row))?;
     let opened = opened
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .ok_or_else(|| anyhow::anyhow!("the window never opened"))?;
+        .ok_or(FailoverError::NeverOpened)?;
     let samples = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let throughput = buckets(&samples, opened);
     let mut faults = records.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -34,18 +34,48 @@ mod rounds;
 
 use std::path::PathBuf;
 
-use bench_driver::cell::{Hooks, Stack, measure};
+use bench_driver::cell::{CellError, Hooks, Stack, StackError, WriteError, measure};
+use fencepost_api::latency::LatencySpecError;
 
 use crate::cli::PauseArgs;
-use crate::output::{RunDir, block_on, exit_code};
+use crate::output::{RunDir, RunDirError, block_on, exit_code};
+use crate::plots::PlotError;
 use crate::timeline::{Event, EventKind};
 
 pub use model::{
     PAUSED_WORKER, PAYOUT_PREFIX, PauseConfig, PauseRecord, PauseResult, RAIL_LATENCY,
 };
+pub use rounds::RoundError;
+
+/// Why `experiments pause` failed (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum PauseError {
+    /// The output directory could not be made or written; [`RunDirError`] says what to do.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// The rail latency of the configuration is not a spec: a bug (it is a constant).
+    #[error(transparent)]
+    Latency(#[from] LatencySpecError),
+    /// The lock service and rail-stub could not start; [`StackError`] says what to do.
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    /// The cell failed, a round included ([`RoundError`] in
+    /// [`CellError::Schedule`]); its own doc says what to do.
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// Ctrl-C ended the rounds before the last one: nothing is reported; rerun.
+    #[error("the pause rounds were interrupted")]
+    Interrupted,
+    /// The ledger check could not be written into the output directory; check it.
+    #[error(transparent)]
+    LedgerCheck(#[from] WriteError),
+    /// The timeline plot could not be drawn; [`PlotError`] says what to do.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+}
 
 /// Runs the experiment; returns the result and the output directory.
-pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
+pub async fn run(args: &PauseArgs) -> Result<(PauseResult, PathBuf), PauseError> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let cfg = PauseConfig::resolve(args, seed);
     let run_dir = RunDir::create("pause", args.out.as_deref(), seed, &cfg)?;
@@ -59,7 +89,7 @@ pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
     };
     let measured = measure(&mut stack, &plan, &mut rounds, hooks).await;
     stack.stop().await;
-    let m = measured?.ok_or_else(|| anyhow::anyhow!("the pause rounds were interrupted"))?;
+    let m = measured?.ok_or(PauseError::Interrupted)?;
     m.write_ledger_check(&dir)?;
     let (expectation_met, expectation) =
         PauseResult::judge(&m.ledger, cfg.client_check, cfg.pauses);
@@ -68,7 +98,7 @@ pub async fn run(args: &PauseArgs) -> anyhow::Result<(PauseResult, PathBuf)> {
     for r in &mut rounds.records {
         r.takeover_after_s = takeover_after(r, &events);
     }
-    std::fs::write(dir.join("events.json"), serde_json::to_vec_pretty(&events)?)?;
+    run_dir.write_json("events.json", &events)?;
     let result = PauseResult {
         client_check: cfg.client_check,
         pauses: rounds.records.len() as u32,

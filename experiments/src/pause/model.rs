@@ -10,6 +10,7 @@ use bench_driver::backend::BackendKind;
 use bench_driver::backend::etcd::session_ttl_on_etcd;
 use bench_driver::cell::{CellPlan, Conditions, Runtime};
 use bench_driver::worker::TallySnapshot;
+use fencepost_api::latency::LatencySpecError;
 use fencepost_api::ledger_check::LedgerCheck;
 use fencepost_api::rail::SubmissionOutcome;
 use serde::{Deserialize, Serialize};
@@ -103,7 +104,7 @@ impl PauseConfig {
     }
 
     /// The cell of the other workers: the driver's plan (client check on).
-    pub fn plan(&self) -> anyhow::Result<CellPlan> {
+    pub fn plan(&self) -> Result<CellPlan, LatencySpecError> {
         let lease = self.lease();
         Ok(CellPlan {
             id: "pause".into(),

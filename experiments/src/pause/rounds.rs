@@ -6,7 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench_driver::cell::{CellError, CellRun, Ended, Schedule};
+use bench_driver::cell::{CellError, CellRun, Ended, PoolError, Schedule};
+use bench_driver::rail::RailError;
 use bench_driver::worker::{ClaimHook, TallySnapshot};
 use fencepost_api::rail::{PayoutState, SubmissionOutcome};
 use rand::{Rng as _, SeedableRng as _};
@@ -14,9 +15,72 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
 use crate::pause::model::{PAUSED_WORKER, PauseConfig, PauseRecord, WAIT_LIMIT};
-use crate::proc::{WorkerChild, WorkerMode, wait_stopped, worker_args};
+use crate::proc::{WorkerChild, WorkerMode, WorkerProcError, wait_stopped, worker_args};
 use crate::timeline::{Event, EventKind};
 use crate::worker_proc::{Counter, WorkerLine};
+
+/// Why a pause round failed: the cell's [`Schedule`] error, in
+/// [`CellError::Schedule`] (the driver's own errors stay its variants).
+#[derive(Debug, thiserror::Error)]
+pub enum RoundError {
+    /// The paused worker's process failed; [`WorkerProcError`] says what to do.
+    #[error(transparent)]
+    Worker(#[from] WorkerProcError),
+    /// The cell driver failed (backlog, other workers); its doc says what to do.
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// The rail-stub did not answer R5; [`RailError`] says what to do.
+    #[error(transparent)]
+    Rail(#[from] RailError),
+    /// The other workers could not be joined; [`PoolError`] says what to do.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// The worker process's first line was not `ready`: a worker of another
+    /// build; rebuild.
+    #[error("worker process said {line:?} before ready")]
+    NotReady {
+        /// The line it printed (boxed: the `done` line is large).
+        line: Box<WorkerLine>,
+    },
+    /// The paused worker worked its backlog without the freeze it was told:
+    /// its log says why its claims failed.
+    #[error("round {round} ended without a pause")]
+    NoPause {
+        /// The round, from 1.
+        round: u32,
+    },
+    /// The other workers did not pay the frozen payout in time: check the
+    /// lock-server's and rail-stub's logs (or give the machine less load).
+    #[error("round {round}: {payout} was not taken over within {within:?} of the freeze")]
+    NotTakenOver {
+        /// The round, from 1.
+        round: u32,
+        /// The frozen payout.
+        payout: String,
+        /// How long the takeover was awaited.
+        within: Duration,
+    },
+    /// Some other workers did not finish the round's backlog in time: see
+    /// the logs; the machine may be overloaded.
+    #[error("{late} other worker(s) did not finish round {round}")]
+    Late {
+        /// How many.
+        late: u32,
+        /// The round, from 1.
+        round: u32,
+    },
+}
+
+impl From<RoundError> for CellError {
+    fn from(e: RoundError) -> Self {
+        match e {
+            RoundError::Cell(e) => e,
+            RoundError::Rail(e) => CellError::Rail(e),
+            RoundError::Pool(e) => CellError::Pool(e),
+            e => CellError::schedule(e),
+        }
+    }
+}
 
 /// The rounds of one pause run, and what they recorded.
 pub(super) struct Rounds<'a> {
@@ -80,7 +144,7 @@ impl<'a> Rounds<'a> {
     }
 
     /// The next line of `w0`, recorded on the timeline.
-    async fn next(&self, w0: &mut WorkerChild) -> anyhow::Result<WorkerLine> {
+    async fn next(&self, w0: &mut WorkerChild) -> Result<WorkerLine, WorkerProcError> {
         let (t, line) = w0.next(WAIT_LIMIT).await?;
         self.record(t, &line);
         Ok(line)
@@ -93,7 +157,7 @@ impl<'a> Rounds<'a> {
         run: &mut CellRun<'_>,
         w0: &mut WorkerChild,
         round: u32,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), RoundError> {
         let cfg = self.cfg;
         let backlog = run.seed_backlog(cfg.payouts_per_pause).await?;
         let pause_at = self.rng.random_range(1..=cfg.payouts_per_pause.min(3));
@@ -113,9 +177,7 @@ impl<'a> Rounds<'a> {
         let (stale_payout, stale_token) = loop {
             match self.next(w0).await? {
                 WorkerLine::Pausing { payout, token } => break (payout, token),
-                WorkerLine::RoundDone { .. } => {
-                    anyhow::bail!("round {round} ended without a pause")
-                }
+                WorkerLine::RoundDone { .. } => return Err(RoundError::NoPause { round }),
                 _ => {}
             }
         };
@@ -136,11 +198,13 @@ impl<'a> Rounds<'a> {
             if taken_over && stopped.elapsed() >= min_pause {
                 break;
             }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "round {round}: {stale_payout} was not taken over within {:?} of the freeze",
-                min_pause + WAIT_LIMIT
-            );
+            if Instant::now() >= deadline {
+                return Err(RoundError::NotTakenOver {
+                    round,
+                    payout: stale_payout,
+                    within: min_pause + WAIT_LIMIT,
+                });
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         w0.resume()?;
@@ -159,10 +223,9 @@ impl<'a> Rounds<'a> {
         self.paused_tally.add(&tally);
         run.pool.stop().await;
         let late = run.pool.join(WAIT_LIMIT).await?;
-        anyhow::ensure!(
-            late == 0,
-            "{late} other worker(s) did not finish round {round}"
-        );
+        if late > 0 {
+            return Err(RoundError::Late { late, round });
+        }
 
         let view = run.stack.rail().payout(&stale_payout).await?;
         let stale_submissions: Vec<SubmissionOutcome> = view
@@ -198,18 +261,16 @@ impl Schedule for Rounds<'_> {
         env.client_check = self.cfg.client_check;
         let args = worker_args(0, &env, WorkerMode::Rounds);
         let log = run.stack.dir().join("worker-0.log");
-        let mut w0 = WorkerChild::spawn(&args, &log, self.t0).map_err(CellError::schedule)?;
-        match self.next(&mut w0).await.map_err(CellError::schedule)? {
+        let mut w0 = WorkerChild::spawn(&args, &log, self.t0).map_err(RoundError::from)?;
+        match self.next(&mut w0).await.map_err(RoundError::from)? {
             WorkerLine::Ready { .. } => {}
             other => {
-                let what = format!("worker process said {other:?} before ready");
-                return Err(CellError::schedule(what));
+                let line = Box::new(other);
+                return Err(RoundError::NotReady { line }.into());
             }
         }
         for round in 1..=self.cfg.pauses {
-            self.round(run, &mut w0, round)
-                .await
-                .map_err(CellError::schedule)?;
+            self.round(run, &mut w0, round).await?;
         }
         w0.quit().await;
         Ok(Ended::Completed)
@@ -261,5 +322,37 @@ fn event_of(t_s: f64, worker: &str, line: &WorkerLine) -> Option<Event> {
             Counter::AcquireFailed => None,
         },
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bench_core::error::Chain;
+
+    use super::*;
+
+    #[test]
+    fn a_round_failure_reaches_the_driver_with_its_message_and_its_causes() {
+        let e = CellError::from(RoundError::Worker(WorkerProcError::Resume(
+            nix::errno::Errno::ESRCH,
+        )));
+        assert!(matches!(e, CellError::Schedule(_)));
+        assert_eq!(
+            Chain(&e).to_string(),
+            format!("SIGCONT: {}", nix::errno::Errno::ESRCH)
+        );
+        let late = CellError::from(RoundError::Late { late: 2, round: 3 });
+        assert_eq!(
+            Chain(&late).to_string(),
+            "2 other worker(s) did not finish round 3"
+        );
+    }
+
+    #[test]
+    fn the_drivers_own_errors_go_back_as_what_they_were() {
+        let e = CellError::from(RoundError::Cell(CellError::NoWindow {
+            cell: "pause".into(),
+        }));
+        assert!(matches!(e, CellError::NoWindow { .. }), "{e:?}");
     }
 }
