@@ -34,12 +34,13 @@ pub enum HarnessError {
         detail: String,
     },
     /// Spawning the process failed (permissions, missing file).
-    #[error("cannot start {path}: {source}")]
+    #[error("cannot start {path}: {error}")]
     Spawn {
         /// The binary's path.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`: a `{:#}`
+        /// chain would print it twice).
+        error: std::io::Error,
     },
     /// The child exited or stayed silent instead of printing `listening on http://IP:PORT`.
     #[error(
@@ -293,17 +294,17 @@ fn spawn_owned(
     stdout: Stdio,
     stderr_path: &Path,
 ) -> Result<Child, HarnessError> {
-    let stderr = std::fs::File::create(stderr_path).map_err(|source| HarnessError::Spawn {
+    let stderr = std::fs::File::create(stderr_path).map_err(|error| HarnessError::Spawn {
         path: stderr_path.to_path_buf(),
-        source,
+        error,
     })?;
     cmd.stdin(Stdio::null())
         .stdout(stdout)
         .stderr(Stdio::from(stderr));
     die_with_parent(&mut cmd);
-    spawn_on_keeper(cmd).map_err(|source| HarnessError::Spawn {
+    spawn_on_keeper(cmd).map_err(|error| HarnessError::Spawn {
         path: binary.to_path_buf(),
-        source,
+        error,
     })
 }
 

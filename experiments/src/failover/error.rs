@@ -120,7 +120,7 @@ mod tests {
     fn a_service_that_cannot_start_names_its_os_error_once() {
         let e = FailoverError::from(HarnessError::Spawn {
             path: "target/debug/lock-server".into(),
-            source: std::io::Error::other("permission denied"),
+            error: std::io::Error::other("permission denied"),
         });
         assert_eq!(
             Chain(&e).to_string(),
