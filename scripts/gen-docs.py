@@ -8,7 +8,8 @@ A block is everything between
 
 and NAME says which generator below writes it. Every measured number in a
 block is read from a CSV or JSON file of the committed evidence pack
-(data/reference/, written by `bench adr`); none is typed here. One block,
+(data/reference/, written by `bench adr`) or of another committed run under
+data/ (data/http-client/, written by `bench peer`); none is typed here. One block,
 `toolchain`, reads Cargo.toml instead. Links in a block are relative to the
 file the block sits in.
 
@@ -73,6 +74,17 @@ def read_csv(rel: str) -> list[dict[str, str]]:
         raise Missing(f"data/reference/{rel}")
     with path.open(newline="") as f:
         return list(csv.DictReader(f))
+
+
+def read_run(rel: str, name: str):
+    """`name` (JSON or CSV) of a committed run `data/<rel>/` outside the pack."""
+    path = ROOT / "data" / rel / name
+    if not path.is_file():
+        raise Missing(f"data/{rel}/{name}")
+    if name.endswith(".json"):
+        return json.loads(path.read_text())
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def num(v: str | float | int | None) -> float:
@@ -161,9 +173,9 @@ def step(name: str) -> dict:
     raise Missing(f"step {name} in data/reference/adr-manifest.json")
 
 
-def run_line(rel_manifest: str) -> str:
+def run_line(rel_manifest: str, m: dict | None = None) -> str:
     """Build, commit and machine of one step, from its manifest.json."""
-    m = read_json(rel_manifest)
+    m = m if m is not None else read_json(rel_manifest)
     mach = m.get("machine") or {}
     ver = m.get("versions") or {}
     return (
@@ -533,6 +545,51 @@ def gen_proxy_overhead(here: Path) -> str:
     )
 
 
+def gen_http_client(here: Path) -> str:
+    """The SDK's HTTP client ÷ hyper's pooled client, per (op, clients), per repeat."""
+    rows = read_run("http-client", "peer.csv")
+    m = read_run("http-client", "manifest.json")
+    c = m["config"]
+
+    def per_cpu(r: dict) -> float:
+        cpu = num(r["cpu_bench_s"])
+        return num(r["ops"]) / cpu if cpu > 0 else math.nan
+
+    fp = [r for r in rows if r["system"] == "fencepost"]
+    hyper = {(r["store"], r["op"], r["conc"], r["repeat"]): r for r in fp if r["client"] == "hyper-legacy"}
+    keys = sorted({(r["store"], r["op"], int(r["conc"])) for r in fp}, key=lambda k: (k[1], k[2], k[0]))
+    out = []
+    for store, op, conc in keys:
+        pairs = [(r, hyper[(store, op, r["conc"], r["repeat"])]) for r in fp
+                 if r["client"] == "sdk" and r["store"] == store and r["op"] == op
+                 and int(r["conc"]) == conc and (store, op, r["conc"], r["repeat"]) in hyper]
+        if not pairs:
+            continue
+        cpu = [per_cpu(a) / per_cpu(b) for a, b in pairs]
+        ops = [num(a["ops_per_s"]) / num(b["ops_per_s"]) for a, b in pairs]
+        us = lambda rs: statistics.median(num(r["cpu_bench_s"]) * 1e6 / num(r["ops"]) for r in rs)
+        med, lo, hi, ci = spread(cpu)
+        omed, olo, ohi, _ = spread(ops)
+        verdict = ("the SDK's client is measurably better" if ci and ci[0] > 1 else
+                   "hyper's pooled client is measurably better" if ci and ci[1] < 1 else
+                   f"not resolved at {len(cpu)} repeats")
+        out.append([op, store, str(conc), str(len(cpu)), f(us([a for a, _ in pairs]), 1),
+                    f(us([b for _, b in pairs]), 1), f"**{med:.2f}×**", f"{lo:.2f}–{hi:.2f}",
+                    f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "–", f"{omed:.2f}× ({olo:.2f}–{ohi:.2f})", verdict])
+    return (
+        table(["op", "store", "clients", "repeats", "SDK client CPU µs/op", "hyper client CPU µs/op",
+               "SDK ÷ hyper, ops per client CPU-s (median)", "min–max", "95 % t-interval",
+               "SDK ÷ hyper, ops/s", "verdict"], out,
+              ["l", "l", "r", "r", "r", "r", "r", "l", "l", "l", "l"])
+        + f"\n\n`{' '.join(['bench'] + c['argv'][1:])}`: {c['repeats']} repeats of {c['duration_s']:g} s "
+        f"measured after {c['warmup_s']:g} s of warm-up per measurement, the two clients and etcd "
+        f"interleaved in a seeded order within each repeat (seed {m['seed']}); "
+        f"{run_line('', m)}. Client CPU is this driver's CPU seconds over the window ÷ operations. "
+        "Source: " + ", ".join(link(here, f"data/http-client/{n}") for n in ("peer.csv", "manifest.json"))
+        + " (written by `bench peer`); the whole report: " + link(here, "data/http-client/report.md") + "."
+    )
+
+
 GENERATORS = {
     "pack-run": gen_pack_run,
     "pack-steps": gen_pack_steps,
@@ -542,6 +599,7 @@ GENERATORS = {
     "adaptive": gen_adaptive,
     "projection": gen_projection,
     "peer": gen_peer,
+    "http-client": gen_http_client,
     "pause": gen_pause,
     "clock": gen_clock,
     "throttle": gen_throttle,
