@@ -7,7 +7,6 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use crate::plots::{PLOT_STEMS, PlotError, draw_plots};
 use bench_analysis::frame::TableError;
@@ -86,8 +85,6 @@ pub struct ReportInput<'a> {
     pub summary: &'a Summary,
     /// The production projection (`projection.csv`); empty without histograms.
     pub projection: &'a [ProjectionRow],
-    /// When the report is generated (shown in its header).
-    pub generated_at: SystemTime,
 }
 
 /// Finds the first of `keys` at the top level of the manifest or one level down.
@@ -262,7 +259,6 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
         recommendations: &recs,
         summary: &summary,
         projection: &projection,
-        generated_at: SystemTime::now(),
     });
     let path = dir.join(REPORT_MD);
     match std::fs::write(&path, md) {
@@ -454,11 +450,6 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         distinct(rows, |r| format!("`{}`", r.rail_latency)),
     );
     let _ = writeln!(md, "| | |\n|---|---|");
-    let _ = writeln!(
-        md,
-        "| report generated | {} |",
-        humantime::format_rfc3339_seconds(input.generated_at)
-    );
     let _ = writeln!(
         md,
         "| seed(s) in the table | {} |",
