@@ -20,6 +20,17 @@ fn interval(s: &Spread) -> String {
         .map_or_else(|| "-".into(), |(lo, hi)| format!("{lo:.2}–{hi:.2}"))
 }
 
+/// A ratio's three table cells: `median× | min–max | 95 % CI`.
+fn spread_columns(s: &Spread) -> String {
+    format!(
+        "{:.2}× | {:.2}–{:.2} | {}",
+        s.median,
+        s.min,
+        s.max,
+        interval(s)
+    )
+}
+
 /// The report section (`report.md` of the peer run).
 pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     let mut t = String::new();
@@ -79,14 +90,11 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
         };
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {:.2}× | {:.2}–{:.2} | {} | {tgt} | {verdict} |",
+            "| {} | {} | {} | {} | {tgt} | {verdict} |",
             r.store,
             r.op.as_str(),
             r.conc,
-            r.spread.median,
-            r.spread.min,
-            r.spread.max,
-            interval(&r.spread),
+            spread_columns(&r.spread),
         );
     }
     t.push('\n');
@@ -201,14 +209,11 @@ fn client_section(t: &mut String, rows: &[PeerRow]) {
     for r in all {
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {:.2}× | {:.2}–{:.2} | {} | {:.2}× | {:.2}–{:.2} | {} |",
+            "| {} | {} | {} | {} | {:.2}× | {:.2}–{:.2} | {} |",
             r.store,
             r.op.as_str(),
             r.conc,
-            r.per_client_cpu.median,
-            r.per_client_cpu.min,
-            r.per_client_cpu.max,
-            interval(&r.per_client_cpu),
+            spread_columns(&r.per_client_cpu),
             r.throughput.median,
             r.throughput.min,
             r.throughput.max,
