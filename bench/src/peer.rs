@@ -42,7 +42,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cli::PeerArgs;
 use bench_analysis::manifest::Manifest;
 use bench_analysis::manifest::ManifestError;
-use bench_analysis::peer::{ETCD_CLIENT, PeerPlan, PeerRow, fmt_opt, write_csv};
+use bench_analysis::peer::{ETCD_CLIENT, PeerPlan, PeerRow, fmt_opt, label, write_csv};
 use bench_core::cpu;
 use bench_core::grid::{self, FlagError};
 use bench_core::peer::PeerOp;
@@ -304,11 +304,7 @@ struct System {
 
 impl System {
     fn label(&self) -> String {
-        if self.system == "fencepost" && self.client != PeerHttpClient::Sdk.as_str() {
-            format!("{}/{} {}", self.system, self.store, self.client)
-        } else {
-            format!("{}/{}", self.system, self.store)
-        }
+        label(self.system, &self.store, self.client)
     }
 }
 

@@ -42,10 +42,8 @@ pub const PEER_COLUMNS: [&str; 16] = [
     "client",
 ];
 
-/// The `client` of a fencepost row driven by the SDK's own HTTP client, the
-/// client every fencepost ÷ etcd ratio is taken with.
-pub const SDK_CLIENT: &str = "sdk";
-/// The `client` of an etcd row (`etcd-client`, over tonic's gRPC).
+/// The `client` of an etcd row (`etcd-client`, over tonic's gRPC); a
+/// fencepost row's is a [`PeerHttpClient`] (`sdk` or `hyper-legacy`).
 pub const ETCD_CLIENT: &str = "etcd-client";
 
 /// The ratio the issue asks fencepost to reach over etcd at 16 clients.
@@ -132,18 +130,30 @@ impl PeerRow {
     }
 
     /// `system/store`, and the client when it is not the system's own
-    /// (`fencepost/sqlite hyper-legacy`).
+    /// (`fencepost/sqlite hyper-legacy`): [`label`].
     pub fn label(&self) -> String {
-        if self.is_native() {
-            format!("{}/{}", self.system, self.store)
-        } else {
-            format!("{}/{} {}", self.system, self.store, self.client)
-        }
+        label(&self.system, &self.store, &self.client)
     }
 
     /// Driven by the system's own client: the SDK's for fencepost.
     pub fn is_native(&self) -> bool {
-        self.system != "fencepost" || self.client == SDK_CLIENT
+        is_native(&self.system, &self.client)
+    }
+}
+
+/// Whether `client` is `system`'s own: every etcd row, and fencepost driven
+/// by the SDK's client (what every fencepost ÷ etcd ratio is taken with).
+pub fn is_native(system: &str, client: &str) -> bool {
+    system != "fencepost" || client == PeerHttpClient::Sdk.as_str()
+}
+
+/// How a measured system is named in the report and the progress lines:
+/// `system/store`, and the client when it is not the system's own.
+pub fn label(system: &str, store: &str, client: &str) -> String {
+    if is_native(system, client) {
+        format!("{system}/{store}")
+    } else {
+        format!("{system}/{store} {client}")
     }
 }
 
@@ -374,23 +384,20 @@ pub struct ClientRatio {
     pub throughput: Spread,
 }
 
-/// The `client` value of hyper's pooled client.
-pub const HYPER_LEGACY_CLIENT: &str = "hyper-legacy";
-
 /// [`ClientRatio`]s of a run that drove fencepost with both clients
 /// (`--http-client sdk,hyper-legacy`); empty otherwise.
 pub fn client_ratios(rows: &[PeerRow]) -> Vec<ClientRatio> {
     let per_cpu = |r: &PeerRow| r.cpu_bench_s.filter(|s| *s > 0.0).map(|s| r.ops as f64 / s);
     let hyper: BTreeMap<(&str, PeerOp, usize, u32), &PeerRow> = rows
         .iter()
-        .filter(|r| r.system == "fencepost" && r.client == HYPER_LEGACY_CLIENT)
+        .filter(|r| r.system == "fencepost" && r.client == PeerHttpClient::HyperLegacy.as_str())
         .map(|r| ((r.store.as_str(), r.op, r.conc, r.repeat), r))
         .collect();
     type Samples = (Vec<f64>, Vec<f64>);
     let mut per: BTreeMap<(String, PeerOp, usize), Samples> = BTreeMap::new();
     for r in rows
         .iter()
-        .filter(|r| r.system == "fencepost" && r.client == SDK_CLIENT)
+        .filter(|r| r.system == "fencepost" && r.client == PeerHttpClient::Sdk.as_str())
     {
         let Some(h) = hyper.get(&(r.store.as_str(), r.op, r.conc, r.repeat)) else {
             continue;
@@ -489,7 +496,7 @@ mod tests {
         let client = if system == "etcd" {
             ETCD_CLIENT
         } else {
-            SDK_CLIENT
+            PeerHttpClient::Sdk.as_str()
         };
         row_with(system, store, client, op, conc, repeat, ops_s)
     }
@@ -616,7 +623,7 @@ mod tests {
             let mut b = row_with(
                 "fencepost",
                 "sqlite",
-                HYPER_LEGACY_CLIENT,
+                PeerHttpClient::HyperLegacy.as_str(),
                 PeerOp::Heartbeat,
                 16,
                 repeat,
