@@ -8,6 +8,7 @@
 //! Nothing here does I/O. Keeping these in one crate means a change to the wire
 //! is one change, seen by the server and the client at once.
 
+pub mod buckets;
 pub mod clock;
 pub mod duration;
 pub mod grace;
