@@ -5,11 +5,14 @@
 //! ledger invariant check that the bench and the experiments run on R6's output,
 //! and where the services keep their durable state by default ([`state_path`]).
 //!
-//! Nothing here does I/O. Keeping these in one crate means a change to the wire
+//! Nothing here does I/O but one read-only system call: [`clock_discipline`]
+//! asks the kernel (adjtimex) what it knows of the host clock's error, and the
+//! histogram boundaries every exported latency histogram uses are in [`buckets`]. Keeping these in one crate means a change to the wire
 //! is one change, seen by the server and the client at once.
 
 pub mod buckets;
 pub mod clock;
+pub mod clock_discipline;
 pub mod duration;
 pub mod grace;
 pub mod input;
