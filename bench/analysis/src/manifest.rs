@@ -111,6 +111,40 @@ pub struct Machine {
     pub kernel: String,
     /// `std::env::consts::OS`/`ARCH`.
     pub os_arch: String,
+    /// The kernel's clock-discipline estimate when the run started (absent in
+    /// manifests written before issue 24, or where adjtimex could not be read):
+    /// the clock check's evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockReading>,
+}
+
+/// One reading of the host's clock discipline (`adjtimex`), beside the
+/// offset bound the lock-server's grace assumed: the evidence of the clock
+/// check (the lease-safety essay's, "observed maxerror > lock.clock.offset-max").
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClockReading {
+    /// The kernel's maximum error bound, µs.
+    pub maxerror_us: u64,
+    /// Its estimated error, µs.
+    pub esterror_us: u64,
+    /// Whether the kernel considered the clock synchronised.
+    pub synchronised: bool,
+    /// `lock.clock.offset-max` the lock-server's grace used, ms.
+    pub offset_max_ms: u64,
+}
+
+impl ClockReading {
+    /// Reads the host's clock discipline now; `None` when adjtimex cannot be read.
+    pub fn now() -> Option<Self> {
+        let d = fencepost_api::clock_discipline::read().ok()?;
+        let offset_max = fencepost_api::GraceParams::default().offset_max;
+        Some(ClockReading {
+            maxerror_us: u64::try_from(d.max_error.as_micros()).unwrap_or(u64::MAX),
+            esterror_us: u64::try_from(d.est_error.as_micros()).unwrap_or(u64::MAX),
+            synchronised: d.synchronised,
+            offset_max_ms: u64::try_from(offset_max.as_millis()).unwrap_or(u64::MAX),
+        })
+    }
 }
 
 /// The first line `cmd args` prints on stdout, trimmed; `None` when it cannot run or prints nothing.
@@ -173,6 +207,7 @@ impl Manifest {
                     .map(|s| s.trim().to_string())
                     .unwrap_or_else(|_| "unknown".into()),
                 os_arch: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+                clock: ClockReading::now(),
             },
             started_at: now_rfc3339(),
             finished_at: None,

@@ -10,6 +10,8 @@
 //! - [`rail`]: the rail-stub client a worker pays through;
 //! - [`proxy`]: the in-process delay proxy between workers and lock-server;
 //! - [`docker`]: the `--runtime docker` services;
+//! - [`telemetry`]: `--metrics-listen`, the bench as a Prometheus target
+//!   (the running cell's SDK metrics, and its services by HTTP discovery);
 //! - [`peer`]: `bench peer`'s closed-loop load, and [`peer_http`]: the HTTP
 //!   client it drives the lock-server with (the SDK's, or hyper's pooled one).
 //!
@@ -28,4 +30,5 @@ pub mod peer;
 pub mod peer_http;
 pub mod proxy;
 pub mod rail;
+pub mod telemetry;
 pub mod worker;

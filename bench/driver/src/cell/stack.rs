@@ -237,6 +237,9 @@ pub struct Stack {
     lock_args: Vec<String>,
     /// Lock-server restarts so far (each logs to its own file).
     lock_restarts: u32,
+    /// The services' own addresses (never the proxy's), by Prometheus job:
+    /// `--metrics-listen`'s discovery answer.
+    metrics_targets: Vec<(&'static str, String)>,
 }
 
 fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> Result<ChildService, StackError> {
@@ -373,6 +376,17 @@ impl Stack {
             Runtime::Etcd { .. } => BackendKind::Etcd,
             _ => BackendKind::Fencepost,
         };
+        let lock_job = match backend {
+            BackendKind::Etcd => "etcd",
+            BackendKind::Fencepost => "lock-server",
+        };
+        let metrics_targets = lock_url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(|u| (lock_job, u.to_owned()))
+            .chain(std::iter::once(("rail-stub", rail_url.clone())))
+            .collect();
         // From here on the stack owns the services, so every exit path stops them.
         let mut stack = Stack {
             services: Some(services),
@@ -386,6 +400,7 @@ impl Stack {
             dir: dir.to_path_buf(),
             lock_args: restart_args,
             lock_restarts: 0,
+            metrics_targets,
         };
         let targets = stack.fault_targets();
         if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
@@ -409,6 +424,20 @@ impl Stack {
     /// The lock service behind [`Stack::lock_url`].
     pub fn backend(&self) -> BackendKind {
         self.backend
+    }
+
+    /// The services as Prometheus targets of `cell`, one group per job
+    /// (`lock-server` or `etcd`, and `rail-stub`): their own addresses, not
+    /// the delay proxy's.
+    pub fn metrics_targets(&self, cell: &str) -> Vec<crate::telemetry::TargetGroup> {
+        let mut jobs: Vec<&str> = self.metrics_targets.iter().map(|(j, _)| *j).collect();
+        jobs.dedup();
+        jobs.into_iter()
+            .map(|job| {
+                let urls = self.metrics_targets.iter().filter(|(j, _)| *j == job);
+                crate::telemetry::TargetGroup::new(job, cell, urls.map(|(_, u)| u))
+            })
+            .collect()
     }
 
     /// The rail-stub's base URL.
@@ -481,6 +510,10 @@ impl Stack {
             .join(format!("lock-server.restart-{}.log", self.lock_restarts));
         let fresh = spawn_child("lock-server", self.lock_args.clone(), log).await?;
         proxy.control().set_upstream(fresh.addr());
+        // The first lock-server target is the one restarted (chaos runs one).
+        if let Some(t) = self.metrics_targets.first_mut() {
+            t.1 = fresh.url();
+        }
         *lock.lock().unwrap_or_else(|e| e.into_inner()) = fresh;
         Ok(())
     }
