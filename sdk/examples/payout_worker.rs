@@ -12,15 +12,32 @@
 //! ```
 //! Options (env in brackets): `--lock-url` [LOCK_URL], `--rail-url` [RAIL_URL],
 //! `--payouts N` (creates `demo-1..N` with R1, idempotent), `--prefix P`,
-//! `--owner NAME`, `--rail-read-timeout D` [RAIL_READ_TIMEOUT, default 5s].
+//! `--owner NAME`, `--rail-read-timeout D` [RAIL_READ_TIMEOUT, default 5s],
+//! `--metrics-listen ADDR` [METRICS_LISTEN, e.g. `127.0.0.1:9464`]: serve
+//! `GET /metrics` (Prometheus text, `text/plain; version=0.0.4`) from a
+//! registry the example owns, into which it registers the SDK's families and
+//! one of its own (`payout_worker_payouts_total{outcome}`); it then keeps the
+//! session and the endpoint up after the payouts until Ctrl-C. Without it the
+//! example prints `client.metrics_text()` at the end.
 //! The lock client reads LOCK_CLIENT_SAFETY_MARGIN, LOCK_DEFAULT_TTL and
 //! LOCK_SESSION_TTL (C4); e.g. `LOCK_DEFAULT_TTL=5s` makes every payout
 //! abandon (5 s × 0.7 < 5 s + 2 s).
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
 use fencepost_api::duration::parse_duration;
 use fencepost_api::rail::{CreatePayoutRequest, PayoutStatus, TokenRequest};
+use fencepost_sdk::metrics::PrometheusMetrics;
+use fencepost_sdk::prometheus_client::encoding::prometheus_text;
+use fencepost_sdk::prometheus_client::metrics::counter::Counter;
+use fencepost_sdk::prometheus_client::metrics::family::Family;
+use fencepost_sdk::prometheus_client::registry::Registry;
 use fencepost_sdk::{AcquireOptions, LockClient, LockClientConfig, LockError, LockHandle, Session};
 
 /// Command-line options.
@@ -31,6 +48,7 @@ struct Args {
     prefix: String,
     owner: String,
     rail_read_timeout: Duration,
+    metrics_listen: Option<SocketAddr>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -42,8 +60,10 @@ fn parse_args() -> Result<Args, String> {
         prefix: "demo".into(),
         owner: format!("payout-worker-{}", std::process::id()),
         rail_read_timeout: Duration::ZERO,
+        metrics_listen: None,
     };
     let mut timeout = env("RAIL_READ_TIMEOUT", "5s");
+    let mut listen = std::env::var("METRICS_LISTEN").ok();
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
@@ -54,12 +74,16 @@ fn parse_args() -> Result<Args, String> {
             "--prefix" => a.prefix = value()?,
             "--owner" => a.owner = value()?,
             "--rail-read-timeout" => timeout = value()?,
+            "--metrics-listen" => listen = Some(value()?),
             "-h" | "--help" => return Err("see the header of examples/payout_worker.rs".into()),
             other => return Err(format!("unknown option {other}")),
         }
     }
     a.rail_read_timeout =
         parse_duration(&timeout).map_err(|e| format!("rail.read.timeout={timeout}: {e}"))?;
+    a.metrics_listen = listen
+        .map(|l| l.parse().map_err(|e| format!("--metrics-listen {l}: {e}")))
+        .transpose()?;
     Ok(a)
 }
 
@@ -77,6 +101,18 @@ enum Outcome {
     Abandoned {
         reason: String,
     },
+}
+
+impl Outcome {
+    /// The `outcome` label of `payout_worker_payouts_total`.
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Paid { .. } => "paid",
+            Outcome::Busy => "busy",
+            Outcome::Refused { .. } => "refused",
+            Outcome::Abandoned { .. } => "abandoned",
+        }
+    }
 }
 
 impl std::fmt::Display for Outcome {
@@ -180,6 +216,33 @@ async fn work_one(
     })
 }
 
+/// The application's own metric, next to the SDK's in its registry.
+type Payouts = Family<[(&'static str, &'static str); 1], Counter>;
+
+/// `GET /metrics`: the application's registry, classic text format.
+async fn metrics(State(registry): State<Arc<Registry>>) -> impl axum::response::IntoResponse {
+    let mut body = String::new();
+    if let Err(e) = prometheus_text::encode(&mut body, &registry) {
+        eprintln!("encoding /metrics failed: {e}");
+    }
+    ([(CONTENT_TYPE, fencepost_sdk::metrics::CONTENT_TYPE)], body)
+}
+
+/// Serves `registry` on `GET /metrics` at `addr`, in the background.
+async fn serve_metrics(addr: SocketAddr, registry: Registry) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    println!("serving GET http://{}/metrics", listener.local_addr()?);
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(Arc::new(registry));
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            eprintln!("/metrics server stopped: {e}");
+        }
+    });
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = match parse_args() {
@@ -190,7 +253,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let http = reqwest::Client::builder().no_proxy().build()?;
-    let client = LockClient::new(LockClientConfig::from_env(args.lock_url.clone())?)?;
+    let mut config = LockClientConfig::from_env(args.lock_url.clone())?;
+    let payouts = Payouts::default();
+    if let Some(addr) = args.metrics_listen {
+        // The embedding-application path: the SDK records into instruments
+        // built for this configuration, registered once in our registry.
+        let sdk_metrics = PrometheusMetrics::for_config(&config);
+        config = config.with_prometheus(sdk_metrics.clone());
+        let mut registry = Registry::default();
+        sdk_metrics.register(&mut registry);
+        registry.register(
+            "payout_worker_payouts",
+            "Payouts this worker handled, by outcome",
+            payouts.clone(),
+        );
+        for outcome in ["paid", "busy", "refused", "abandoned"] {
+            drop(payouts.get_or_create(&[("outcome", outcome)]));
+        }
+        serve_metrics(addr, registry).await?;
+    }
+    let client = LockClient::new(config)?;
     let session = client.open_session(&args.owner).await?;
     println!(
         "session {} (ttl {} ms, heartbeat every {:?}); rail {}",
@@ -218,11 +300,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         match work_one(&args, &http, &session, &id).await {
-            Ok(outcome) => println!("{id}: {outcome}"),
+            Ok(outcome) => {
+                payouts.get_or_create(&[("outcome", outcome.label())]).inc();
+                println!("{id}: {outcome}");
+            }
             Err(e) => eprintln!("{id}: error: {e}"),
         }
     }
-    print!("{}", client.metrics_text());
+    if args.metrics_listen.is_some() {
+        println!("done; /metrics stays up (and the session heartbeating) until Ctrl-C");
+        tokio::signal::ctrl_c().await?;
+    } else {
+        print!("{}", client.metrics_text());
+    }
     session.close().await;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! [`LockClient`]: one configuration, one HTTP connection pool, one set of
-//! metrics, shared by every [`Session`] it opens. Sessions keep the client's
+//! metrics (and the Prometheus instruments it records into, maybe shared
+//! with other clients), shared by every [`Session`] it opens. Sessions keep the client's
 //! internals alive, so dropping the client does not stop them; closing or
 //! dropping a session stops its heartbeat task.
 
@@ -13,7 +14,7 @@ use crate::config::{ConfigError, LockClientConfig};
 use crate::error::LockError;
 use crate::inner::ClientInner;
 use crate::lease;
-use crate::metrics::{ClientStats, DeadlineKind, MarginStats};
+use crate::metrics::{ClientStats, DeadlineKind, MarginStats, PrometheusMetrics};
 use crate::session::Session;
 use crate::transport::duration_ms;
 
@@ -106,7 +107,8 @@ impl LockClient {
     /// *and* the adaptive margin's own RTT view, which puts an adaptive
     /// margin back into warm-up (its ceiling until 20 samples). For a
     /// warm-up cut that keeps the policy's view, use
-    /// [`reset_measurements`](Self::reset_measurements).
+    /// [`reset_measurements`](Self::reset_measurements). The Prometheus
+    /// instruments are not reset (they are monotonic).
     pub fn reset_rtt(&self) {
         self.inner.metrics.reset_rtt();
     }
@@ -116,6 +118,11 @@ impl LockClient {
     /// handles lost, leases abandoned) and the [`margin_stats`](Self::margin_stats).
     /// Not the adaptive margin policy's own RTT view: the policy keeps the
     /// margin it has learnt. For the bench's warm-up exclusion.
+    ///
+    /// Nor the Prometheus instruments ([`prometheus`](Self::prometheus),
+    /// [`metrics_text`](Self::metrics_text)): they are monotonic, as
+    /// Prometheus expects of counters and histograms; a scraper takes
+    /// `increase()` over its own window.
     pub fn reset_measurements(&self) {
         self.inner.metrics.reset_measurements();
     }
@@ -133,13 +140,35 @@ impl LockClient {
         self.inner.metrics.margin_stats()
     }
 
-    /// The C5 SDK metrics in the Prometheus text format:
-    /// `lock_heartbeat_rtt_seconds`, `lock_heartbeat_rtt_corrected_seconds`,
-    /// `lock_heartbeat_tick_lag_seconds` (summaries),
-    /// `lock_heartbeat_outcomes_total{outcome="reply|timeout|error"}`,
-    /// `lock_heartbeat_ticks_total`, `lock_heartbeat_ticks_missed_total`,
-    /// `lock_session_lost_total{reason}`, `lock_lease_abandoned_total`,
-    /// `lock_margin_effective{exchange}` (`_sum`, `_count`).
+    /// The Prometheus instruments the client records into: the ones given
+    /// with [`LockClientConfig::with_prometheus`] (shared), else the client's
+    /// private ones. Register them into the application's registry with
+    /// [`PrometheusMetrics::register`].
+    pub fn prometheus(&self) -> &PrometheusMetrics {
+        self.inner.metrics.prometheus()
+    }
+
+    /// The SDK's metric families in the classic Prometheus text format
+    /// ([`metrics::CONTENT_TYPE`](crate::metrics::CONTENT_TYPE),
+    /// `prometheus-client`'s `prometheus_text` encoder): a private registry
+    /// holding [`prometheus`](Self::prometheus) alone, encoded now. The
+    /// families: `lock_heartbeat_rtt_seconds`,
+    /// `lock_heartbeat_rtt_corrected_seconds`,
+    /// `lock_heartbeat_tick_lag_seconds` (histograms whose boundaries include
+    /// this configuration's trigger-1 budgets),
+    /// `lock_heartbeat_outcomes_total{outcome}`, `lock_heartbeat_ticks_total`,
+    /// `lock_heartbeat_ticks_missed_total`, `lock_session_lost_total{reason}`,
+    /// `lock_handles_lost_total`, `lock_lease_abandoned_total`,
+    /// `lock_acquires_total{outcome}`, `lock_margin_effective{exchange}`
+    /// (histogram) and the clock gauges `lock_clock_maxerror_seconds`,
+    /// `lock_clock_esterror_seconds`, `lock_clock_synchronised` (read from
+    /// the kernel now; absent when it cannot be read).
+    ///
+    /// Values count since the instruments were built and are never reset.
+    /// When the client was given shared instruments
+    /// ([`LockClientConfig::with_prometheus`]), the text is those
+    /// instruments': the sum over every client sharing them, not this
+    /// client's part (that is [`stats`](Self::stats)).
     pub fn metrics_text(&self) -> String {
         self.inner.metrics.prometheus_text()
     }

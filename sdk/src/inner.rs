@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::config::LockClientConfig;
 use crate::lease::RttSummary;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, PrometheusMetrics};
 use crate::transport::Http;
 
 /// What every session of a client shares.
@@ -22,7 +22,7 @@ pub(crate) struct ClientInner {
     pub(crate) clock: Arc<dyn Clock>,
     /// The HTTP layer (one pooled HTTP/1.1 client, [`crate::http`]).
     pub(crate) http: Http,
-    /// Histograms, counters and margin stats.
+    /// Histograms, counters and margin stats, and the Prometheus instruments.
     pub(crate) metrics: Metrics,
     /// Sessions opened so far; session n draws its jitter from RNG stream n.
     sessions_opened: AtomicU64,
@@ -33,11 +33,15 @@ impl ClientInner {
     pub(crate) fn new(config: LockClientConfig) -> Self {
         let http = Http::new(&config.urls(), config.request_timeout);
         let adaptive = config.margin.is_adaptive();
+        let prom = config
+            .prometheus
+            .clone()
+            .unwrap_or_else(|| PrometheusMetrics::for_config(&config));
         ClientInner {
             clock: config.clock.clone(),
             config,
             http,
-            metrics: Metrics::new(adaptive),
+            metrics: Metrics::with_prometheus(adaptive, prom),
             sessions_opened: AtomicU64::new(0),
         }
     }

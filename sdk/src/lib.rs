@@ -61,10 +61,14 @@ pub use client::LockClient;
 pub use clock::{BootTimeClock, Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
 pub use config::{ConfigError, LockClientConfig, MarginPolicy};
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
-pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary};
+pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary, PrometheusMetrics};
 pub use session::schedule;
 pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
 
 /// The HDR histogram type [`LockClient::rtt_histogram`] (and the corrected and
 /// tick-lag histograms) return (values in µs).
 pub use hdrhistogram::Histogram;
+/// The `prometheus-client` the SDK's instruments are built on, so an embedding
+/// application registers them into a [`Registry`](prometheus_client::registry::Registry)
+/// of the same version.
+pub use prometheus_client;

@@ -92,8 +92,15 @@ impl Recorder {
         self.histogram.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records every value of `values` (µs, at least `floor_us`) under one lock.
-    pub(super) fn record_all(&self, floor_us: u64, values: impl IntoIterator<Item = Duration>) {
+    /// Records every value of `values` (µs, at least `floor_us`) under one
+    /// lock, and the same values (in seconds) into `exported`, the
+    /// Prometheus histogram of the same name, so both count alike.
+    pub(super) fn record_all(
+        &self,
+        floor_us: u64,
+        values: impl IntoIterator<Item = Duration>,
+        exported: &prometheus_client::metrics::histogram::Histogram,
+    ) {
         let mut h = self.lock();
         let mut sum = 0u64;
         for d in values {
@@ -101,6 +108,7 @@ impl Recorder {
                 .unwrap_or(u64::MAX)
                 .clamp(floor_us, MAX_US);
             h.saturating_record(us);
+            exported.observe(us as f64 * 1e-6);
             sum = sum.saturating_add(us);
         }
         drop(h);
@@ -136,11 +144,13 @@ pub(super) struct Counters {
     pub(super) lost_deadline: AtomicU64,
     pub(super) handles_lost: AtomicU64,
     pub(super) abandoned: AtomicU64,
+    pub(super) acquires_granted: AtomicU64,
+    pub(super) acquires_failed: AtomicU64,
 }
 
 impl Counters {
     /// Every counter, to zero them together.
-    pub(super) fn all(&self) -> [&AtomicU64; 13] {
+    pub(super) fn all(&self) -> [&AtomicU64; 15] {
         [
             &self.heartbeats,
             &self.renewals,
@@ -155,6 +165,8 @@ impl Counters {
             &self.lost_deadline,
             &self.handles_lost,
             &self.abandoned,
+            &self.acquires_granted,
+            &self.acquires_failed,
         ]
     }
 }

@@ -1,8 +1,8 @@
 //! [`Metrics`]: one client's shared measurements, recorded into by its
 //! sessions and heartbeat tasks (and by the bench's etcd adapter) and read
 //! out as [`ClientStats`], [`MarginStats`], histogram copies and the
-//! adaptive margin's RTT summary. The text exposition is in
-//! [`text`](super::text).
+//! adaptive margin's RTT summary. Everything it records also goes to its
+//! [`PrometheusMetrics`], which the text exposition encodes.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +11,9 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use super::cells::{Counters, MAX_US, MarginCell, Recorder, bump};
+use super::prometheus::PrometheusMetrics;
 use super::stats::{ClientStats, DeadlineKind, MarginStats, Outcome};
+use crate::config::{DEFAULT_SESSION_TTL, DEFAULT_TTL, MarginPolicy};
 use crate::error::LostReason;
 use crate::lease::RttSummary;
 
@@ -33,11 +35,26 @@ pub struct Metrics {
     pub(super) counters: Counters,
     /// The margins applied, per [`DeadlineKind`].
     pub(super) margins: [MarginCell; 5],
+    /// The Prometheus instruments everything is also recorded into (maybe
+    /// shared with other clients); never reset.
+    pub(super) prom: PrometheusMetrics,
 }
 
 impl Metrics {
-    /// Empty measurements; `adaptive` keeps the policy's own RTT view.
+    /// Empty measurements; `adaptive` keeps the policy's own RTT view. The
+    /// Prometheus instruments are private ones with the boundaries of the C4
+    /// defaults (lease 30 s, session TTL 15 s, margin 0.30); use
+    /// [`with_prometheus`](Self::with_prometheus) for a configuration's own.
     pub fn new(adaptive: bool) -> Self {
+        Self::with_prometheus(
+            adaptive,
+            PrometheusMetrics::new(DEFAULT_TTL, DEFAULT_SESSION_TTL, &MarginPolicy::default()),
+        )
+    }
+
+    /// Empty measurements that also record into `prom` (which may be shared
+    /// with other clients); `adaptive` keeps the policy's own RTT view.
+    pub fn with_prometheus(adaptive: bool, prom: PrometheusMetrics) -> Self {
         Metrics {
             rtt: Recorder::new(),
             corrected: Recorder::new(),
@@ -45,7 +62,19 @@ impl Metrics {
             policy_rtt: adaptive.then(|| Mutex::new(Recorder::new().snapshot())),
             counters: Counters::default(),
             margins: [(); 5].map(|()| MarginCell::new()),
+            prom,
         }
+    }
+
+    /// The Prometheus instruments this recorder also records into.
+    pub fn prometheus(&self) -> &PrometheusMetrics {
+        &self.prom
+    }
+
+    /// The classic Prometheus text exposition of [`prometheus`](Self::prometheus)
+    /// (every SDK family; shared instruments show every client sharing them).
+    pub fn prometheus_text(&self) -> String {
+        self.prom.text()
     }
 
     /// Records one L2/L5 exchange: its outcome, and for a reply or a
@@ -67,11 +96,13 @@ impl Metrics {
             },
             1,
         );
+        self.prom.outcome(outcome);
         if outcome == Outcome::Error {
             return;
         }
-        self.rtt.record_all(1, [rtt]);
-        self.corrected.record_all(1, corrected);
+        let [p_rtt, p_corrected, _] = self.prom.histograms();
+        self.rtt.record_all(1, [rtt], p_rtt);
+        self.corrected.record_all(1, corrected, p_corrected);
         if let Some(view) = &self.policy_rtt {
             let us = u64::try_from(rtt.as_micros())
                 .unwrap_or(u64::MAX)
@@ -86,19 +117,23 @@ impl Metrics {
     /// (`None`: none sent, all `count` are missed).
     pub fn record_ticks(&self, count: u64, lag: Option<Duration>) {
         bump(&self.counters.hb_ticks, count);
-        match lag {
+        let missed = match lag {
             Some(lag) => {
-                bump(&self.counters.hb_ticks_missed, count.saturating_sub(1));
-                self.tick_lag.record_all(0, [lag]);
+                let [_, _, p_lag] = self.prom.histograms();
+                self.tick_lag.record_all(0, [lag], p_lag);
+                count.saturating_sub(1)
             }
-            None => bump(&self.counters.hb_ticks_missed, count),
-        }
+            None => count,
+        };
+        bump(&self.counters.hb_ticks_missed, missed);
+        self.prom.ticks(count, missed);
     }
 
     /// Ticks that were still needed when the session was found lost: each
     /// lateness is a censored corrected sample.
     pub fn record_unserved(&self, lateness: impl IntoIterator<Item = Duration>) {
-        self.corrected.record_all(1, lateness);
+        let [_, p_corrected, _] = self.prom.histograms();
+        self.corrected.record_all(1, lateness, p_corrected);
     }
 
     /// A copy of the raw RTT histogram (µs).
@@ -117,7 +152,8 @@ impl Metrics {
     }
 
     /// Empties the three histograms and the adaptive policy's view (which
-    /// puts an adaptive margin back into warm-up).
+    /// puts an adaptive margin back into warm-up). Not the Prometheus
+    /// instruments, which are monotonic.
     pub fn reset_rtt(&self) {
         self.rtt.reset();
         self.corrected.reset();
@@ -128,7 +164,9 @@ impl Metrics {
     }
 
     /// Zeroes every measurement (histograms, counters, margin stats) except
-    /// the adaptive policy's RTT view: for the bench's warm-up.
+    /// the adaptive policy's RTT view: for the bench's warm-up. Not the
+    /// Prometheus instruments, which are monotonic (a scraper takes
+    /// `increase()` over its own window).
     pub fn reset_measurements(&self) {
         self.rtt.reset();
         self.corrected.reset();
@@ -156,6 +194,7 @@ impl Metrics {
     /// Records the margin (ppm) applied to a deadline of `kind`.
     pub fn margin_applied(&self, kind: DeadlineKind, ppm: u64) {
         self.margins[kind.index()].record(ppm);
+        self.prom.margin(kind, ppm);
     }
 
     /// The margins applied so far.
@@ -178,11 +217,28 @@ impl Metrics {
     /// Counts one handle reported lost to the listeners.
     pub fn handle_lost(&self) {
         bump(&self.counters.handles_lost, 1);
+        self.prom.handle_lost();
     }
 
     /// Counts one `ensure_time_for` refusal (`lock.lease.abandoned`).
     pub fn abandoned(&self) {
         bump(&self.counters.abandoned, 1);
+        self.prom.abandoned();
+    }
+
+    /// Counts one acquire call's end: `granted` a handle, or failed (any
+    /// other end).
+    pub fn acquire_finished(&self, granted: bool) {
+        let c = &self.counters;
+        bump(
+            if granted {
+                &c.acquires_granted
+            } else {
+                &c.acquires_failed
+            },
+            1,
+        );
+        self.prom.acquire(granted);
     }
 
     /// Counts a lost session under its C5 reason label.
@@ -194,6 +250,7 @@ impl Metrics {
             _ => return,
         };
         bump(counter, 1);
+        self.prom.session_lost(reason);
     }
 
     /// A point-in-time copy of the counters.
@@ -214,6 +271,8 @@ impl Metrics {
             sessions_lost_deadline: get(&c.lost_deadline),
             handles_lost: get(&c.handles_lost),
             leases_abandoned: get(&c.abandoned),
+            acquires_granted: get(&c.acquires_granted),
+            acquires_failed: get(&c.acquires_failed),
         }
     }
 }
@@ -246,11 +305,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("lock_lease_abandoned_total 1"), "{text}");
+        // The exported `_sum` is the recorder's exact sum (the same µs values).
+        let sum: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("lock_heartbeat_rtt_seconds_sum "))
+            .and_then(|v| v.parse().ok())
+            .expect("a _sum line");
+        let exact = m.rtt.sum_us.load(Ordering::Relaxed) as f64 * 1e-6;
+        assert!((sum - exact).abs() < 1e-9, "{sum} vs {exact}");
+        assert!((exact - 5.05).abs() < 1e-9, "1 + 2 + … + 100 ms");
         m.reset_rtt();
         assert_eq!(m.rtt_summary().samples, 0);
+        assert_eq!(m.rtt_snapshot().len(), 0);
         assert!(
             m.prometheus_text()
-                .contains("lock_heartbeat_rtt_seconds_sum 0\n")
+                .contains("lock_heartbeat_rtt_seconds_count 100\n"),
+            "the exported histogram is monotonic"
         );
     }
 
@@ -326,7 +396,7 @@ mod tests {
         assert_eq!(s.all(), leases);
         assert!(
             m.prometheus_text()
-                .contains("lock_margin_effective_count{exchange=\"l5\"} 2")
+                .contains("lock_margin_effective_count{exchange=\"renew\"} 2")
         );
     }
 }

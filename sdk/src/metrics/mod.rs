@@ -10,22 +10,34 @@
 //! - the outcome of every heartbeat exchange (`lock.heartbeat.outcomes`:
 //!   reply, timeout, error), the scheduled ticks and those that sent no L2
 //!   of their own;
-//! - `lock.session.lost` by reason, handles lost, `lock.lease.abandoned`;
-//! - the margins actually applied at each deadline computation ([`MarginStats`]);
+//! - `lock.session.lost` by reason, handles lost, `lock.lease.abandoned`,
+//!   acquire calls granted and failed;
+//! - the margins applied at each deadline computation ([`MarginStats`]);
 //! - the adaptive margin policy's own RTT view, which
 //!   [`reset_measurements`](Metrics::reset_measurements) leaves alone.
+//!
+//! These are exact and resettable (the bench reads them per cell). Everything
+//! recorded is also recorded into a [`PrometheusMetrics`]: `prometheus-client`
+//! instruments (histograms with explicit boundaries, counters with every label
+//! value pre-created at 0, the clock gauges read at each encode) that are
+//! monotonic, never reset, and may be shared by several clients. They are
+//! what [`LockClient::metrics_text`](crate::LockClient::metrics_text) encodes
+//! (classic text format, [`CONTENT_TYPE`]) and what an application registers
+//! into its own registry ([`PrometheusMetrics::register`]). There is no
+//! hand-written exposition.
 //!
 //! Counters are relaxed atomics read one by one, never as a consistent set.
 //! Histograms sit behind std mutexes held only to record or copy.
 //!
 //! Layout: the read-out values in `stats.rs`, the accumulators in
-//! `cells.rs`, [`Metrics`] in `collector.rs`, the Prometheus text in
-//! `text.rs`; this module only re-exports them.
+//! `cells.rs`, [`Metrics`] in `collector.rs`, the Prometheus instruments in
+//! `prometheus.rs`; this module only re-exports them.
 
 mod cells;
 mod collector;
+mod prometheus;
 mod stats;
-mod text;
 
 pub use collector::Metrics;
+pub use prometheus::{CONTENT_TYPE, PrometheusMetrics, margin_bounds};
 pub use stats::{ClientStats, DeadlineKind, MarginStats, MarginSummary, Outcome};

@@ -51,6 +51,13 @@ pub struct ClientStats {
     pub handles_lost: u64,
     /// `ensure_time_for` refusals (`lock.lease.abandoned`).
     pub leases_abandoned: u64,
+    /// [`Session::acquire`](crate::Session::acquire) calls that returned a
+    /// handle (`lock_acquires_total{outcome="granted"}`).
+    pub acquires_granted: u64,
+    /// `Session::acquire` calls that ended any other way: busy past the
+    /// budget, a timeout, an error, a lost session
+    /// (`lock_acquires_total{outcome="failed"}`).
+    pub acquires_failed: u64,
 }
 
 impl ClientStats {
@@ -85,7 +92,7 @@ impl DeadlineKind {
         DeadlineKind::Confirm,
     ];
 
-    /// The C1 exchange, as the metrics label: `l1`, `l2`, `l4`, `l5`, `l7`.
+    /// The C1 exchange id: `l1`, `l2`, `l4`, `l5`, `l7`.
     pub fn label(self) -> &'static str {
         match self {
             DeadlineKind::Open => "l1",
@@ -93,6 +100,18 @@ impl DeadlineKind {
             DeadlineKind::Acquire => "l4",
             DeadlineKind::Renew => "l5",
             DeadlineKind::Confirm => "l7",
+        }
+    }
+
+    /// The `exchange` label of `lock_margin_effective`: `open`, `heartbeat`,
+    /// `acquire`, `renew`, `confirm`.
+    pub fn exchange(self) -> &'static str {
+        match self {
+            DeadlineKind::Open => "open",
+            DeadlineKind::Heartbeat => "heartbeat",
+            DeadlineKind::Acquire => "acquire",
+            DeadlineKind::Renew => "renew",
+            DeadlineKind::Confirm => "confirm",
         }
     }
 

@@ -14,7 +14,7 @@ use super::mutex::lock;
 use crate::acquire::{AcquireOptions, Backoff};
 use crate::error::{LockError, ReplyProblem};
 use crate::lease::{self, GrantReply};
-use crate::metrics::DeadlineKind;
+use crate::metrics::{DeadlineKind, Metrics};
 use crate::transport::duration_ms;
 
 impl Session {
@@ -36,9 +36,29 @@ impl Session {
     /// (C1 §7): the server returns the same token with the lease restarted
     /// at that request's receipt, and the deadline counts from *that*
     /// attempt's send.
+    ///
+    /// Every call with a valid key counts once in
+    /// `lock_acquires_total` ([`ClientStats::acquires_granted`](crate::ClientStats::acquires_granted),
+    /// `acquires_failed`): `granted` when it returns a handle, `failed` for
+    /// any other end, including a call dropped (cancelled) before it ended.
     pub async fn acquire(&self, key: &str, opts: AcquireOptions) -> Result<LockHandle, LockError> {
-        let s = &self.shared;
         validate_key(key).map_err(LockError::invalid_input)?;
+        let mut count = AcquireCount {
+            metrics: &self.shared.client.metrics,
+            granted: false,
+        };
+        let result = self.acquire_valid(key, opts).await;
+        count.granted = result.is_ok();
+        result
+    }
+
+    /// [`acquire`](Self::acquire) for a validated key: the loop.
+    async fn acquire_valid(
+        &self,
+        key: &str,
+        opts: AcquireOptions,
+    ) -> Result<LockHandle, LockError> {
+        let s = &self.shared;
         let ttl_ms = duration_ms(opts.ttl.unwrap_or(s.client.config.default_ttl));
         let start = s.clock.now();
         let mut slept = Duration::ZERO;
@@ -156,5 +176,17 @@ impl Session {
         // The period may have shrunk with this lease.
         s.wake.notify_one();
         Ok(LockHandle { shared })
+    }
+}
+
+/// Counts one acquire call when it ends (or is dropped): failed unless `granted`.
+struct AcquireCount<'a> {
+    metrics: &'a Metrics,
+    granted: bool,
+}
+
+impl Drop for AcquireCount<'_> {
+    fn drop(&mut self) {
+        self.metrics.acquire_finished(self.granted);
     }
 }

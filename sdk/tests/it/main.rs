@@ -10,6 +10,7 @@ mod heartbeat;
 mod hygiene;
 mod measurement;
 mod mock;
+mod prometheus;
 mod real_server;
 mod replicas;
 
