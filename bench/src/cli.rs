@@ -296,4 +296,14 @@ pub struct RunArgs {
     /// Continue a sweep in --out, skipping cells it already finished (same configuration and seed).
     #[arg(long)]
     pub resume: bool,
+
+    /// Serve Prometheus metrics while the run goes on, at ADDR (e.g.
+    /// 127.0.0.1:9464; port 0 picks one, printed): GET /metrics has the running
+    /// cell's SDK metrics (all workers' clients, one set of families, buckets
+    /// built for the cell's lease, session TTL and margin), GET /sd the cell's
+    /// lock-server(s) and rail-stub as Prometheus HTTP service discovery
+    /// targets (jobs lock-server and rail-stub). Point a Prometheus loaded with
+    /// `bench rules` at both to try the alerts on a live run (docs/alerts.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }

@@ -38,6 +38,7 @@ use bench_driver::cell::{
 };
 pub use bench_driver::cell::{CellPlan, Live, Runtime};
 use bench_driver::proxy::{BASELINE_PAIRS, BaselineError};
+use bench_driver::telemetry::Telemetry;
 
 /// The R7 prefix of the seeded backlog.
 pub const PAYOUT_PREFIX: &str = "bench";
@@ -240,6 +241,7 @@ pub async fn run_cell(
     stop: watch::Receiver<bool>,
     live: &(dyn Fn(&Live) + Sync),
     baseline: bool,
+    telemetry: Option<&Telemetry>,
 ) -> Result<Option<CellResult>, CellRunError> {
     let cell_dir = out_dir.join("cells").join(&plan.id);
     let mut stack = Stack::start(&plan.stack_spec(&cfg.runtime), &cell_dir).await?;
@@ -258,6 +260,7 @@ pub async fn run_cell(
     let hooks = Hooks {
         live: Some(live),
         interrupt: Some(stop),
+        telemetry: telemetry.cloned(),
         ..Hooks::default()
     };
     let measured = measure(&mut stack, plan, &mut Steady, hooks).await;

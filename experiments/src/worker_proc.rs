@@ -253,6 +253,7 @@ pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> Result<WorkerEnv, F
         on_claimed: hook,
         on_step: None,
         history: None,
+        prometheus: None,
     })
 }
 

@@ -27,7 +27,7 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use prometheus_client::registry::Registry;
+use fencepost_sdk::prometheus_client::registry::Registry;
 use serde::Serialize;
 
 /// The exposition's content type (the classic text format).
@@ -115,7 +115,8 @@ impl Telemetry {
         let mut out = String::new();
         if let Some(r) = &c.registry {
             // Infallible: writing into a String.
-            let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, r);
+            let _ =
+                fencepost_sdk::prometheus_client::encoding::prometheus_text::encode(&mut out, r);
         }
         out
     }
@@ -150,7 +151,10 @@ mod tests {
         assert_eq!(g.labels["job"], "lock-server");
         assert_eq!(g.labels["cell"], "ttl=1s_margin=0.30");
         let json = serde_json::to_string(&[g]).unwrap();
-        assert!(json.starts_with(r#"[{"targets":["127.0.0.1:4100""#), "{json}");
+        assert!(
+            json.starts_with(r#"[{"targets":["127.0.0.1:4100""#),
+            "{json}"
+        );
     }
 
     #[tokio::test]
@@ -168,7 +172,7 @@ mod tests {
         };
         assert_eq!(get("/metrics").await, "", "no cell yet");
         let mut r = Registry::default();
-        let c = prometheus_client::metrics::counter::Counter::<u64>::default();
+        let c = fencepost_sdk::prometheus_client::metrics::counter::Counter::<u64>::default();
         r.register("lock_probe", "A probe.", c.clone());
         c.inc();
         t.start_cell(r, vec![TargetGroup::new("rail-stub", "c", ["127.0.0.1:1"])]);

@@ -3,6 +3,7 @@
 //! lost on Ctrl-C or a crash), then the report, the triggers and the summary
 //! naming a margin per TTL.
 
+use bench_driver::telemetry::Telemetry;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,14 @@ pub enum RunError {
     /// A cell's histograms could not be saved.
     #[error(transparent)]
     Histograms(#[from] HistError),
+    /// `--metrics-listen` could not bind its address.
+    #[error("--metrics-listen {addr}: cannot listen: {source}")]
+    MetricsListen {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why the bind failed.
+        source: std::io::Error,
+    },
     /// The results table could not be written.
     #[error(transparent)]
     Table(#[from] TableError),
@@ -77,7 +86,20 @@ pub async fn execute(plan: Plan) -> Result<i32, RunError> {
         argv,
         grid_flags,
         replay_of,
+        metrics_listen,
     } = plan;
+    let telemetry = match metrics_listen {
+        Some(addr) => {
+            let (t, bound) = Telemetry::serve(addr)
+                .await
+                .map_err(|source| RunError::MetricsListen { addr, source })?;
+            eprintln!(
+                "bench: metrics at http://{bound}/metrics, the cells' services at http://{bound}/sd"
+            );
+            Some(t)
+        }
+        None => None,
+    };
     std::fs::create_dir_all(&out).map_err(|source| RunError::CreateDir {
         path: out.clone(),
         source,
@@ -205,8 +227,16 @@ pub async fn execute(plan: Plan) -> Result<i32, RunError> {
         let baseline = cell_config.net_delay.is_some()
             && cell_config.backend() == bench_driver::backend::BackendKind::Fencepost
             && manifest.proxy_overhead.is_none();
-        let result =
-            runner::run_cell(cell_config, &plan, &out, stop_rx.clone(), &live, baseline).await?;
+        let result = runner::run_cell(
+            cell_config,
+            &plan,
+            &out,
+            stop_rx.clone(),
+            &live,
+            baseline,
+            telemetry.as_ref(),
+        )
+        .await?;
         let Some(result) = result else {
             bar.abandon_with_message("interrupted");
             manifest.write(&out)?;

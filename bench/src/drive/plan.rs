@@ -31,6 +31,8 @@ pub struct Plan {
     pub grid_flags: serde_json::Value,
     /// The results directory this plan replays, if it is a `bench replay`.
     pub replay_of: Option<PathBuf>,
+    /// `--metrics-listen`: where to serve the cells' metrics, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn flag(flag: &'static str, value: &str, why: impl Into<String>) -> FlagError {
@@ -274,6 +276,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             "--repeat": repeat,
         }),
         replay_of: None,
+        metrics_listen: args.metrics_listen,
     })
 }
 

@@ -65,7 +65,7 @@ async fn a_fixed_20ms_proxy_delay_shows_up_in_the_recorded_rtt() {
     let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
     let out = temp_dir("proxy");
     let (_tx, rx) = watch::channel(false);
-    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true)
+    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true, None)
         .await
         .unwrap()
         .unwrap();
@@ -381,7 +381,7 @@ async fn three_replicas_on_postgres_serve_a_cell() {
     let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
     let out = temp_dir("replicas");
     let (_tx, rx) = watch::channel(false);
-    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true)
+    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, true, None)
         .await
         .unwrap()
         .unwrap();

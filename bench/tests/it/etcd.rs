@@ -197,7 +197,7 @@ async fn a_bench_cell_on_etcd_pays_with_no_duplicate_and_no_fence_out() {
     assert_eq!(plan.id, "backend=etcd_ttl=2s_margin=0.30");
     let out = temp_dir("cell");
     let (_tx, rx) = watch::channel(false);
-    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, false)
+    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, false, None)
         .await
         .expect("the cell runs")
         .expect("not interrupted");

@@ -131,6 +131,7 @@ impl CellPlan {
             on_claimed,
             on_step: None,
             history: None,
+            prometheus: None,
         }
     }
 

@@ -12,6 +12,8 @@ use std::time::Duration;
 use bench_core::cpu::CpuMark;
 use fencepost_api::ledger_check::check_ledger;
 use fencepost_api::rail::UnexpectedBulkId;
+use fencepost_sdk::PrometheusMetrics;
+use fencepost_sdk::prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -21,6 +23,7 @@ use crate::cell::pool::{Pool, PoolError, SpawnRemote};
 use crate::cell::stack::Stack;
 use crate::cell::window::{self, OpenWindow};
 use crate::rail::RailError;
+use crate::telemetry::Telemetry;
 use crate::worker::{ClaimHook, StepHook, WorkQueue};
 
 /// Why a cell could not be measured ([`measure`], [`CellRun`], [`Schedule::drive`]).
@@ -97,6 +100,9 @@ pub struct Hooks<'a> {
     pub live: Option<&'a (dyn Fn(&Live) + Sync)>,
     /// Turns true when the cell must stop early (Ctrl-C); the cell is then discarded.
     pub interrupt: Option<watch::Receiver<bool>>,
+    /// `--metrics-listen`: the cell's in-process clients share one set of
+    /// Prometheus instruments, served there with the cell's services as targets.
+    pub telemetry: Option<Telemetry>,
 }
 
 /// How the load of a window ended.
@@ -176,6 +182,8 @@ pub struct CellRun<'a> {
     started: Option<Instant>,
     /// The measured window, once open.
     window: Option<OpenWindow>,
+    /// The Prometheus instruments the cell's clients share, once built.
+    prometheus: Option<PrometheusMetrics>,
 }
 
 impl CellRun<'_> {
@@ -196,6 +204,7 @@ impl CellRun<'_> {
             .plan
             .worker_env(self.stack, self.hooks.on_claimed.clone());
         env.on_step = self.hooks.on_step.clone();
+        env.prometheus = self.prometheus();
         match self.hooks.spawn {
             Spawn::InProcess => {
                 let queue = Arc::new(WorkQueue::new(backlog.first, backlog.count));
@@ -212,6 +221,25 @@ impl CellRun<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The instruments this cell's clients share when `--metrics-listen` is
+    /// on: built for the cell's lease, session TTL and margin at the first
+    /// spawn, registered and served with the stack's services as targets.
+    fn prometheus(&mut self) -> Option<PrometheusMetrics> {
+        let telemetry = self.hooks.telemetry.as_ref()?;
+        if self.prometheus.is_none() {
+            let p = PrometheusMetrics::new(
+                self.plan.lease,
+                self.plan.session_ttl,
+                &self.plan.margin_policy(),
+            );
+            let mut registry = Registry::default();
+            p.register(&mut registry);
+            telemetry.start_cell(registry, self.stack.metrics_targets(&self.plan.id));
+            self.prometheus = Some(p);
+        }
+        self.prometheus.clone()
     }
 
     /// When the first worker started (now, if none has yet).
@@ -315,6 +343,7 @@ pub async fn measure(
         hooks,
         started: None,
         window: None,
+        prometheus: None,
     };
     if plan.warmup.is_zero() {
         run.open_window().await?;
@@ -324,11 +353,15 @@ pub async fn measure(
         stack,
         pool,
         window: opened,
+        hooks,
         ..
     } = run;
     // Faults stop before the join, so a paused server cannot hold a worker up.
     stack.stop_faults().await;
     let workers = pool.finish(plan.join_grace()).await?;
+    if let Some(t) = &hooks.telemetry {
+        t.end_cell();
+    }
     if workers.late > 0 {
         tracing::warn!(late = workers.late, cell = %plan.id, "workers did not stop in time");
     }

@@ -2,6 +2,7 @@
 //! the run's seed) and the hooks a caller adds to it — a [`ClaimHook`] inside
 //! the critical section, an awaited [`StepHook`] at the [`Step`]s of a payout.
 
+use fencepost_sdk::PrometheusMetrics;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -50,6 +51,9 @@ pub struct WorkerEnv {
     /// Records every operation with its invocation and completion (issue
     /// 16's history, [`bench_history`]); `None` records nothing.
     pub history: Option<Arc<Recorder>>,
+    /// The Prometheus instruments the cell's clients share (`--metrics-listen`);
+    /// `None`: each client keeps its own, which nobody scrapes.
+    pub prometheus: Option<PrometheusMetrics>,
 }
 
 /// Where in a payout a [`StepHook`] runs.
