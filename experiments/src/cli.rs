@@ -119,6 +119,13 @@ pub struct PauseArgs {
     /// Results directory; default data/runs/<timestamp>-pause/.
     #[arg(long)]
     pub out: Option<PathBuf>,
+
+    /// Serve Prometheus metrics during the rounds at ADDR, as `bench run
+    /// --metrics-listen` does: /metrics the workers' SDK metrics, /sd the
+    /// lock-server and rail-stub as discovery targets (the rail-stub's
+    /// lock_fenced_out_total is what the fenced-out alert watches).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// `experiments clock`.
