@@ -272,6 +272,39 @@ pub struct ServerConfigView {
     /// This replica's `lock.leader.lease`, ms (PostgreSQL replicas only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_lease_ms: Option<u64>,
+    /// The host clock's discipline as the kernel reports it now, beside the
+    /// configured bound (absent from older servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ServerClockView>,
+}
+
+/// `GET /v1/config`'s `clock`: the kernel's clock-discipline estimate
+/// (`adjtimex`, read at request time) next to `lock.clock.offset-max` (θ_max),
+/// so an operator sees whether the host vouches for the configured bound.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerClockView {
+    /// `lock.clock.offset-max`, ms (fractional); absent with a fixed grace,
+    /// which configures no offset bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset_max_ms: Option<f64>,
+    /// The kernel's maximum error bound (`timex.maxerror`), ms (fractional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maxerror_ms: Option<f64>,
+    /// The kernel's estimated error (`timex.esterror`), ms (fractional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub esterror_ms: Option<f64>,
+    /// False when the kernel flags the clock unsynchronised (then
+    /// `maxerror_ms` bounds nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synchronised: Option<bool>,
+    /// Synchronised with `maxerror_ms <= offset_max_ms`; absent when there is
+    /// no offset bound or no reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_offset_max: Option<bool>,
+    /// Why the clock discipline could not be read (then only `offset_max_ms`
+    /// is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The rule for lock keys, in words.

@@ -4,6 +4,7 @@
 //! `{"code","message"}`; only the store's failure is a 5xx, and it changes nothing.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
@@ -20,7 +21,7 @@ use fencepost_api::lock::{
     MAX_REASON_CHARS, ReleaseRequest, RenewRequest, RevokeRequest, validate_key, validate_owner,
 };
 
-use crate::service::{LockService, ServiceError};
+use crate::service::{LockService, METRICS_CONTENT_TYPE, ServiceError};
 
 /// An error reply.
 #[derive(Debug)]
@@ -253,12 +254,20 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for KeyCall<T> {
     }
 }
 
-async fn acquire(
-    State(s): State<Arc<LockService>>,
-    KeyCall { key, body }: KeyCall<AcquireRequest>,
-) -> ApiResult<Response> {
-    let granted = s.acquire(&key, &body.session_id, body.ttl_ms).await?;
-    Ok(Json(granted).into_response())
+/// L4. An answer with a new grant is timed into `lock_grant_duration_seconds`
+/// from the request's receipt (before its body is read) to the answer ready
+/// (the reply serialised, the store's commit included).
+async fn acquire(State(s): State<Arc<LockService>>, req: Request) -> ApiResult<Response> {
+    let received = Instant::now();
+    let KeyCall { key, body } = KeyCall::<AcquireRequest>::from_request(req, &s).await?;
+    let acquired = s
+        .acquire_outcome(&key, &body.session_id, body.ttl_ms)
+        .await?;
+    let answer = Json(acquired.granted).into_response();
+    if acquired.fresh {
+        s.observe_grant(received.elapsed());
+    }
+    Ok(answer)
 }
 
 async fn renew(
@@ -311,7 +320,7 @@ async fn readyz(State(s): State<Arc<LockService>>) -> ApiResult<&'static str> {
 
 async fn metrics(State(s): State<Arc<LockService>>) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         s.metrics_text(),
     )
         .into_response()

@@ -74,6 +74,9 @@ async fn main() {
         %addr,
         "lock-server ready"
     );
+    // The clock check of the lease-safety essay: does the kernel's estimate
+    // of this host's clock error vouch for lock.clock.offset-max?
+    service.log_clock_discipline();
     println!("listening on http://{addr}");
     let _ = std::io::stdout().flush();
     if let Err(e) = lock_server::run(listener, service, shutdown_signal()).await {

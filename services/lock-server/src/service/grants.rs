@@ -23,8 +23,19 @@ fn lease_granted(key: &str, token: u64, lease: Duration) -> LeaseGranted {
     }
 }
 
+/// What an L4 answered: the grant, and whether it is a new one (a fresh
+/// token) or the holder's current grant (a re-acquire).
+#[derive(Clone, Debug)]
+pub struct Acquired {
+    /// The reply.
+    pub granted: LeaseGranted,
+    /// True for a new grant, false for a re-acquire by the holder.
+    pub fresh: bool,
+}
+
 impl LockService {
-    /// the session already holds the key, the answer is its current grant
+    /// L4: a new grant with a fresh token when the key is free; when the
+    /// session already holds the key, the answer is its current grant
     /// (same token), the lease restarted from this request's receipt and never
     /// shortened (C1 §7).
     pub async fn acquire(
@@ -33,6 +44,16 @@ impl LockService {
         session_id: &str,
         ttl_ms: Option<u64>,
     ) -> Result<LeaseGranted, ServiceError> {
+        Ok(self.acquire_outcome(key, session_id, ttl_ms).await?.granted)
+    }
+
+    /// [`acquire`](Self::acquire), saying whether the grant is new.
+    pub async fn acquire_outcome(
+        self: &Arc<Self>,
+        key: &str,
+        session_id: &str,
+        ttl_ms: Option<u64>,
+    ) -> Result<Acquired, ServiceError> {
         let now = self.clock.now();
         let generation = self.serving(now)?;
         let (plan, persist) = {
@@ -63,7 +84,10 @@ impl LockService {
                 })?;
             bump(&self.counters.reacquires, 1);
             tracing::debug!(event = "reacquire", key, token, lease_ms = granted.lease_ms);
-            return Ok(granted);
+            return Ok(Acquired {
+                granted,
+                fresh: false,
+            });
         }
         let (this, key, sid) = (Arc::clone(self), key.to_string(), session_id.to_string());
         let granted = detached(async move {
@@ -90,7 +114,10 @@ impl LockService {
             Ok(lease_granted(&key, token, plan.lease))
         })
         .await;
-        self.fenced(granted)
+        self.fenced(granted).map(|granted| Acquired {
+            granted,
+            fresh: true,
+        })
     }
 
     /// L5: the grant's lease ends at `max(its end, receipt + lease)`; same token.

@@ -6,13 +6,14 @@
 //! mutation's persist-and-apply half to its end.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use fencepost_api::clock::{Clock, MonoTime};
 
 use super::counters::Counters;
 use super::error::ServiceError;
+use super::metrics::Metrics;
 use crate::core::{Caps, Limits, LockTable};
 use crate::leader::{LeaderConfig, LeaderState, Role};
 use crate::store::{Fence, LockStore, StoreError};
@@ -31,6 +32,8 @@ pub struct LockService {
     pub(super) store: Arc<dyn LockStore>,
     /// C5 counters.
     pub counters: Counters,
+    /// The `/metrics` registry and the latency histograms.
+    pub(super) metrics: Metrics,
 }
 
 /// The lock table and the takeover it was loaded at.
@@ -110,7 +113,8 @@ impl LockService {
             }
         }
         store.clear_grants(&orphans).await?;
-        Ok(Arc::new(LockService {
+        let commit_duration = store.commit_duration();
+        Ok(Arc::new_cyclic(|me: &Weak<LockService>| LockService {
             clock,
             table: Mutex::new(Table {
                 table,
@@ -120,6 +124,7 @@ impl LockService {
             leader_cfg: None,
             store,
             counters: Counters::default(),
+            metrics: Metrics::new(me.clone(), commit_duration),
         }))
     }
 
@@ -138,7 +143,8 @@ impl LockService {
             return Self::start_with_caps(limits, caps, store, clock).await;
         }
         store.set_fence(Fence::Standby);
-        Ok(Arc::new(LockService {
+        let commit_duration = store.commit_duration();
+        Ok(Arc::new_cyclic(|me: &Weak<LockService>| LockService {
             clock,
             table: Mutex::new(Table {
                 table: LockTable::with_caps(limits, caps),
@@ -148,6 +154,7 @@ impl LockService {
             leader_cfg: Some(leader),
             store,
             counters: Counters::default(),
+            metrics: Metrics::new(me.clone(), commit_duration),
         }))
     }
 

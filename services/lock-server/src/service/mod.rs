@@ -24,7 +24,8 @@
 //! Layout: [`LockService`] itself, its start and the machinery the operations
 //! share are in `lock_service.rs`; the operations in `sessions.rs` (L1–L3),
 //! `grants.rs` (L4–L8) and `sweep.rs`; the read-only views (`/readyz`,
-//! `/v1/config`, `/metrics`, digests) in `views.rs`; the replica's election
+//! `/v1/config`, digests) in `views.rs`; the `/metrics` registry and the
+//! clock-discipline reading in `metrics.rs`; the replica's election
 //! rounds in `election.rs`; [`ServiceError`] and [`Counters`] apart, below them.
 //!
 //! [`LockTable`]: crate::core::LockTable
@@ -37,10 +38,13 @@ mod election;
 mod error;
 mod grants;
 mod lock_service;
+mod metrics;
 mod sessions;
 mod sweep;
 mod views;
 
 pub use counters::Counters;
 pub use error::ServiceError;
+pub use grants::Acquired;
 pub use lock_service::{LockService, SWEEP_EVERY};
+pub use metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;

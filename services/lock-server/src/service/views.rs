@@ -1,8 +1,7 @@
 //! What a lock service shows of itself without changing anything:
-//! `/readyz`, `GET /v1/config`, the `/metrics` text, and for tests and tools
-//! a digest of memory and store, their audit, and the table's sizes.
+//! `/readyz`, `GET /v1/config` (the `/metrics` text is in `metrics.rs`), and
+//! for tests and tools a digest of memory and store, their audit, and the table's sizes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fencepost_api::grace::GracePolicy;
@@ -53,78 +52,8 @@ impl LockService {
             epoch: self.leader_cfg.as_ref().map(|_| lead.epoch),
             leader: lead.leader.clone(),
             leader_lease_ms: self.leader_cfg.as_ref().map(|c| c.lease.as_millis() as u64),
+            clock: Some(self.clock_view()),
         }
-    }
-
-    /// Prometheus text for `/metrics` (C5 names, dots as underscores).
-    pub fn metrics_text(&self) -> String {
-        let (live, held) = self.table().gauges(self.clock.now());
-        let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut out = String::with_capacity(1024);
-        let mut counter = |name: &str, help: &str, lines: &[(String, u64)]| {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
-            for (labels, v) in lines {
-                out.push_str(&format!("{name}{labels} {v}\n"));
-            }
-        };
-        counter(
-            "lock_grants_total",
-            "Grants issued (L4 with a new token).",
-            &[(String::new(), get(&c.grants))],
-        );
-        counter(
-            "lock_reacquires_total",
-            "L4 by the holding session, answered with its current grant.",
-            &[(String::new(), get(&c.reacquires))],
-        );
-        counter(
-            "lock_renewals_total",
-            "Renewals accepted (L5).",
-            &[(String::new(), get(&c.renewals))],
-        );
-        counter(
-            "lock_releases_total",
-            "Grants released (L6, L3, L8).",
-            &[(String::new(), get(&c.releases))],
-        );
-        counter(
-            "lock_heartbeats_total",
-            "Heartbeats accepted (L2).",
-            &[(String::new(), get(&c.heartbeats))],
-        );
-        if let Some(st) = self.store.commit_stats() {
-            counter(
-                "lock_store_transactions_total",
-                "Store transactions (one fsync each): group commits and their retries alone.",
-                &[(String::new(), st.transactions)],
-            );
-            counter(
-                "lock_store_writes_total",
-                "Requests' store writes answered by the group committer (batched or alone).",
-                &[(String::new(), st.units)],
-            );
-            counter(
-                "lock_store_retried_alone_total",
-                "Writes retried in a transaction of their own after their batch failed.",
-                &[(String::new(), st.retried_alone)],
-            );
-        }
-        counter(
-            "lock_expired_total",
-            "Sessions and leases that ran out on the server.",
-            &[
-                ("{kind=\"session\"}".into(), get(&c.expired_sessions)),
-                ("{kind=\"lease\"}".into(), get(&c.expired_leases)),
-            ],
-        );
-        out.push_str(&format!(
-            "# HELP lock_sessions_live Sessions not lapsed.\n# TYPE lock_sessions_live gauge\nlock_sessions_live {live}\n"
-        ));
-        out.push_str(&format!(
-            "# HELP lock_locks_held Keys HELD now.\n# TYPE lock_locks_held gauge\nlock_locks_held {held}\n"
-        ));
-        out
     }
 
     /// A canonical text of the in-memory table and the store's contents, so a

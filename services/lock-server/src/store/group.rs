@@ -30,8 +30,11 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
+use fencepost_api::buckets::server_bounds;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::oneshot;
 
 use super::error::StoreError;
@@ -66,7 +69,6 @@ pub struct GroupCommit {
 }
 
 /// What callers and the drain task share.
-#[derive(Default)]
 struct Shared {
     /// Units waiting for a transaction, and whether a drain task is running.
     queue: Mutex<Queue>,
@@ -75,6 +77,21 @@ struct Shared {
     units: AtomicU64,
     retried_alone: AtomicU64,
     largest_batch: AtomicU64,
+    /// Each transaction's duration, seconds (`lock_store_commit_duration_seconds`).
+    commit_duration: Histogram,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            queue: Mutex::default(),
+            transactions: AtomicU64::default(),
+            units: AtomicU64::default(),
+            retried_alone: AtomicU64::default(),
+            largest_batch: AtomicU64::default(),
+            commit_duration: Histogram::new(server_bounds()),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -147,6 +164,20 @@ impl Shared {
     fn bump(counter: &AtomicU64, n: usize) {
         counter.fetch_add(n as u64, Ordering::Relaxed);
     }
+
+    /// One transaction of `writes` on `store`, counted and timed.
+    async fn transaction(
+        &self,
+        store: &dyn LockStore,
+        writes: &[Write],
+    ) -> Result<Vec<Committed>, StoreError> {
+        Self::bump(&self.transactions, 1);
+        let started = Instant::now();
+        let outcome = store.commit(writes).await;
+        self.commit_duration
+            .observe(started.elapsed().as_secs_f64());
+        outcome
+    }
 }
 
 /// Commits batches until the queue is empty. Owns a handle on the store only
@@ -179,15 +210,14 @@ async fn commit_units(
     shared: &Shared,
     units: &[Unit],
 ) -> Vec<Result<Vec<Committed>, StoreError>> {
-    Shared::bump(&shared.transactions, 1);
     shared
         .largest_batch
         .fetch_max(units.len() as u64, Ordering::Relaxed);
     if let [unit] = units {
-        return vec![store.commit(&unit.writes).await];
+        return vec![shared.transaction(store, &unit.writes).await];
     }
     let all: Vec<Write> = units.iter().flat_map(|u| u.writes.clone()).collect();
-    match store.commit(&all).await {
+    match shared.transaction(store, &all).await {
         Ok(mut committed) => {
             let mut out = Vec::with_capacity(units.len());
             for unit in units {
@@ -201,9 +231,8 @@ async fn commit_units(
                 "a batched store commit failed (nothing of it was written); retrying each request's write alone");
             let mut out = Vec::with_capacity(units.len());
             for unit in units {
-                Shared::bump(&shared.transactions, 1);
                 Shared::bump(&shared.retried_alone, 1);
-                out.push(store.commit(&unit.writes).await);
+                out.push(shared.transaction(store, &unit.writes).await);
             }
             out
         }
@@ -269,6 +298,10 @@ impl LockStore for GroupCommit {
             retried_alone: get(&self.shared.retried_alone),
             largest_batch: get(&self.shared.largest_batch),
         })
+    }
+
+    fn commit_duration(&self) -> Option<Histogram> {
+        Some(self.shared.commit_duration.clone())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
+use prometheus_client::metrics::histogram::Histogram;
 
 use super::error::StoreError;
 use super::model::{
@@ -53,6 +54,14 @@ pub trait LockStore: Send + Sync {
     ///
     /// [`group::GroupCommit`]: super::group::GroupCommit
     fn commit_stats(&self) -> Option<CommitStats> {
+        None
+    }
+
+    /// The duration of each transaction the store committed (a group commit
+    /// or a retry alone), for a store that batches; `/metrics` exports it as
+    /// `lock_store_commit_duration_seconds`. A handle on the store's own
+    /// histogram: cloning it shares the counts.
+    fn commit_duration(&self) -> Option<Histogram> {
         None
     }
 

@@ -3,6 +3,7 @@
 mod boundaries;
 mod cancel;
 mod hardening;
+mod metrics;
 mod processes;
 mod proptest_router;
 mod proptest_table;

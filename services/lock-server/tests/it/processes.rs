@@ -595,3 +595,36 @@ async fn the_memory_store_says_at_start_and_in_config_that_tokens_restart() {
         "memory: wrote a state file"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_logs_its_clock_discipline_once_at_start() {
+    let state = temp_dir("xdg-state-clock");
+    let server = EnvServer::start(&state, &["--store", "memory:"]);
+    let log = server.stderr();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| {
+            let event = &v["fields"]["event"];
+            event == "clock_discipline" || event == "clock_discipline_unreadable"
+        })
+        .collect();
+    assert_eq!(lines.len(), 1, "one clock line at start:\n{log}");
+    let line = &lines[0];
+    match fencepost_api::clock_discipline::read() {
+        Ok(d) => {
+            let f = &line["fields"];
+            assert_eq!(f["event"], "clock_discipline", "{line}");
+            assert_eq!(f["synchronised"], d.synchronised, "{line}");
+            assert_eq!(f["offset_max_ms"], 50.0, "{line}");
+            assert!(f["maxerror_ms"].as_f64().is_some(), "{line}");
+            let within = d.within(std::time::Duration::from_millis(50));
+            assert_eq!(
+                line["level"],
+                if within { "INFO" } else { "WARN" },
+                "{line}"
+            );
+        }
+        Err(_) => assert_eq!(line["level"], "WARN", "{line}"),
+    }
+}

@@ -129,6 +129,14 @@ async fn get_json(c: &reqwest::Client, url: String) -> Value {
         .expect("JSON")
 }
 
+/// The value of an unlabelled sample `name` in `base`'s `/metrics`.
+async fn metric(c: &reqwest::Client, base: &str, name: &str) -> Option<f64> {
+    let text = c.get(format!("{base}/metrics")).send().await.ok()?;
+    let text = text.text().await.ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
 async fn acquire(
     c: &reqwest::Client,
     base: &str,
@@ -162,6 +170,15 @@ async fn three_replicas_have_exactly_one_leader_and_the_others_name_it() {
     assert_eq!(conf["leader_lease_ms"], 1000, "{conf}");
     let epoch = conf["epoch"].as_u64().expect("epoch");
     assert!(epoch >= 1, "{conf}");
+    // The election's gauges: 1 on the leader, 0 on the standbys, one epoch.
+    for (i, lead) in (0..3).map(|i| (i, f64::from(u8::from(i == leader)))) {
+        let base = r.nodes[i].url();
+        let got = (
+            metric(&r.client, &base, "lock_leader").await,
+            metric(&r.client, &base, "lock_leader_epoch").await,
+        );
+        assert_eq!(got, (Some(lead), Some(epoch as f64)), "replica {i}");
+    }
     for i in others(&[0, 1, 2], leader) {
         let base = r.nodes[i].url();
         let conf = get_json(&r.client, format!("{base}/v1/config")).await;

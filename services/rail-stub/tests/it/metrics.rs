@@ -1,6 +1,10 @@
-//! `/metrics`: the C5 counters carry the right values, and the backlog age
-//! follows the oldest unpaid payout on the (fake) monotonic clock.
+//! `/metrics`: the C5 counters carry the right values, the backlog age
+//! follows the oldest unpaid payout on the (fake) monotonic clock, every
+//! family and label value is there at 0 on a fresh ledger, and promtool
+//! accepts the text.
 
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::Rail;
@@ -75,4 +79,113 @@ async fn backlog_age_is_the_oldest_pending_or_claimed_payout_and_zero_when_none(
     rail.fenced("claim", "new", 1).await;
     rail.fenced("submit", "new", 1).await;
     assert_eq!(age(&rail.metrics().await), 0.0);
+}
+
+/// Every family `/metrics` exports, with its type and the series of a fresh ledger.
+const FAMILIES: &[(&str, &str, &[&str])] = &[
+    (
+        "lock_fenced_out_total",
+        "counter",
+        &[
+            "lock_fenced_out_total{fence=\"1\"}",
+            "lock_fenced_out_total{fence=\"2\"}",
+        ],
+    ),
+    (
+        "rail_duplicate_attempted_total",
+        "counter",
+        &["rail_duplicate_attempted_total"],
+    ),
+    (
+        "payout_backlog_age_seconds",
+        "gauge",
+        &["payout_backlog_age_seconds"],
+    ),
+    (
+        "rail_payouts_paid_total",
+        "counter",
+        &["rail_payouts_paid_total"],
+    ),
+    (
+        "rail_submit_not_claimed_total",
+        "counter",
+        &["rail_submit_not_claimed_total"],
+    ),
+    (
+        "rail_already_paid_total",
+        "counter",
+        &["rail_already_paid_total"],
+    ),
+    ("rail_payouts", "gauge", &["rail_payouts"]),
+    (
+        "rail_submissions_in_flight",
+        "gauge",
+        &["rail_submissions_in_flight"],
+    ),
+];
+
+#[tokio::test]
+async fn a_fresh_ledger_shows_every_family_and_label_value_at_zero() {
+    let rail = Rail::new("fixed:0ms");
+    let text = rail.metrics().await;
+    for (family, kind, series) in FAMILIES {
+        assert!(
+            text.contains(&format!("# TYPE {family} {kind}\n")),
+            "no {kind} {family} in\n{text}"
+        );
+        for s in *series {
+            assert_eq!(sample(&text, s), Some(0.0), "{s} in\n{text}");
+        }
+    }
+    let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+    assert_eq!(types, FAMILIES.len(), "an undocumented family in\n{text}");
+}
+
+/// Runs `promtool check metrics` on `text`; `false` when promtool is not
+/// installed (then the check is skipped, but never with `CI=true`).
+fn promtool_check(text: &str) -> bool {
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true but promtool is not installed: {e}");
+            }
+            eprintln!("skipping the promtool check: promtool is not installed ({e})");
+            return false;
+        }
+        Err(e) => panic!("cannot run promtool: {e}"),
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("promtool runs");
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed ({}):\n{}{}\n--- text:\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
+#[tokio::test]
+async fn promtool_accepts_the_exposition_fresh_and_after_traffic() {
+    let rail = Rail::new("fixed:0ms");
+    promtool_check(&rail.metrics().await);
+    rail.create("p-1").await;
+    rail.fenced("claim", "p-1", 5).await;
+    rail.fenced("claim", "p-1", 4).await;
+    rail.fenced("submit", "p-1", 5).await;
+    rail.fenced("submit", "p-1", 5).await;
+    promtool_check(&rail.metrics().await);
 }
