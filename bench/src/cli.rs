@@ -136,7 +136,7 @@ pub struct RulesArgs {
 
     /// How long a condition must hold before its alert fires (the alerts'
     /// `for:`). Production: 10m, so a burst at the edge of the window does not
-    /// page; tests use 0s.
+    /// page (the promtool tests use 1m, the live test 0s).
     #[arg(long = "for", default_value = "10m")]
     pub for_: String,
 
@@ -182,7 +182,7 @@ pub struct CheckArgs {
 
     /// Label matchers added to every selector, e.g. namespace="payments". The
     /// checks read the SDK's, lock-server's, rail-stub's and cAdvisor's series,
-    /// so select the deployment, not one job. Default: none.
+    /// so select the deployment, not one job; empty: every series.
     #[arg(long, default_value = "")]
     pub selector: String,
 }
