@@ -88,8 +88,9 @@ pub enum Command {
     /// flags below then say which configuration is in force.
     #[command(verbatim_doc_comment)]
     Triggers(TriggersArgs),
-    /// Print (or write, --out FILE) the six production checks as a Prometheus
-    /// rules file: recording rules `fencepost:<check>:<term>` and, per check,
+    /// Print (or write) the six production checks as a Prometheus rules file.
+    ///
+    /// Recording rules `fencepost:<check>:<term>` and, per check,
     /// an alert with severity page when it fires, a non-paging one (severity
     /// info) when the data cannot say ok, and for trigger 1 a non-paging
     /// "misconfigured" alert when the SDK's histogram lacks the budget's bucket.

@@ -164,13 +164,9 @@ pub fn vector_values(body: &serde_json::Value) -> Result<Vec<f64>, String> {
             let v = s["value"][1]
                 .as_str()
                 .ok_or_else(|| format!("a sample without a value: {s}"))?;
+            // Rust reads Prometheus's NaN, +Inf and -Inf (case-insensitive).
             v.parse::<f64>()
-                .or_else(|_| match v {
-                    "+Inf" => Ok(f64::INFINITY),
-                    "-Inf" => Ok(f64::NEG_INFINITY),
-                    _ => Err(()),
-                })
-                .map_err(|()| format!("a value {v:?} that is not a number"))
+                .map_err(|_| format!("a value {v:?} that is not a number"))
         })
         .collect()
 }
@@ -261,10 +257,12 @@ mod tests {
     #[test]
     fn answers_are_vectors_and_errors_say_so() {
         let ok = serde_json::json!({"status": "success", "data": {"resultType": "vector",
-            "result": [{"metric": {}, "value": [1.0, "0.25"]}, {"metric": {}, "value": [1.0, "NaN"]}]}});
+            "result": [{"metric": {}, "value": [1.0, "0.25"]}, {"metric": {}, "value": [1.0, "NaN"]},
+                       {"metric": {}, "value": [1.0, "+Inf"]}]}});
         let v = vector_values(&ok).unwrap();
         assert_eq!(v[0], 0.25);
         assert!(v[1].is_nan());
+        assert_eq!(v[2], f64::INFINITY);
         let bad = serde_json::json!({"status": "error", "error": "parse error"});
         assert!(vector_values(&bad).unwrap_err().contains("parse error"));
         let cli = crate::cli::Cli::parse_from(["bench", "rules", "--margin", "1.5"]);
