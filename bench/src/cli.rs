@@ -1,4 +1,4 @@
-//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`, `peer`, `adr`, and the
+//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`, `rules`, `peer`, `adr`, and the
 //! logging set-up its binary shares with `experiments`.
 
 use std::path::PathBuf;
@@ -28,6 +28,8 @@ use clap::{Args, Parser, Subcommand};
 ///   bench sweep ... --out data/runs/my-sweep --resume     # skip cells already done
 ///   bench report data/runs/my-sweep                       # redraw report.md and plots
 ///   bench triggers data/runs/my-sweep                     # exit 0: none fired, 3: one fired
+///   bench rules --out deploy/prometheus/fencepost-rules.yaml   # the checks as Prometheus rules
+///   bench triggers --prometheus http://prometheus:9090    # the same checks, live
 ///   bench sweep --margin 0.1,0.3 --ttl 1s --repeat 3 --margin-policy fixed,adaptive:k=4,floor=0.05,ceiling=0.5
 ///   bench replay data/runs/my-sweep --out data/runs/my-replay  # same (cell, seed) pairs again
 ///   bench adr --quick --out data/runs/adr-quick           # the ADR-006 evidence pack
@@ -77,10 +79,25 @@ pub enum Command {
         out: Option<PathBuf>,
     },
     /// Evaluate ADR-006 §6.5's revisit triggers; exit 0 if none fires, 3 if one does.
-    Triggers {
-        /// A results directory written by run or sweep.
-        dir: PathBuf,
-    },
+    ///
+    /// On a results directory (DIR): the five triggers on every cell, written
+    /// to DIR/triggers.json. With --prometheus URL instead: the six production
+    /// checks (the five plus the lease-safety essay's clock check) as instant
+    /// queries on a live Prometheus, the very expressions `bench rules` puts in
+    /// its alerts, one row each (cell `prometheus:<window>`); the parameter
+    /// flags below then say which configuration is in force.
+    #[command(verbatim_doc_comment)]
+    Triggers(TriggersArgs),
+    /// Print (or write) the six production checks as a Prometheus rules file.
+    ///
+    /// Recording rules `fencepost:<check>:<term>` and, per check,
+    /// an alert with severity page when it fires, a non-paging one (severity
+    /// info) when the data cannot say ok, and for trigger 1 a non-paging
+    /// "misconfigured" alert when the SDK's histogram lacks the budget's bucket.
+    /// Every default is production's; deploy/prometheus/fencepost-rules.yaml is
+    /// this command with no flags (docs/alerts.md).
+    #[command(verbatim_doc_comment)]
+    Rules(RulesArgs),
     /// fencepost (SQLite, PostgreSQL) vs etcd on this machine, one driver:
     /// heartbeats and durable grants at the same concurrency, interleaved and
     /// repeated; writes peer.csv, report.md (the ratios) and a plot.
@@ -88,6 +105,87 @@ pub enum Command {
     /// The ADR-006 revision pack: the evidence plan end to end (sweeps, the
     /// experiments, etcd), then adr-006-evidence.md from the files alone.
     Adr(crate::adr::AdrArgs),
+}
+
+/// The options of `triggers`.
+#[derive(Debug, Args, Clone)]
+pub struct TriggersArgs {
+    /// A results directory written by run or sweep (not with --prometheus).
+    #[arg(required_unless_present = "prometheus", conflicts_with = "prometheus")]
+    pub dir: Option<PathBuf>,
+
+    /// Evaluate on the Prometheus at this base URL (http://HOST:9090) instead
+    /// of a results directory; exit 2 naming the URL when it cannot be asked.
+    #[arg(long)]
+    pub prometheus: Option<String>,
+
+    /// The configuration in force and how to look at it (with --prometheus).
+    #[command(flatten)]
+    pub checks: CheckArgs,
+
+    /// With --prometheus: also write DIR/triggers.json.
+    #[arg(long, requires = "prometheus")]
+    pub out: Option<PathBuf>,
+}
+
+/// The options of `rules`.
+#[derive(Debug, Args, Clone)]
+pub struct RulesArgs {
+    /// The configuration in force and how to look at it.
+    #[command(flatten)]
+    pub checks: CheckArgs,
+
+    /// How long a condition must hold before its alert fires (the alerts'
+    /// `for:`). Production: 10m, so a burst at the edge of the window does not
+    /// page (the promtool tests use 1m, the live test 0s).
+    #[arg(long = "for", default_value = "10m")]
+    pub for_: String,
+
+    /// Write the rules file here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// The parameters of the production checks, shared by `rules` and `triggers
+/// --prometheus`. The defaults are production's (ADR-006, C4).
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    /// lock.default.ttl in force: the lease every acquire asks for. Trigger 1's
+    /// budget is min(lease, session TTL) × margin / 3 (1.5 s at the defaults).
+    #[arg(long, default_value = "30s")]
+    pub lease: String,
+
+    /// lock.session.ttl in force.
+    #[arg(long, default_value = "15s")]
+    pub session_ttl: String,
+
+    /// lock.client.safety-margin in force (a fixed margin, 0 <= m < 1). The
+    /// SDK's histogram must have a bucket at the budget this gives, else
+    /// trigger 1 is "misconfigured".
+    #[arg(long, default_value = "0.3")]
+    pub margin: String,
+
+    /// The worst-case rail hop D4 requires of the remaining lease: the
+    /// workers' rail.read.timeout + 2 s (trigger 3).
+    #[arg(long, default_value = "7s")]
+    pub hop: String,
+
+    /// lock.clock.offset-max in force, θ_max of the server's grace (the clock
+    /// check fires when a host's maxerror exceeds it).
+    #[arg(long, default_value = "50ms")]
+    pub offset_max: String,
+
+    /// The rate window of every increase() and rate(). Production: 1h, the
+    /// shortest window in which one SDK client at the defaults (a heartbeat
+    /// every 3.5 s) sends the 1,000 heartbeats a p99 needs.
+    #[arg(long, default_value = "1h")]
+    pub window: String,
+
+    /// Label matchers added to every selector, e.g. namespace="payments". The
+    /// checks read the SDK's, lock-server's, rail-stub's and cAdvisor's series,
+    /// so select the deployment, not one job; empty: every series.
+    #[arg(long, default_value = "")]
+    pub selector: String,
 }
 
 /// The options of `peer`.

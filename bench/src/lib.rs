@@ -13,11 +13,13 @@
 //!
 //! This crate holds the commands: [`cli`] (flags), [`drive`] (`run`, `sweep`,
 //! `replay`), [`runner`] (a run's cells), [`row`] (a measurement becomes a
-//! results row), [`peer`] (`bench peer`) and [`adr`] (`bench adr`).
+//! results row), [`peer`] (`bench peer`), [`prometheus`] (`bench rules`,
+//! `bench triggers --prometheus`) and [`adr`] (`bench adr`).
 
 pub mod adr;
 pub mod cli;
 pub mod drive;
 pub mod peer;
+pub mod prometheus;
 pub mod row;
 pub mod runner;

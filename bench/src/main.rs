@@ -44,15 +44,44 @@ fn main() {
             }
         },
         Command::Adr(args) => bench::adr::main(&args),
-        Command::Triggers { dir } => match bench_analysis::triggers::run_triggers_command(&dir) {
-            Ok(code) => code,
+        Command::Triggers(args) => triggers(&args),
+        Command::Rules(args) => match bench::prometheus::run_rules(&args) {
+            Ok(()) => 0,
             Err(e) => {
-                eprintln!("bench triggers: {}", Chain(&e));
+                eprintln!("bench rules: {}", Chain(&e));
                 2
             }
         },
     };
     std::process::exit(code);
+}
+
+fn triggers(args: &bench::cli::TriggersArgs) -> i32 {
+    let result = match (&args.prometheus, &args.dir) {
+        (Some(url), _) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            rt.block_on(bench::prometheus::run_live(
+                url,
+                &args.checks,
+                args.out.as_deref(),
+            ))
+            .map_err(anyhow::Error::from)
+        }
+        (None, Some(dir)) => {
+            bench_analysis::triggers::run_triggers_command(dir).map_err(anyhow::Error::from)
+        }
+        (None, None) => Err(anyhow::anyhow!("needs DIR or --prometheus URL")),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bench triggers: {e:#}");
+            2
+        }
+    }
 }
 
 fn run(args: &bench::cli::RunArgs, sweep: bool) -> i32 {

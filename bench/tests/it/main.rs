@@ -6,4 +6,6 @@ mod etcd;
 mod measurement;
 mod output;
 mod peer;
+mod prometheus;
+mod promtool;
 mod proxy;

@@ -15,9 +15,12 @@ pub const D4_UNSATISFIABLE: &str = "d4_unsatisfiable";
 pub const FENCED_OUT_WITH_CLIENT_CHECK: &str = "fenced_out_with_client_check";
 /// Trigger 5: a move off Autopilot (no CPU throttling) makes the margin reducible.
 pub const AUTOPILOT_THROTTLING: &str = "autopilot_throttling";
+/// The sixth check, the lease-safety essay's (not ADR-006's): the host's
+/// clock error exceeds the configured `lock.clock.offset-max`.
+pub const CLOCK_OFFSET_BOUND: &str = "clock_offset_bound";
 
 /// One §6.5 trigger: its id, the ADR's wording, the bench's rule and the ADR's action.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Trigger {
     /// Stable id used in `triggers.json`.
     pub id: &'static str,
@@ -99,6 +102,22 @@ pub const TRIGGERS: [Trigger; 5] = [
                  intuition.",
     },
 ];
+
+/// The lease-safety essay's clock check, evaluated in production only (`bench
+/// rules`, `bench triggers --prometheus`) beside the five of [`TRIGGERS`]: it is
+/// not an ADR-006 §6.5 trigger, so `bench triggers DIR` keeps its five rows.
+pub const CLOCK_CHECK: Trigger = Trigger {
+    id: CLOCK_OFFSET_BOUND,
+    adr_trigger: "The lease-safety essay's clock check (not ADR-006's): observed maxerror > \
+                  lock.clock.offset-max",
+    rule: "fired when the largest adjtimex maxerror any host reports over the window exceeds \
+           lock.clock.offset-max, or a host reports its clock unsynchronised; \
+           insufficient_data when no host reports it",
+    unit: "ms",
+    action: "The configured θ_max is not a bound this host can vouch for: restore the clock \
+             discipline (chrony, ntpd) or raise lock.clock.offset-max, which widens the \
+             server's grace.",
+};
 
 /// What a trigger says about one cell (C4: `fired|ok|insufficient_data|not_evaluated`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

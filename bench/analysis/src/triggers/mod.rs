@@ -28,22 +28,40 @@
 //! arithmetic they share; `verdicts` evaluates them over a table and answers
 //! questions about the results; `output` writes `triggers.json`, formats the
 //! tables and runs `bench triggers`. This file only re-exports them.
+//!
+//! In production (issue 24) the same checks, plus the lease-safety essay's
+//! clock check ([`CLOCK_CHECK`]), run over Prometheus: `live` defines each as
+//! PromQL ([`checks`]), `rules_file` renders them as a Prometheus rules file
+//! (`bench rules`), and `live_verdict` turns instant-query answers into the
+//! same [`TriggerResult`]s (`bench triggers --prometheus`).
 
 mod catalog;
+mod live;
+mod live_verdict;
 mod output;
 mod rules;
+mod rules_file;
 mod verdicts;
 
 pub use catalog::{
-    AUTOPILOT_THROTTLING, D4_UNSATISFIABLE, FENCED_OUT_WITH_CLIENT_CHECK, MARGIN_DOMINANT_LIMITER,
-    RTT_P99_VS_MARGIN, TRIGGERS, Trigger, TriggerResult, Verdict, trigger,
+    AUTOPILOT_THROTTLING, CLOCK_CHECK, CLOCK_OFFSET_BOUND, D4_UNSATISFIABLE,
+    FENCED_OUT_WITH_CLIENT_CHECK, MARGIN_DOMINANT_LIMITER, RTT_P99_VS_MARGIN, TRIGGERS, Trigger,
+    TriggerResult, Verdict, trigger,
 };
+pub use live::{
+    Check, DEFAULT_WINDOW, NotEvaluated, Params, RTT_CORRECTED, Term, UNTHROTTLED_SHARE_MAX,
+    checks, num, prom_duration,
+};
+pub use live_verdict::{Answer, Part, live_result, queries};
 pub use output::{
     EXIT_BAD_INPUT, EXIT_FIRED, EXIT_NONE_FIRED, TRIGGERS_JSON, TriggersError, WriteError,
     exit_code, fmt_value, format_table, markdown_table, run_triggers_command, write_triggers,
 };
 pub use rules::{
-    D4Window, LOST_WORK_MIN, MARGIN_SHARE_MIN, MIN_SAMPLES_P99, UNTHROTTLED, lost_work,
-    margin_needed, rtt_budget_ms, trigger1_verdict,
+    BUDGET_DIVISOR, D4Window, LOST_WORK_MIN, MARGIN_SHARE_MIN, MIN_SAMPLES_P99, OVER_BUDGET_FLOOR,
+    P99_TAIL, UNTHROTTLED, lost_work, margin_needed, rtt_budget_ms, trigger1_verdict,
+};
+pub use rules_file::{
+    Alert, DEFAULT_FOR, SEVERITY_INFO, SEVERITY_PAGE, alerts, command_line, render, rule_names,
 };
 pub use verdicts::{evaluate, evaluate_row, fired, verdict_of};

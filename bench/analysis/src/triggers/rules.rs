@@ -21,6 +21,11 @@ pub const MARGIN_SHARE_MIN: f64 = 0.50;
 pub const LOST_WORK_MIN: f64 = 0.05;
 /// Trigger 5: the `cpu_quota` of a pair's unthrottled run.
 pub const UNTHROTTLED: &str = "none";
+/// Trigger 1: the tail a p99 leaves above it, `1 − 0.99`: the p99 exceeds the
+/// budget when more than this share of the samples does.
+pub const P99_TAIL: f64 = 0.01;
+/// Trigger 1: the budget is `min(lease, session TTL) × margin` over this.
+pub const BUDGET_DIVISOR: f64 = 3.0;
 
 /// Builds a result for trigger `t` on `row`.
 fn result(
@@ -59,18 +64,18 @@ fn usable_base_ms(row: &CellRow) -> u64 {
 
 /// Trigger 1's budget, `min(lease, session TTL) × margin / 3`, in ms.
 pub fn rtt_budget_ms(lease_ms: u64, session_ttl_ms: u64, margin: f64) -> f64 {
-    to_us(lease_ms.min(session_ttl_ms) as f64 * margin / 3.0)
+    to_us(lease_ms.min(session_ttl_ms) as f64 * margin / BUDGET_DIVISOR)
 }
 
 /// The smallest margin for which `p99_us` stays within trigger 1's budget
 /// in a cell shaped like `row`: `3 × p99 / min(lease, session TTL)`.
 pub fn margin_needed(row: &CellRow, p99_us: u64) -> f64 {
-    3.0 * p99_us as f64 / 1000.0 / usable_base_ms(row).max(1) as f64
+    BUDGET_DIVISOR * p99_us as f64 / 1000.0 / usable_base_ms(row).max(1) as f64
 }
 
 /// With fewer than 1,000 samples, padding to 1,000 with samples inside the
 /// budget leaves the p99 above it when more than this many (1 % of 1,000) are above it.
-const OVER_BUDGET_FLOOR: u64 = (MIN_SAMPLES_P99 as f64 * 0.01) as u64;
+pub const OVER_BUDGET_FLOOR: u64 = (MIN_SAMPLES_P99 as f64 * P99_TAIL) as u64;
 
 /// Trigger 1's verdict on `n` corrected samples, `over` of them above the
 /// budget: on ≥ 1,000 samples fired iff p99 > budget; with fewer, fired when
@@ -190,17 +195,35 @@ pub struct D4Window {
 impl D4Window {
     /// Trigger 3's numbers for `row`.
     pub fn of(row: &CellRow) -> Self {
-        let usable_ms = to_us(usable_base_ms(row) as f64 * (1.0 - row.margin_effective));
-        let ppm = (row.margin_effective * PPM as f64).round() as u64;
-        let period = heartbeat_period(row.session_ttl_ms, Some(row.lease_ms), ppm);
+        Self::from_parts(
+            row.lease_ms,
+            row.session_ttl_ms,
+            row.margin_effective,
+            row.hb_rtt_corrected_p50_us as f64 / 1000.0,
+            row.worst_case_hop_ms as f64,
+        )
+    }
+
+    /// Trigger 3's numbers for a lease, session TTL (ms), margin, corrected RTT
+    /// median (ms) and worst-case hop (ms); `bench rules` takes the static part,
+    /// `usable − period`, from here.
+    pub fn from_parts(
+        lease_ms: u64,
+        session_ttl_ms: u64,
+        margin: f64,
+        rtt_ms: f64,
+        hop_ms: f64,
+    ) -> Self {
+        let usable_ms = to_us(lease_ms.min(session_ttl_ms) as f64 * (1.0 - margin));
+        let ppm = (margin * PPM as f64).round() as u64;
+        let period = heartbeat_period(session_ttl_ms, Some(lease_ms), ppm);
         let period_ms = to_us(period.as_secs_f64() * 1e3);
-        let rtt_ms = row.hb_rtt_corrected_p50_us as f64 / 1000.0;
         D4Window {
             usable_ms,
             period_ms,
             rtt_ms,
             before_heartbeat_ms: to_us(usable_ms - period_ms - rtt_ms),
-            hop_ms: row.worst_case_hop_ms as f64,
+            hop_ms,
         }
     }
 
