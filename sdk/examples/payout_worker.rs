@@ -253,13 +253,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let http = reqwest::Client::builder().no_proxy().build()?;
-    let mut config = LockClientConfig::from_env(args.lock_url.clone())?;
+    let config = LockClientConfig::from_env(args.lock_url.clone())?;
     let payouts = Payouts::default();
+    let mut shared = None;
     if let Some(addr) = args.metrics_listen {
         // The embedding-application path: the SDK records into instruments
         // built for this configuration, registered once in our registry.
         let sdk_metrics = PrometheusMetrics::for_config(&config);
-        config = config.with_prometheus(sdk_metrics.clone());
+        shared = Some(sdk_metrics.clone());
         let mut registry = Registry::default();
         sdk_metrics.register(&mut registry);
         registry.register(
@@ -272,7 +273,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         serve_metrics(addr, registry).await?;
     }
-    let client = LockClient::new(config)?;
+    let client = match shared {
+        Some(m) => LockClient::with_prometheus(config, m)?,
+        None => LockClient::new(config)?,
+    };
     let session = client.open_session(&args.owner).await?;
     println!(
         "session {} (ttl {} ms, heartbeat every {:?}); rail {}",

@@ -30,7 +30,24 @@ impl LockClient {
     pub fn new(config: LockClientConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(LockClient {
-            inner: Arc::new(ClientInner::new(config)),
+            inner: Arc::new(ClientInner::new(config, None)),
+        })
+    }
+
+    /// A client on `config` that records into `metrics` (cheap, shared
+    /// instruments) instead of private ones: give several clients the same
+    /// `PrometheusMetrics` and register it once
+    /// ([`PrometheusMetrics::register`]) to export one set of families for
+    /// all of them. Build it for this configuration
+    /// ([`PrometheusMetrics::for_config`]) so that the heartbeat histograms
+    /// carry its trigger-1 budgets as boundaries.
+    pub fn with_prometheus(
+        config: LockClientConfig,
+        metrics: PrometheusMetrics,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(LockClient {
+            inner: Arc::new(ClientInner::new(config, Some(metrics))),
         })
     }
 
@@ -141,7 +158,7 @@ impl LockClient {
     }
 
     /// The Prometheus instruments the client records into: the ones given
-    /// with [`LockClientConfig::with_prometheus`] (shared), else the client's
+    /// with [`with_prometheus`](Self::with_prometheus) (shared), else the client's
     /// private ones. Register them into the application's registry with
     /// [`PrometheusMetrics::register`].
     pub fn prometheus(&self) -> &PrometheusMetrics {
@@ -166,7 +183,7 @@ impl LockClient {
     ///
     /// Values count since the instruments were built and are never reset.
     /// When the client was given shared instruments
-    /// ([`LockClientConfig::with_prometheus`]), the text is those
+    /// ([`with_prometheus`](Self::with_prometheus)), the text is those
     /// instruments': the sum over every client sharing them, not this
     /// client's part (that is [`stats`](Self::stats)).
     pub fn metrics_text(&self) -> String {

@@ -12,7 +12,6 @@ use fencepost_api::duration::{DurationParseError, parse_duration};
 
 use crate::clock::{BootTimeClock, Clock};
 use crate::lease;
-use crate::metrics::PrometheusMetrics;
 
 /// The C4 default of [`KEY_SESSION_TTL`].
 pub(crate) const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(15);
@@ -239,12 +238,6 @@ pub struct LockClientConfig {
     /// suspended, so it errs safe); [`MonotonicClock`](crate::MonotonicClock)
     /// and fakes can be set with [`with_clock`](Self::with_clock).
     pub clock: Arc<dyn Clock>,
-    /// The Prometheus instruments the client records into, shared with
-    /// whoever else holds a clone (other clients, the application's
-    /// registry). `None` (the default): the client builds private ones,
-    /// [`PrometheusMetrics::for_config`] of this configuration. Set it with
-    /// [`with_prometheus`](Self::with_prometheus).
-    pub prometheus: Option<PrometheusMetrics>,
 }
 
 impl fmt::Debug for LockClientConfig {
@@ -258,7 +251,6 @@ impl fmt::Debug for LockClientConfig {
             .field("request_timeout", &self.request_timeout)
             .field("confirm_with_server", &self.confirm_with_server)
             .field("seed", &self.seed)
-            .field("prometheus", &self.prometheus)
             .finish_non_exhaustive()
     }
 }
@@ -276,7 +268,6 @@ impl LockClientConfig {
             confirm_with_server: false,
             seed: 0,
             clock: Arc::new(BootTimeClock::new()),
-            prometheus: None,
         }
     }
 
@@ -379,18 +370,6 @@ impl LockClientConfig {
     /// Sets the clock.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
-        self
-    }
-
-    /// Makes the client record into `metrics` (cheap, shared instruments)
-    /// instead of private ones: give several clients the same
-    /// `PrometheusMetrics` and register it once
-    /// ([`PrometheusMetrics::register`]) to export one set of families for
-    /// all of them. Build it from a configuration like this one
-    /// ([`PrometheusMetrics::for_config`]) so that the heartbeat histograms
-    /// carry this configuration's trigger-1 budgets as boundaries.
-    pub fn with_prometheus(mut self, metrics: PrometheusMetrics) -> Self {
-        self.prometheus = Some(metrics);
         self
     }
 

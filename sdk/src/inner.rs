@@ -29,14 +29,13 @@ pub(crate) struct ClientInner {
 }
 
 impl ClientInner {
-    /// The shared core of a client on a validated `config`. Does no I/O.
-    pub(crate) fn new(config: LockClientConfig) -> Self {
+    /// The shared core of a client on a validated `config`, recording into
+    /// `prom` (shared instruments) or, without, private ones built for
+    /// `config`. Does no I/O.
+    pub(crate) fn new(config: LockClientConfig, prom: Option<PrometheusMetrics>) -> Self {
         let http = Http::new(&config.urls(), config.request_timeout);
         let adaptive = config.margin.is_adaptive();
-        let prom = config
-            .prometheus
-            .clone()
-            .unwrap_or_else(|| PrometheusMetrics::for_config(&config));
+        let prom = prom.unwrap_or_else(|| PrometheusMetrics::for_config(&config));
         ClientInner {
             clock: config.clock.clone(),
             config,

@@ -10,6 +10,9 @@
 //!   boundaries, `fencepost_api::buckets`), so between cells the counters
 //!   restart from 0, as after a process restart, which `rate()` and
 //!   `increase()` handle. Before the first cell it answers an empty exposition.
+//!   A cell waits (at most [`SCRAPE_WAIT`]) for one scrape of its families at
+//!   0 before its first heartbeat, and for one of its final counts after its
+//!   load, so that a rate over the run counts every sample of it.
 //! - `GET /sd`: Prometheus HTTP service discovery (`http_sd_configs`), the
 //!   cell's own services as targets: its lock-server(s) under
 //!   `job="lock-server"` and its rail-stub under `job="rail-stub"`, each with
@@ -20,7 +23,9 @@
 //! covered: their clients are not in this process.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -29,6 +34,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use fencepost_sdk::prometheus_client::registry::Registry;
 use serde::Serialize;
+use tokio::sync::Notify;
 
 /// The exposition's content type (the classic text format).
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -74,7 +80,13 @@ struct Current {
 #[derive(Clone, Default)]
 pub struct Telemetry {
     current: Arc<RwLock<Current>>,
+    /// `/metrics` answers so far, and a wake-up for [`Telemetry::scraped`].
+    scrapes: Arc<(AtomicU64, Notify)>,
 }
+
+/// How long a cell waits for a scrape at its start and its end (see
+/// [`Telemetry::scraped`]): a few scrape intervals of a test's 1 s scrape.
+pub const SCRAPE_WAIT: Duration = Duration::from_secs(3);
 
 impl Telemetry {
     /// Binds `addr` and serves `/metrics` and `/sd` until the process ends;
@@ -109,6 +121,28 @@ impl Telemetry {
         c.targets.clear();
     }
 
+    /// Waits until `/metrics` has been scraped once more, at most `limit`;
+    /// whether it was. A cell calls it after [`start_cell`](Self::start_cell),
+    /// before its first heartbeat, so that Prometheus holds the families at 0
+    /// and `increase()` counts every sample of the cell, and after its load,
+    /// so that the last scrape holds the final counts. Without a scraper it
+    /// costs `limit` per call.
+    pub async fn scraped(&self, limit: Duration) -> bool {
+        let (count, wake) = &*self.scrapes;
+        let before = count.load(Ordering::SeqCst);
+        tokio::time::timeout(limit, async {
+            loop {
+                let woken = wake.notified();
+                if count.load(Ordering::SeqCst) > before {
+                    return;
+                }
+                woken.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
     /// The exposition `/metrics` answers now.
     pub fn exposition(&self) -> String {
         let c = self.current.read().unwrap_or_else(|e| e.into_inner());
@@ -129,7 +163,11 @@ impl Telemetry {
 }
 
 async fn metrics(State(t): State<Telemetry>) -> impl IntoResponse {
-    ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], t.exposition())
+    let body = t.exposition();
+    let (count, wake) = &*t.scrapes;
+    count.fetch_add(1, Ordering::SeqCst);
+    wake.notify_waiters();
+    ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], body)
 }
 
 async fn sd(State(t): State<Telemetry>) -> impl IntoResponse {
@@ -170,7 +208,14 @@ mod tests {
                 .await
                 .unwrap()
         };
+        let waiting = tokio::spawn({
+            let t = t.clone();
+            async move { t.scraped(Duration::from_secs(10)).await }
+        });
+        tokio::task::yield_now().await;
         assert_eq!(get("/metrics").await, "", "no cell yet");
+        assert!(waiting.await.unwrap(), "the scrape is seen");
+        assert!(!t.scraped(Duration::from_millis(50)).await, "no scrape");
         let mut r = Registry::default();
         let c = fencepost_sdk::prometheus_client::metrics::counter::Counter::<u64>::default();
         r.register("lock_probe", "A probe.", c.clone());

@@ -3,6 +3,8 @@
 mod adr;
 mod driver;
 mod etcd;
+
+mod live;
 mod measurement;
 mod output;
 mod peer;

@@ -20,13 +20,65 @@ use fencepost_api::buckets::le_label;
 
 use super::promtool::tool;
 
-/// Stops the child when dropped.
-struct Guard(Child);
+/// A Prometheus child on a free loopback port, with its config and TSDB in a
+/// directory of the test's; stopped when dropped. Shared with `live.rs`.
+pub(super) struct Prometheus {
+    child: Child,
+    /// Its HTTP port.
+    pub(super) port: u16,
+}
 
-impl Drop for Guard {
+impl Prometheus {
+    /// Writes `config` to `dir/prometheus.yml` (rule files resolve from
+    /// `dir`), starts `bin` on it and waits until it is ready.
+    pub(super) fn start(bin: &std::path::Path, dir: &std::path::Path, config: &str) -> Self {
+        std::fs::create_dir_all(dir.join("tsdb")).unwrap();
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(bin)
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("prometheus starts");
+        let p = Prometheus { child, port };
+        eventually(Duration::from_secs(60), "Prometheus ready", || {
+            get(port, "/-/ready").filter(|(s, _)| *s == 200)
+        });
+        p
+    }
+}
+
+impl Drop for Prometheus {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The state (`pending`, `firing`) of alert `name` in `/api/v1/alerts`, if listed.
+pub(super) fn alert_state(port: u16, name: &str) -> Option<String> {
+    let (_, body) = get(port, "/api/v1/alerts")?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let states: Vec<&str> = v["data"]["alerts"]
+        .as_array()?
+        .iter()
+        .filter(|a| a["labels"]["alertname"] == name)
+        .filter_map(|a| a["state"].as_str())
+        .collect();
+    if states.contains(&"firing") {
+        Some("firing".to_owned())
+    } else {
+        states.first().map(|s| (*s).to_owned())
     }
 }
 
@@ -83,7 +135,7 @@ fn exporter(over: Arc<AtomicBool>, budget: f64) -> u16 {
     port
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -92,7 +144,7 @@ fn free_port() -> u16 {
 }
 
 /// A plain HTTP/1.0 GET (so no chunked body): (status, body), or None when nothing answers.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
+pub(super) fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
@@ -104,7 +156,7 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
 }
 
 /// Polls `cond` every 500 ms until it gives a value or `limit` passes.
-fn eventually<T>(limit: Duration, what: &str, mut cond: impl FnMut() -> Option<T>) -> T {
+pub(super) fn eventually<T>(limit: Duration, what: &str, mut cond: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(v) = cond() {
@@ -158,7 +210,7 @@ fn trigger1_fires_live_and_its_alert_reaches_firing() {
         std::process::id(),
         rand::random::<u32>()
     ));
-    std::fs::create_dir_all(dir.join("tsdb")).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
     // The rules exactly as `bench rules` writes them, with a 10 s window and no `for:`.
     let rules = Command::new(env!("CARGO_BIN_EXE_bench"))
         .args(["rules", "--window", "10s", "--for", "0s", "--out"])
@@ -166,35 +218,13 @@ fn trigger1_fires_live_and_its_alert_reaches_firing() {
         .status()
         .unwrap();
     assert!(rules.success());
-    std::fs::write(
-        dir.join("prometheus.yml"),
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - \
-             rules.yaml\nscrape_configs:\n  - job_name: payout-worker\n    static_configs:\n      \
-             - targets: [\"127.0.0.1:{exporter_port}\"]\n"
-        ),
-    )
-    .unwrap();
-    let port = free_port();
-    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-    let child = Command::new(prom)
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("prometheus starts");
-    let _guard = Guard(child);
-    eventually(Duration::from_secs(60), "Prometheus ready", || {
-        get(port, "/-/ready").filter(|(s, _)| *s == 200)
-    });
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - \
+         rules.yaml\nscrape_configs:\n  - job_name: payout-worker\n    static_configs:\n      \
+         - targets: [\"127.0.0.1:{exporter_port}\"]\n"
+    );
+    let prom = Prometheus::start(&prom, &dir, &config);
+    let port = prom.port;
 
     // Within budget, on ~2,000 samples a window: trigger 1 is ok.
     eventually(Duration::from_secs(60), "trigger 1 ok", || {

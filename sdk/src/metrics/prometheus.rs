@@ -52,7 +52,7 @@ const ACQUIRES: [&str; 2] = ["granted", "failed"];
 /// The SDK's Prometheus instruments. Cheap to clone: every clone shares the
 /// same instruments, so several [`LockClient`](crate::LockClient)s given one
 /// `PrometheusMetrics` (through
-/// [`LockClientConfig::with_prometheus`]) record into one set of families,
+/// [`LockClient::with_prometheus`](crate::LockClient::with_prometheus)) record into one set of families,
 /// and a process with many clients exports each family once, summed over
 /// them. Without it a client builds a private one from its configuration.
 ///

@@ -354,12 +354,12 @@ async fn two_clients_sharing_one_prometheus_metrics_add_up() {
     let mock = Mock::start(clock.clone()).await;
     let tweak = |c: LockClientConfig| c.with_session_ttl(Duration::from_secs(3));
     let shared = PrometheusMetrics::for_config(&tweak(LockClientConfig::new(&mock.url)));
-    let a = client(&mock.url, clock.clone(), |c| {
-        tweak(c).with_prometheus(shared.clone())
-    });
-    let b = client(&mock.url, clock.clone(), |c| {
-        tweak(c).with_prometheus(shared.clone())
-    });
+    let on_shared = |clock: Arc<dyn Clock>| {
+        let config = tweak(LockClientConfig::new(&mock.url).with_clock(clock));
+        LockClient::with_prometheus(config, shared.clone()).expect("valid test config")
+    };
+    let a = on_shared(clock.clone());
+    let b = on_shared(clock.clone());
     let sa = a.open_session("a").await.unwrap();
     let sb = b.open_session("b").await.unwrap();
     let _ha = sa.acquire("ka", AcquireOptions::default()).await.unwrap();

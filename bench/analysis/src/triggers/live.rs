@@ -129,6 +129,17 @@ impl Params {
         }
     }
 
+    /// `absent_over_time(metric{S,extra}[W])`: no such series was scraped at
+    /// any time in the window (a target that has gone still counts for the
+    /// window it was scraped in, where an instant `absent()` would not).
+    fn absent_over_window(&self, metric: &str, extra: &[&str]) -> String {
+        format!(
+            "absent_over_time({}[{}])",
+            self.sel(metric, extra),
+            self.range()
+        )
+    }
+
     /// `sum(increase(metric{S,extra}[W]))`.
     fn sum_increase(&self, metric: &str, extra: &[&str]) -> String {
         format!(
@@ -264,14 +275,17 @@ fn rtt(p: &Params) -> Rtt {
     let bucket = format!("{RTT_CORRECTED}_bucket");
     let count = format!("{RTT_CORRECTED}_count");
     let budget_bucket = p.sel(&bucket, &[&le]);
+    // The series that carried the budget's bucket at any time in the window
+    // (not only now: a worker that has exited still counts for its window).
+    let budget_seen = format!("last_over_time({budget_bucket}[{w}])");
     let n = format!(
-        "sum(increase({}[{w}]) and ignoring(le) {budget_bucket})",
+        "sum(increase({}[{w}]) and ignoring(le) {budget_seen})",
         p.sel(&count, &[])
     );
     let within = format!("sum(increase({budget_bucket}[{w}]))");
     let over = format!("({n} - {within})");
     let p99 = format!(
-        "histogram_quantile({}, sum by (le) (rate({}[{w}]) and ignoring(le) {budget_bucket}))",
+        "histogram_quantile({}, sum by (le) (rate({}[{w}]) and ignoring(le) {budget_seen}))",
         num(1.0 - P99_TAIL),
         p.sel(&bucket, &[])
     );
@@ -281,7 +295,7 @@ fn rtt(p: &Params) -> Rtt {
         &format!("{over} <= {} * {n}", num(P99_TAIL)),
     );
     let misconfigured = format!(
-        "count({} unless ignoring(le) {budget_bucket})",
+        "count(last_over_time({}[{w}]) unless ignoring(le) {budget_seen})",
         p.sel(&count, &[])
     );
     Rtt {
@@ -290,7 +304,7 @@ fn rtt(p: &Params) -> Rtt {
         p99,
         ok,
         misconfigured,
-        present: p.sel(&count, &[]),
+        present: format!("{}[{w}]", p.sel(&count, &[])),
     }
 }
 
@@ -314,7 +328,7 @@ fn rtt_p99_vs_margin(p: &Params) -> Check {
             &format!("{} < {min}", r.n),
             &format!("{} <= {floor}", r.over),
         ),
-        &format!("absent({})", r.present),
+        &format!("absent_over_time({})", r.present),
     );
     let le = p.budget_le();
     Check {
@@ -408,7 +422,7 @@ fn margin_dominant_limiter(p: &Params) -> Check {
         fired,
         insufficient: or(
             &format!("{attempts} == 0"),
-            &format!("absent({})", p.sel("lock_acquires_total", &[])),
+            &p.absent_over_window("lock_acquires_total", &[]),
         ),
         not_evaluated: None,
     }
@@ -447,7 +461,7 @@ fn d4_unsatisfiable(p: &Params) -> Check {
         fired: format!("{before} <= {hop}"),
         insufficient: or(
             &format!("{samples} == 0"),
-            &format!("absent({})", p.sel(&format!("{RTT_CORRECTED}_count"), &[])),
+            &p.absent_over_window(&format!("{RTT_CORRECTED}_count"), &[]),
         ),
         not_evaluated: None,
     }
@@ -470,11 +484,15 @@ fn fenced_out_with_client_check(p: &Params) -> Check {
         threshold: 0.0,
         observed: fenced.clone(),
         value_words: "fence-outs",
-        evidence: format!("count({})", p.sel("lock_fenced_out_total", &[])),
+        evidence: format!(
+            "count(last_over_time({}[{}]))",
+            p.sel("lock_fenced_out_total", &[]),
+            p.range()
+        ),
         evidence_unit: "fence counters",
         extra: Vec::new(),
         fired: format!("{fenced} > 0"),
-        insufficient: format!("absent({})", p.sel("lock_fenced_out_total", &[])),
+        insufficient: p.absent_over_window("lock_fenced_out_total", &[]),
         not_evaluated: None,
     }
 }
@@ -534,7 +552,7 @@ fn autopilot_throttling(p: &Params) -> Check {
         insufficient,
         not_evaluated: Some(NotEvaluated {
             suffix: "NotEvaluated",
-            expr: format!("absent({})", p.sel("container_cpu_cfs_periods_total", &cfs)),
+            expr: p.absent_over_window("container_cpu_cfs_periods_total", &cfs),
             reason: "no cAdvisor container_cpu_cfs_periods_total series: CPU throttling is \
                      not measured here (a lab run, or cAdvisor not scraped)"
                 .to_owned(),

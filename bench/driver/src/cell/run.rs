@@ -23,7 +23,7 @@ use crate::cell::pool::{Pool, PoolError, SpawnRemote};
 use crate::cell::stack::Stack;
 use crate::cell::window::{self, OpenWindow};
 use crate::rail::RailError;
-use crate::telemetry::Telemetry;
+use crate::telemetry::{SCRAPE_WAIT, Telemetry};
 use crate::worker::{ClaimHook, StepHook, WorkQueue};
 
 /// Why a cell could not be measured ([`measure`], [`CellRun`], [`Schedule::drive`]).
@@ -345,6 +345,13 @@ pub async fn measure(
         window: None,
         prometheus: None,
     };
+    if let Some(t) = run.hooks.telemetry.clone() {
+        // The cell's families at 0 in Prometheus before its first heartbeat.
+        let _ = run.prometheus();
+        if !t.scraped(SCRAPE_WAIT).await {
+            tracing::info!(event = "metrics_not_scraped", cell = %plan.id, wait = ?SCRAPE_WAIT);
+        }
+    }
     if plan.warmup.is_zero() {
         run.open_window().await?;
     }
@@ -360,6 +367,8 @@ pub async fn measure(
     stack.stop_faults().await;
     let workers = pool.finish(plan.join_grace()).await?;
     if let Some(t) = &hooks.telemetry {
+        // One scrape of the final counts, then the services leave discovery.
+        let _ = t.scraped(SCRAPE_WAIT).await;
         t.end_cell();
     }
     if workers.late > 0 {

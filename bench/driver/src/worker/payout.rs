@@ -66,11 +66,10 @@ impl Worker<LockClient> {
             .with_default_ttl(env.lease)
             .with_request_timeout(request_timeout(&env))
             .with_seed(env.seed.wrapping_add(idx));
-        let config = match &env.prometheus {
-            Some(p) => config.with_prometheus(p.clone()),
-            None => config,
+        let client = match &env.prometheus {
+            Some(p) => LockClient::with_prometheus(config, p.clone())?,
+            None => LockClient::new(config)?,
         };
-        let client = LockClient::new(config)?;
         Ok(Worker::with_backend(idx, env, client))
     }
 }

@@ -18,22 +18,15 @@
 
 use std::fmt;
 use std::sync::Weak;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 
 use fencepost_api::buckets::server_bounds;
-use fencepost_api::clock_discipline::{self, ClockDiscipline, ClockDisciplineError};
-use fencepost_api::grace::GracePolicy;
-use fencepost_api::lock::ServerClockView;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue, EncodeMetric};
-use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-
-use super::lock_service::LockService;
 
 /// The `content-type` of `/metrics`: the Prometheus text format 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -41,20 +34,20 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 /// A service's registry and the instruments it observes into.
 pub struct Metrics {
     /// Holds the [`ServiceCollector`].
-    registry: Registry,
+    pub(super) registry: Registry,
     /// `lock_grant_duration_seconds`.
-    grant_duration: Histogram,
+    pub(super) grant_duration: Histogram,
     /// `lock_store_commit_duration_seconds`: the store's own histogram (durable stores).
-    commit_duration: Option<Histogram>,
+    pub(super) commit_duration: Option<Histogram>,
     /// Set once an unreadable clock discipline has been logged.
-    clock_warned: AtomicBool,
+    pub(super) clock_warned: AtomicBool,
 }
 
 impl Metrics {
     /// The metrics of the service `service` points to (built with
     /// `Arc::new_cyclic`, so the registry does not keep its service alive),
     /// over its store's `commit_duration` histogram, if the store keeps one.
-    pub(super) fn new(service: Weak<LockService>, commit_duration: Option<Histogram>) -> Self {
+    pub(super) fn new(service: Weak<dyn Families>, commit_duration: Option<Histogram>) -> Self {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(ServiceCollector { service }));
         Metrics {
@@ -69,7 +62,15 @@ impl Metrics {
 /// Reads the service at every scrape. Holds it weakly: the service owns the
 /// registry that owns this collector.
 struct ServiceCollector {
-    service: Weak<LockService>,
+    service: Weak<dyn Families>,
+}
+
+/// What the collector reads at each scrape: the service's families
+/// (implemented by the lock service in `telemetry.rs`, so that this module
+/// does not depend on the service).
+pub(super) trait Families: Send + Sync {
+    /// Encodes every family of the service's state now.
+    fn encode_families(&self, encoder: &mut DescriptorEncoder) -> fmt::Result;
 }
 
 impl fmt::Debug for ServiceCollector {
@@ -88,13 +89,18 @@ impl Collector for ServiceCollector {
 }
 
 /// One unlabelled counter family (`name` without `_total`).
-fn counter(e: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> fmt::Result {
+pub(super) fn counter(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> fmt::Result {
     let c = ConstCounter::new(value);
     c.encode(e.encode_descriptor(name, help, None, c.metric_type())?)
 }
 
 /// One unlabelled gauge family.
-fn gauge<N: EncodeGaugeValue>(
+pub(super) fn gauge<N: EncodeGaugeValue>(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -105,246 +111,11 @@ fn gauge<N: EncodeGaugeValue>(
 }
 
 /// One histogram family.
-fn histogram(e: &mut DescriptorEncoder, name: &str, help: &str, h: &Histogram) -> fmt::Result {
+pub(super) fn histogram(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    h: &Histogram,
+) -> fmt::Result {
     h.encode(e.encode_descriptor(name, help, None, h.metric_type())?)
-}
-
-impl LockService {
-    /// Prometheus text for `/metrics` (C5 names, dots as underscores).
-    pub fn metrics_text(&self) -> String {
-        let mut out = String::with_capacity(8192);
-        if let Err(e) =
-            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.metrics.registry)
-        {
-            tracing::error!(error = %e, "could not encode /metrics");
-        }
-        out
-    }
-
-    /// Records an L4 answered with a new grant, `elapsed` from the request's
-    /// receipt to its answer (`lock_grant_duration_seconds`).
-    pub fn observe_grant(&self, elapsed: Duration) {
-        self.metrics.grant_duration.observe(elapsed.as_secs_f64());
-    }
-
-    /// `lock.clock.offset-max` (θ_max) with a derived grace; `None` with a
-    /// fixed one, which configures no offset bound.
-    pub fn offset_max(&self) -> Option<Duration> {
-        match &self.table().limits().grace {
-            GracePolicy::Derived(p) => Some(p.offset_max),
-            GracePolicy::Fixed(_) => None,
-        }
-    }
-
-    /// The kernel's clock discipline now. The first failure to read it is
-    /// logged at WARN (`clock_discipline_unreadable`); later ones silently.
-    pub fn clock_discipline(&self) -> Result<ClockDiscipline, ClockDisciplineError> {
-        let reading = clock_discipline::read();
-        if let Err(e) = &reading
-            && !self.metrics.clock_warned.swap(true, Ordering::Relaxed)
-        {
-            tracing::warn!(
-                event = "clock_discipline_unreadable",
-                error = %e,
-                "cannot read the kernel's clock discipline; lock_clock_* metrics are absent and /v1/config's clock says why"
-            );
-        }
-        reading
-    }
-
-    /// `/v1/config`'s `clock`: the reading now beside the configured bound.
-    pub fn clock_view(&self) -> ServerClockView {
-        let offset_max = self.offset_max();
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let mut view = ServerClockView {
-            offset_max_ms: offset_max.map(ms),
-            ..ServerClockView::default()
-        };
-        match self.clock_discipline() {
-            Ok(d) => {
-                view.maxerror_ms = Some(ms(d.max_error));
-                view.esterror_ms = Some(ms(d.est_error));
-                view.synchronised = Some(d.synchronised);
-                view.within_offset_max = offset_max.map(|o| d.within(o));
-            }
-            Err(e) => view.error = Some(e.to_string()),
-        }
-        view
-    }
-
-    /// Logs the clock discipline once, at start: INFO (`clock_discipline`)
-    /// when the host vouches for `lock.clock.offset-max`, WARN when the clock
-    /// is unsynchronised or its maximum error is over the bound.
-    pub fn log_clock_discipline(&self) {
-        let Ok(d) = self.clock_discipline() else {
-            return; // Logged at WARN by clock_discipline.
-        };
-        let offset_max = self.offset_max();
-        let maxerror_ms = d.max_error.as_secs_f64() * 1e3;
-        let esterror_ms = d.est_error.as_secs_f64() * 1e3;
-        let offset_max_ms = offset_max.map(|o| o.as_secs_f64() * 1e3);
-        let over = offset_max.is_some_and(|o| d.max_error > o);
-        if !d.synchronised || over {
-            let bound =
-                offset_max_ms.map_or("none (fixed grace)".to_string(), |o| format!("{o} ms"));
-            let message = if d.synchronised {
-                format!(
-                    "the host clock's maximum error {maxerror_ms} ms is over lock.clock.offset-max {bound}"
-                )
-            } else {
-                format!(
-                    "the kernel flags the host clock unsynchronised (maximum error {maxerror_ms} ms bounds nothing); \
-                     it cannot vouch for lock.clock.offset-max {bound}"
-                )
-            };
-            tracing::warn!(
-                event = "clock_discipline",
-                maxerror_ms,
-                esterror_ms,
-                synchronised = d.synchronised,
-                offset_max_ms,
-                "{message}"
-            );
-        } else {
-            tracing::info!(
-                event = "clock_discipline",
-                maxerror_ms,
-                esterror_ms,
-                synchronised = d.synchronised,
-                offset_max_ms,
-                "the host clock is synchronised; its maximum error is within lock.clock.offset-max"
-            );
-        }
-    }
-
-    /// Every family, in the order of the reference (observability.md).
-    fn encode_families(&self, e: &mut DescriptorEncoder) -> fmt::Result {
-        let now = self.clock.now();
-        let (live, held) = self.table().gauges(now);
-        let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        counter(
-            e,
-            "lock_grants",
-            "Grants issued (L4 with a new token).",
-            get(&c.grants),
-        )?;
-        counter(
-            e,
-            "lock_reacquires",
-            "L4 by the holding session, answered with its current grant.",
-            get(&c.reacquires),
-        )?;
-        counter(
-            e,
-            "lock_renewals",
-            "Renewals accepted (L5).",
-            get(&c.renewals),
-        )?;
-        counter(
-            e,
-            "lock_releases",
-            "Grants released (L6, L3, L8).",
-            get(&c.releases),
-        )?;
-        counter(
-            e,
-            "lock_heartbeats",
-            "Heartbeats accepted (L2).",
-            get(&c.heartbeats),
-        )?;
-        if let Some(st) = self.store.commit_stats() {
-            counter(
-                e,
-                "lock_store_transactions",
-                "Store transactions (one fsync each): group commits and their retries alone.",
-                st.transactions,
-            )?;
-            counter(
-                e,
-                "lock_store_writes",
-                "Requests' store writes answered by the group committer (batched or alone).",
-                st.units,
-            )?;
-            counter(
-                e,
-                "lock_store_retried_alone",
-                "Writes retried in a transaction of their own after their batch failed.",
-                st.retried_alone,
-            )?;
-        }
-        if let Some(h) = &self.metrics.commit_duration {
-            histogram(
-                e,
-                "lock_store_commit_duration_seconds",
-                "Duration of one store transaction (a group commit or a retry alone), seconds.",
-                h,
-            )?;
-        }
-        histogram(
-            e,
-            "lock_grant_duration_seconds",
-            "L4 requests answered with a new grant: request received to answer ready, store commit included, seconds.",
-            &self.metrics.grant_duration,
-        )?;
-        {
-            let mut family = e.encode_descriptor(
-                "lock_expired",
-                "Sessions and leases that ran out on the server.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (kind, v) in [
-                ("session", get(&c.expired_sessions)),
-                ("lease", get(&c.expired_leases)),
-            ] {
-                let labels = [("kind", kind)];
-                ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        gauge(e, "lock_sessions_live", "Sessions not lapsed.", live)?;
-        gauge(e, "lock_locks_held", "Keys HELD now.", held)?;
-        let lead = self.leader_state();
-        gauge(
-            e,
-            "lock_leader",
-            "1 while this replica serves (the leader; a single node always), 0 on a standby.",
-            i64::from(lead.serves(now)),
-        )?;
-        gauge(
-            e,
-            "lock_leader_epoch",
-            "The leader epoch this replica serves or last saw (0 on a single node).",
-            lead.epoch,
-        )?;
-        if let Some(o) = self.offset_max() {
-            gauge(
-                e,
-                "lock_clock_offset_max_seconds",
-                "The configured lock.clock.offset-max (theta_max), seconds.",
-                o.as_secs_f64(),
-            )?;
-        }
-        if let Ok(d) = self.clock_discipline() {
-            gauge(
-                e,
-                "lock_clock_maxerror_seconds",
-                "The kernel's maximum clock error bound (adjtimex maxerror), seconds.",
-                d.max_error.as_secs_f64(),
-            )?;
-            gauge(
-                e,
-                "lock_clock_esterror_seconds",
-                "The kernel's estimated clock error (adjtimex esterror), seconds.",
-                d.est_error.as_secs_f64(),
-            )?;
-            gauge(
-                e,
-                "lock_clock_synchronised",
-                "1 when the kernel says the clock is synchronised, 0 when not (STA_UNSYNC or TIME_ERROR).",
-                i64::from(d.synchronised),
-            )?;
-        }
-        Ok(())
-    }
 }

@@ -41,6 +41,7 @@ mod lock_service;
 mod metrics;
 mod sessions;
 mod sweep;
+mod telemetry;
 mod views;
 
 pub use counters::Counters;
