@@ -66,6 +66,25 @@ pub struct AdrArgs {
     #[arg(long)]
     pub render_only: bool,
 
+    /// A heartbeat RTT distribution measured in production, for the
+    /// production condition (the projection and the proposed revision)
+    /// instead of the lab's RTTs: `prometheus:URL` (the fleet's
+    /// lock_heartbeat_rtt_corrected_seconds buckets over --window), or a file
+    /// of the SDK's /metrics text (scrapes concatenated are summed). Written
+    /// into --out as production-rtt.json; works with --render-only.
+    #[arg(long, value_name = "SRC")]
+    pub rtt_from: Option<String>,
+
+    /// With --rtt-from prometheus:URL: the window the buckets' increase is
+    /// taken over.
+    #[arg(long, default_value = "1h", requires = "rtt_from")]
+    pub window: String,
+
+    /// With --rtt-from prometheus:URL: label matchers of the SDK's series, e.g.
+    /// namespace="payments".
+    #[arg(long, default_value = "", requires = "rtt_from")]
+    pub selector: String,
+
     /// Skip steps adr-manifest.json in --out records as ok (continue a pack).
     #[arg(long)]
     pub resume: bool,

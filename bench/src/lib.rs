@@ -22,4 +22,5 @@ pub mod drive;
 pub mod peer;
 pub mod prometheus;
 pub mod row;
+pub mod rtt_from;
 pub mod runner;

@@ -43,7 +43,18 @@ fn main() {
                 2
             }
         },
-        Command::Adr(args) => bench::adr::main(&args),
+        Command::Adr(args) => match &args.rtt_from {
+            Some(src) => {
+                match bench::rtt_from::fetch_into(src, &args.window, &args.selector, &args.out) {
+                    Ok(()) => bench::adr::main(&args),
+                    Err(e) => {
+                        eprintln!("bench adr: {}", Chain(&e));
+                        2
+                    }
+                }
+            }
+            None => bench::adr::main(&args),
+        },
         Command::Triggers(args) => triggers(&args),
         Command::Rules(args) => match bench::prometheus::run_rules(&args) {
             Ok(()) => 0,

@@ -148,6 +148,12 @@ pub fn run_rules(args: &RulesArgs) -> Result<(), ChecksError> {
 
 /// The values of an instant-query answer's `data.result` (a vector), or why not.
 pub fn vector_values(body: &serde_json::Value) -> Result<Vec<f64>, String> {
+    Ok(vector_samples(body)?.into_iter().map(|(_, v)| v).collect())
+}
+
+/// The samples of an instant-query answer's `data.result` (a vector): each
+/// series' labels (`metric`) and value, or why not.
+pub fn vector_samples(body: &serde_json::Value) -> Result<Vec<(serde_json::Value, f64)>, String> {
     if body["status"] != "success" {
         return Err(format!("status {} ({})", body["status"], body["error"]));
     }
@@ -165,14 +171,29 @@ pub fn vector_values(body: &serde_json::Value) -> Result<Vec<f64>, String> {
                 .as_str()
                 .ok_or_else(|| format!("a sample without a value: {s}"))?;
             // Rust reads Prometheus's NaN, +Inf and -Inf (case-insensitive).
-            v.parse::<f64>()
-                .map_err(|_| format!("a value {v:?} that is not a number"))
+            let v = v
+                .parse::<f64>()
+                .map_err(|_| format!("a value {v:?} that is not a number"))?;
+            Ok((s["metric"].clone(), v))
         })
         .collect()
 }
 
 /// One instant query's values.
 async fn query(http: &reqwest::Client, base: &str, promql: &str) -> Result<Vec<f64>, ChecksError> {
+    Ok(query_samples(http, base, promql)
+        .await?
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect())
+}
+
+/// One instant query's samples: each series' labels and value.
+pub async fn query_samples(
+    http: &reqwest::Client,
+    base: &str,
+    promql: &str,
+) -> Result<Vec<(serde_json::Value, f64)>, ChecksError> {
     let endpoint = format!("{}/api/v1/query", base.trim_end_matches('/'));
     let url = reqwest::Url::parse_with_params(&endpoint, [("query", promql)]).map_err(|e| {
         ChecksError::Answer {
@@ -188,7 +209,7 @@ async fn query(http: &reqwest::Client, base: &str, promql: &str) -> Result<Vec<f
     let resp = http.get(url).send().await.map_err(qerr)?;
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.map_err(qerr)?;
-    vector_values(&body).map_err(|why| ChecksError::Answer {
+    vector_samples(&body).map_err(|why| ChecksError::Answer {
         url: base.to_owned(),
         query: promql.to_owned(),
         why: format!("HTTP {status}: {why}"),

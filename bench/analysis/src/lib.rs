@@ -10,6 +10,8 @@
 //! - [`triggers`]: ADR-006 §6.5's five revisit triggers, evaluated per cell;
 //! - [`recommend`]: the per-TTL margin recommendation;
 //! - [`projection`]: the measured RTTs projected onto production;
+//! - [`production_rtt`]: an RTT distribution measured in production (a
+//!   Prometheus histogram), which `bench adr --rtt-from` projects instead;
 //! - [`peer`]: `bench peer`'s rows, ratios and verdicts.
 //!
 //! It depends on the shared vocabulary ([`bench_core`]) only, never on the
@@ -18,6 +20,7 @@
 pub mod frame;
 pub mod manifest;
 pub mod peer;
+pub mod production_rtt;
 pub mod projection;
 pub mod recommend;
 pub mod results;

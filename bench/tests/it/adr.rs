@@ -313,3 +313,54 @@ fn prune_keeps_the_results_and_drops_the_working_files() {
             .is_file()
     );
 }
+
+/// `--rtt-from FILE`: a distribution measured in production replaces the
+/// lab's RTTs in the production condition; a slow production tail (5 % of the
+/// heartbeats near 5 s, above 30 s / 15 s × 0.30 / 3 = 1.5 s) changes the
+/// proposal, and the document says where the numbers came from.
+#[test]
+fn rtt_from_a_scrape_drives_the_production_condition() {
+    let dir = Scratch::new("adr-rtt-from");
+    fixture(dir.path());
+    let bench = env!("CARGO_BIN_EXE_bench");
+    let render = |extra: &[&str]| {
+        let out = std::process::Command::new(bench)
+            .args(["adr", "--render-only", "--out"])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        std::fs::read_to_string(dir.path().join(EVIDENCE_MD)).unwrap()
+    };
+    let lab = render(&[]);
+    let scrape = dir.path().join("workers.prom");
+    let family = "lock_heartbeat_rtt_corrected_seconds_bucket";
+    std::fs::write(
+        &scrape,
+        format!(
+            "{family}{{job=\"w1\",le=\"0.01\"}} 1000\n{family}{{job=\"w1\",le=\"5\"}} 1050\n\
+             {family}{{job=\"w1\",le=\"+Inf\"}} 1050\n{family}{{job=\"w2\",le=\"0.01\"}} 1000\n\
+             {family}{{job=\"w2\",le=\"5\"}} 1050\n{family}{{job=\"w2\",le=\"+Inf\"}} 1050\n"
+        ),
+    )
+    .unwrap();
+    let measured = render(&["--rtt-from", scrape.to_str().unwrap()]);
+    assert!(dir.path().join("production-rtt.json").is_file());
+    assert!(measured.contains("measured in production"), "{measured}");
+    assert!(measured.contains("2100 samples"), "{measured}");
+    assert_ne!(lab, measured);
+    assert!(
+        measured.contains("**fails**: trigger 1: p99 5001"),
+        "the production condition fails trigger 1 at 0.30 on the measured tail:\n{measured}"
+    );
+    // A missing file is bad input, named.
+    let out = std::process::Command::new(bench)
+        .args(["adr", "--render-only", "--out"])
+        .arg(dir.path())
+        .args(["--rtt-from", "/nonexistent/w.prom"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/w.prom"));
+}

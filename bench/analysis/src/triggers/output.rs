@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::catalog::{TriggerResult, Verdict};
+use super::catalog::{CLOCK_OFFSET_BOUND, TriggerResult, Verdict};
 use super::verdicts::evaluate;
 use crate::results::{BadInput, read_nonempty_results};
 
@@ -194,5 +194,37 @@ pub fn run_triggers_command(dir: &Path) -> Result<i32, TriggersError> {
     let results = evaluate(&rows);
     write_triggers(dir, &results)?;
     print!("{}", format_table(&results));
+    if let Some(line) = clock_line(dir) {
+        println!("{line}");
+    }
     Ok(exit_code(&results))
+}
+
+/// The lease-safety essay's clock check on a lab run: not evaluated (the
+/// bench, its lock-server and its rail-stub share one host and one clock, so
+/// no offset between clocks arises), but the host's reading the run recorded
+/// is shown, so a run on a production host can be judged by eye. `None` for a
+/// run that recorded none (before issue 24) or without a manifest.
+fn clock_line(dir: &Path) -> Option<String> {
+    let c = crate::manifest::Manifest::read(dir).ok()?.machine.clock?;
+    let vouches = c.synchronised && c.maxerror_us <= c.offset_max_ms * 1000;
+    Some(format!(
+        "{CLOCK_OFFSET_BOUND}: not evaluated on a lab run (one host, one clock); this host's \
+         clock discipline when the run started: maxerror {:.1} ms, esterror {:.1} ms, {}, \
+         against lock.clock.offset-max {} ms: {} (manifest.json machine.clock; in production \
+         the check runs on live telemetry, bench triggers --prometheus)",
+        c.maxerror_us as f64 / 1e3,
+        c.esterror_us as f64 / 1e3,
+        if c.synchronised {
+            "synchronised"
+        } else {
+            "unsynchronised"
+        },
+        c.offset_max_ms,
+        if vouches {
+            "it vouches for the bound"
+        } else {
+            "it would not vouch for the bound"
+        },
+    ))
 }

@@ -1,8 +1,11 @@
 //! The conditions the proposed revision is derived from, read off the
 //! evidence: each TTL of the sweep (scaled), production (the sweep's RTTs
-//! projected onto 30 s / 15 s and a 7 s hop), each TTL under the server
-//! pause, and production under a CPU quota.
+//! projected onto 30 s / 15 s and a 7 s hop, or, with a
+//! `production-rtt.json` in the pack, the distribution measured in
+//! production), each TTL under the server pause, and production under a CPU
+//! quota.
 
+use bench_analysis::production_rtt::{PRODUCTION_RTT_JSON, ProductionRtt};
 use bench_analysis::recommend::human_ms;
 use bench_analysis::results::CellRow;
 
@@ -15,6 +18,34 @@ pub const PRODUCTION_LEASE_MS: u64 = 30_000;
 pub const PRODUCTION_SESSION_MS: u64 = 15_000;
 /// Production's worst-case hop: rail read timeout 5 s + 2 s (D4).
 pub const PRODUCTION_HOP_MS: u64 = 7_000;
+
+/// Production from a distribution measured there (`bench adr --rtt-from`):
+/// its p50, and its p99 at the upper end of the 95 % interval, read at the
+/// buckets' upper bounds (so each is at most one bucket above the truth).
+fn measured_production(p: &ProductionRtt) -> Condition {
+    let h = p.histogram();
+    let ms = |us: u64| us as f64 / 1e3;
+    let p99_hi =
+        bench_core::hist::quantile_ci95(&h, 0.99).map_or(h.value_at_quantile(0.99), |(_, hi)| hi);
+    Condition {
+        name: format!(
+            "production {} lease / {} session, 7 s hop (measured: {}, {} samples)",
+            human_ms(PRODUCTION_LEASE_MS),
+            human_ms(PRODUCTION_SESSION_MS),
+            p.describe(),
+            p.samples()
+        ),
+        source: PRODUCTION_RTT_JSON.into(),
+        base_ms: PRODUCTION_LEASE_MS.min(PRODUCTION_SESSION_MS) as f64,
+        hop_ms: PRODUCTION_HOP_MS as f64,
+        p50_ms: ms(h.value_at_quantile(0.5)),
+        p99_ms: ms(p99_hi.max(h.value_at_quantile(0.99))),
+        stall_ms: None,
+        samples: p.samples(),
+        binding: true,
+        rtt_rule: true,
+    }
+}
 
 /// The conditions the revision derives from (see [`crate::adr::revision`]).
 pub fn conditions(ev: &Evidence) -> Vec<Condition> {
@@ -53,7 +84,9 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
             false,
         ));
     }
-    if !fixed.is_empty() {
+    if let Some(p) = &ev.production_rtt {
+        out.push(measured_production(p));
+    } else if !fixed.is_empty() {
         // Production: the measured network (all sweep cells' worst corrected
         // p50 and p99 interval end), unscaled, on 30 s / 15 s and a 7 s hop.
         let mut c = of(

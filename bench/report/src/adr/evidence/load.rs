@@ -175,6 +175,13 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
             Err(e) => problems.push((format!("{name}/clock.json"), Chain(&e).to_string())),
         }
     }
+    match bench_analysis::production_rtt::ProductionRtt::read(dir) {
+        Ok(p) => ev.production_rtt = p,
+        Err(e) => problems.push((
+            bench_analysis::production_rtt::PRODUCTION_RTT_JSON.to_string(),
+            Chain(&e).to_string(),
+        )),
+    }
     ev.peer = std::fs::read_to_string(dir.join("peer").join("peer.csv"))
         .ok()
         .map(|t| Table::parse(&t));

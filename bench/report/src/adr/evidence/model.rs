@@ -160,6 +160,10 @@ pub struct Evidence {
     pub clocks: BTreeMap<String, ClockData>,
     /// `peer/peer.csv`.
     pub peer: Option<Table>,
+    /// `production-rtt.json`: a heartbeat RTT distribution measured in
+    /// production (`bench adr --rtt-from`), which the production condition
+    /// uses instead of the lab's RTTs.
+    pub production_rtt: Option<bench_analysis::production_rtt::ProductionRtt>,
     /// Files of the pack (relative paths, `cells/` left out), for links.
     pub files: BTreeSet<String>,
     /// Files that exist but could not be read, with the error.

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use bench_analysis::production_rtt::PRODUCTION_RTT_JSON;
 use bench_analysis::triggers::D4Window;
 
 use crate::adr::evidence::conditions::{PRODUCTION_LEASE_MS, PRODUCTION_SESSION_MS};
@@ -36,17 +37,30 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, conditions: &[C
         md.push_str(&ev.absent("sweep", "results table"));
         return;
     };
+    let network = match &ev.production_rtt {
+        Some(r) => format!(
+            "network **measured in production** ({}: {}, {} samples, {} above the largest \
+             bucket): corrected p50 ≤ {} ms, p99 (interval end) ≤ {} ms, read at the \
+             buckets' upper bounds, so each is at most one bucket above the truth",
+            ev.link(PRODUCTION_RTT_JSON, PRODUCTION_RTT_JSON),
+            r.describe(),
+            r.samples(),
+            r.above_top(),
+            ms(p.p50_ms),
+            ms(p.p99_ms)
+        ),
+        None => format!(
+            "network from the sweep: corrected p50 {} ms, p99 (interval end) {} ms, the worst \
+             over its cells",
+            ms(p.p50_ms),
+            ms(p.p99_ms)
+        ),
+    };
     let _ = writeln!(
         md,
         "Production: lease {} ms, session {} ms (usable base {:.0} ms), worst-case hop {:.0} ms \
-         (rail read timeout 5 s + 2 s); network from the sweep: corrected p50 {} ms, p99 \
-         (interval end) {} ms, the worst over its cells. Heartbeat period U/3 (the SDK's).\n",
-        PRODUCTION_LEASE_MS,
-        PRODUCTION_SESSION_MS,
-        p.base_ms,
-        p.hop_ms,
-        ms(p.p50_ms),
-        ms(p.p99_ms)
+         (rail read timeout 5 s + 2 s); {network}. Heartbeat period U/3 (the SDK's).\n",
+        PRODUCTION_LEASE_MS, PRODUCTION_SESSION_MS, p.base_ms, p.hop_ms,
     );
     let _ = writeln!(
         md,
@@ -82,9 +96,17 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, conditions: &[C
     let _ = writeln!(
         md,
         "\nAt ADR-006's margin {ADR_MARGIN:.2}, trigger 1's production budget ({budget:.0} ms) \
-         is {:.0}× the measured p99 ({} ms), while D4 leaves {before:.0} ms just before a \
+         is {}× the measured p99 ({} ms), while D4 leaves {before:.0} ms just before a \
          heartbeat against a {:.0} ms hop: {}.\n",
-        budget / p.p99_ms.max(1e-9),
+        {
+            // Whole below 10× would print a 0.3× ratio as "0×".
+            let r = budget / p.p99_ms.max(1e-9);
+            if r >= 10.0 {
+                format!("{r:.0}")
+            } else {
+                format!("{r:.2}")
+            }
+        },
         ms(p.p99_ms),
         p.hop_ms,
         match (p.p99_ms > budget, before <= p.hop_ms) {
