@@ -182,7 +182,7 @@ fn bench_triggers(args: &[String]) -> String {
     out
 }
 
-/// Page-severity alerts firing now, by name.
+/// Alerts of a fired check (severity page or ticket, not info) firing now, by name.
 fn paging(prom: &Prometheus) -> Vec<String> {
     let Some((_, body)) = get(prom.port, "/api/v1/alerts") else {
         return Vec::new();
@@ -192,7 +192,7 @@ fn paging(prom: &Prometheus) -> Vec<String> {
         .as_array()
         .map(|a| {
             a.iter()
-                .filter(|a| a["state"] == "firing" && a["labels"]["severity"] == "page")
+                .filter(|a| a["state"] == "firing" && a["labels"]["severity"] != "info")
                 .filter_map(|a| a["labels"]["alertname"].as_str().map(str::to_owned))
                 .collect()
         })
@@ -389,6 +389,29 @@ fn fleet_p99_agrees_with_the_merged_histograms(bin: &Path) {
         bucket(prom_p99).abs_diff(bucket(hdr_p99)) <= 1,
         "fleet p99 {prom_p99} s vs merged HDR p99 {hdr_p99} s: more than one bucket apart"
     );
+    // `bench adr --rtt-from prometheus:URL` pools the same buckets: every
+    // sample, and the p99 in the same bucket.
+    let rtt = bench::rtt_from::fetch(
+        &format!("prometheus:http://127.0.0.1:{}", prom.port),
+        WHOLE_RUN,
+        "job=\"payout-worker\"",
+    )
+    .unwrap();
+    let pooled = rtt.histogram();
+    let pooled_p99 = pooled.value_at_quantile(0.99) as f64 / 1e6;
+    println!(
+        "--rtt-from prometheus: {} samples (merged HDR {}), p99 ≤ {:.3} ms (bucket {})",
+        rtt.samples(),
+        merged.len(),
+        pooled_p99 * 1e3,
+        bucket(pooled_p99)
+    );
+    let (a, b) = (rtt.samples() as f64, merged.len() as f64);
+    assert!(
+        (a - b).abs() <= 0.05 * b,
+        "{a} pooled vs {b} merged samples"
+    );
+    assert!(bucket(pooled_p99).abs_diff(bucket(hdr_p99)) <= 1);
     drop(prom);
     drop(lock);
     drop(rail);

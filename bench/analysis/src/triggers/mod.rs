@@ -62,6 +62,7 @@ pub use rules::{
     P99_TAIL, UNTHROTTLED, lost_work, margin_needed, rtt_budget_ms, trigger1_verdict,
 };
 pub use rules_file::{
-    Alert, DEFAULT_FOR, SEVERITY_INFO, SEVERITY_PAGE, alerts, command_line, render, rule_names,
+    Alert, DEFAULT_FOR, SEVERITY_INFO, SEVERITY_PAGE, SEVERITY_TICKET, alerts, command_line,
+    fired_severity, render, rule_names,
 };
 pub use verdicts::{evaluate, evaluate_row, fired, verdict_of};

@@ -2,7 +2,8 @@
 //! rules file (YAML), one group of recording rules (`fencepost:<check>:<term>`,
 //! for dashboards) and one of alerting rules.
 //!
-//! Per check: `Fencepost<Check>` (severity `page`, the fired condition),
+//! Per check: `Fencepost<Check>` (the fired condition; severity `page` or
+//! `ticket`, [`fired_severity`]),
 //! `Fencepost<Check>InsufficientData` (severity `info`: the check cannot say
 //! ok; never pages), and for trigger 1 `FencepostRttP99VsMarginMisconfigured`,
 //! for trigger 5 `FencepostAutopilotThrottlingNotEvaluated` (severity `info`).
@@ -18,14 +19,34 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use super::catalog::{CLOCK_OFFSET_BOUND, FENCED_OUT_WITH_CLIENT_CHECK, RTT_P99_VS_MARGIN};
 use super::live::{Check, Params, checks, num, prom_duration};
 
 /// The production `for:` of every alert: a condition must hold through ten
 /// minutes of evaluations (of a one-hour window) before it pages.
 pub const DEFAULT_FOR: Duration = Duration::from_secs(600);
 
-/// Alert label `severity` of a fired check.
+/// Alert label `severity` of a fired check that breaks a safety assumption now.
 pub const SEVERITY_PAGE: &str = "page";
+/// Alert label `severity` of a fired check that says a design decision is due
+/// for revisit while nothing is unsafe (throughput, liveness, a margin that
+/// may be reducible).
+pub const SEVERITY_TICKET: &str = "ticket";
+
+/// The severity of check `id` when it fires. `page` where a safety
+/// assumption is broken now: the margin no longer covers the measured jitter
+/// (trigger 1), a fence refused a client that believed it held the lease, so
+/// the code violates ADR-006 (trigger 4), or the host cannot vouch for the
+/// clock bound the grace assumes (the clock check). `ticket` where the
+/// decision is due for revisit but nothing is unsafe: the margin limits
+/// throughput (trigger 2), D4 refuses in part of every heartbeat period, a
+/// liveness cost (trigger 3), or the margin may be reducible (trigger 5).
+pub fn fired_severity(id: &str) -> &'static str {
+    match id {
+        RTT_P99_VS_MARGIN | FENCED_OUT_WITH_CLIENT_CHECK | CLOCK_OFFSET_BOUND => SEVERITY_PAGE,
+        _ => SEVERITY_TICKET,
+    }
+}
 /// Alert label `severity` of the non-paging states.
 pub const SEVERITY_INFO: &str = "info";
 
@@ -61,7 +82,7 @@ pub fn alerts(c: &Check, p: &Params) -> Vec<Alert> {
         Alert {
             name: c.alert.to_owned(),
             expr: c.fired.clone(),
-            severity: SEVERITY_PAGE,
+            severity: fired_severity(c.id()),
             trigger: c.id(),
             summary: format!("{} fired: {}", c.id(), c.trigger.adr_trigger),
             description: format!(
@@ -162,8 +183,9 @@ pub fn render(p: &Params, for_: Duration) -> String {
          # lease-safety essay's clock check, as Prometheus recording and alerting rules.\n\
          # Generated; do not edit. Regenerate (docs/alerts.md) with:\n\
          #   {}\n\
-         # severity page: a check fired, take its `action`; severity info: insufficient\n\
-         # data, misconfigured or not evaluated (never pages).",
+         # severity page: a check fired that breaks a safety assumption now, take its\n\
+         # `action`; ticket: a check fired that says the decision is due for revisit\n\
+         # (nothing unsafe); info: insufficient data, misconfigured or not evaluated.",
         command_line(p, for_)
     );
     out.push_str("groups:\n  - name: fencepost-checks-recording\n    rules:\n");
@@ -240,7 +262,8 @@ mod tests {
         let text = render(&p, DEFAULT_FOR);
         assert!(text.contains("for: 10m"));
         assert!(text.contains("#   bench rules --lease 30s --session-ttl 15s --margin 0.3"));
-        assert_eq!(text.matches("severity: page").count(), 6);
+        assert_eq!(text.matches("severity: page").count(), 3);
+        assert_eq!(text.matches("severity: ticket").count(), 3);
     }
 
     #[test]
