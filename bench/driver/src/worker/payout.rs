@@ -84,6 +84,7 @@ impl Worker<EtcdBackend> {
         config.margin = env.margin;
         config.request_timeout = request_timeout(&env);
         config.seed = env.seed.wrapping_add(idx);
+        config.prometheus = env.prometheus.clone();
         let client = EtcdBackend::new(config)?;
         Ok(Worker::with_backend(idx, env, client))
     }

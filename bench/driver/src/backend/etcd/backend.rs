@@ -38,11 +38,15 @@ impl EtcdBackend {
                 input: None,
             })?;
         let adaptive = config.margin.is_adaptive();
+        let metrics = match &config.prometheus {
+            Some(p) => Metrics::with_prometheus(adaptive, p.clone()),
+            None => Metrics::new(adaptive),
+        };
         Ok(EtcdBackend {
             inner: Arc::new(Inner {
                 config,
                 client: OnceCell::new(),
-                metrics: Metrics::new(adaptive),
+                metrics,
                 sessions_opened: AtomicU64::new(0),
             }),
         })

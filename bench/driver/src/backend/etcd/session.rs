@@ -299,32 +299,11 @@ impl EtcdSession {
     }
 }
 
-impl BackendSession for EtcdSession {
-    type Handle = EtcdHandle;
-
-    fn token(handle: &EtcdHandle) -> u64 {
-        handle.token
-    }
-
-    fn on_lock_lost(&self, listener: Box<dyn Fn() + Send + Sync>) {
-        // Losses already reported are reported to a late listener at once.
-        for _ in 0..self.shared.handles_reported.load(Ordering::Relaxed) {
-            listener();
-        }
-        lock(&self.shared.listeners).push(listener);
-    }
-
-    fn is_lost(&self) -> bool {
-        self.lost_reason().is_some()
-    }
-
-    /// The acquire txn, retried (held key, timeout, transient error) with the
-    /// SDK's full-jitter backoff, never past `budget`; `ttl` is the session's
-    /// (etcd keys live on the session lease).
-    async fn acquire(
+impl EtcdSession {
+    /// [`BackendSession::acquire`]'s retry loop, uncounted.
+    async fn acquire_retrying(
         &self,
         key: &str,
-        _ttl: Duration,
         budget: Duration,
     ) -> Result<EtcdHandle, BackendError> {
         let s = &self.shared;
@@ -381,6 +360,41 @@ impl BackendSession for EtcdSession {
             tokio::time::sleep(wait).await;
             slept += wait;
         }
+    }
+}
+
+impl BackendSession for EtcdSession {
+    type Handle = EtcdHandle;
+
+    fn token(handle: &EtcdHandle) -> u64 {
+        handle.token
+    }
+
+    fn on_lock_lost(&self, listener: Box<dyn Fn() + Send + Sync>) {
+        // Losses already reported are reported to a late listener at once.
+        for _ in 0..self.shared.handles_reported.load(Ordering::Relaxed) {
+            listener();
+        }
+        lock(&self.shared.listeners).push(listener);
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost_reason().is_some()
+    }
+
+    /// The acquire txn, retried (held key, timeout, transient error) with the
+    /// SDK's full-jitter backoff, never past `budget`; `ttl` is the session's
+    /// (etcd keys live on the session lease). Counted as the SDK counts its
+    /// acquires (`lock_acquires_total`: granted, or failed).
+    async fn acquire(
+        &self,
+        key: &str,
+        _ttl: Duration,
+        budget: Duration,
+    ) -> Result<EtcdHandle, BackendError> {
+        let r = self.acquire_retrying(key, budget).await;
+        self.shared.inner.metrics.acquire_finished(r.is_ok());
+        r
     }
 
     fn remaining(&self, h: &EtcdHandle) -> Result<Duration, LockLost> {

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use fencepost_sdk::metrics::Metrics;
-use fencepost_sdk::{BootTimeClock, Clock, MarginPolicy};
+use fencepost_sdk::{BootTimeClock, Clock, MarginPolicy, PrometheusMetrics};
 use tokio::sync::OnceCell;
 
 use crate::backend::BackendError;
@@ -27,6 +27,9 @@ pub struct EtcdConfig {
     pub seed: u64,
     /// The clock every deadline is read from.
     pub clock: Arc<dyn Clock>,
+    /// Shared Prometheus instruments (`--metrics-listen`), as the SDK's
+    /// clients take them; `None`: private ones.
+    pub prometheus: Option<PrometheusMetrics>,
 }
 
 impl std::fmt::Debug for EtcdConfig {
@@ -52,6 +55,7 @@ impl EtcdConfig {
             request_timeout: Duration::from_secs(1),
             seed: 0,
             clock: Arc::new(BootTimeClock::new()),
+            prometheus: None,
         }
     }
 }
