@@ -3,7 +3,6 @@
 mod adr;
 mod driver;
 mod etcd;
-
 mod live;
 mod measurement;
 mod output;
