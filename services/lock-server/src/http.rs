@@ -258,6 +258,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for KeyCall<T> {
 /// from the request's receipt (before its body is read) to the answer ready
 /// (the reply serialised, the store's commit included).
 async fn acquire(State(s): State<Arc<LockService>>, req: Request) -> ApiResult<Response> {
+    // A latency figure, no expiry decision: real elapsed time even when the
+    // service's expiry runs on a fake clock (tests), so not the Clock seam.
     let received = Instant::now();
     let KeyCall { key, body } = KeyCall::<AcquireRequest>::from_request(req, &s).await?;
     let acquired = s

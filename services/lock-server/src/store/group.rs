@@ -172,6 +172,9 @@ impl Shared {
         writes: &[Write],
     ) -> Result<Vec<Committed>, StoreError> {
         Self::bump(&self.transactions, 1);
+        // A latency figure for `lock_store_commit_duration_seconds`, no expiry
+        // decision: the store's real elapsed time, whatever clock the service's
+        // expiry runs on (the committer holds no Clock).
         let started = Instant::now();
         let outcome = store.commit(writes).await;
         self.commit_duration
