@@ -216,15 +216,21 @@ pub async fn query_samples(
     })
 }
 
-/// Evaluates the six checks on the Prometheus at `base`: one result per check.
-pub async fn evaluate_live(base: &str, params: &Params) -> Result<Vec<TriggerResult>, ChecksError> {
-    let http = reqwest::Client::builder()
+/// The HTTP client every query to the Prometheus at `base` goes through
+/// (30 s per query).
+pub fn client(base: &str) -> Result<reqwest::Client, ChecksError> {
+    reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .map_err(|source| ChecksError::Query {
             url: base.to_owned(),
             source,
-        })?;
+        })
+}
+
+/// Evaluates the six checks on the Prometheus at `base`: one result per check.
+pub async fn evaluate_live(base: &str, params: &Params) -> Result<Vec<TriggerResult>, ChecksError> {
+    let http = client(base)?;
     let cell = format!("prometheus:{}", prom_duration(params.window));
     let mut out = Vec::new();
     for check in checks(params) {

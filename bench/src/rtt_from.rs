@@ -16,7 +16,7 @@ use std::time::Duration;
 use bench_analysis::production_rtt::{FAMILY, ProductionRtt, ProductionRttError};
 use bench_analysis::triggers::prom_duration;
 
-use crate::prometheus::{ChecksError, query_samples};
+use crate::prometheus::{ChecksError, client, query_samples};
 
 /// Why the distribution could not be had (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -71,16 +71,8 @@ pub fn fetch(src: &str, window: &str, selector: &str) -> Result<ProductionRtt, R
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let samples = rt.block_on(async {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|source| ChecksError::Query {
-                url: base.to_owned(),
-                source,
-            })?;
-        query_samples(&http, base, &promql).await
-    })?;
+    let http = client(base)?;
+    let samples = rt.block_on(query_samples(&http, base, &promql))?;
     let pairs = samples.into_iter().map(|(metric, v)| {
         let le = metric["le"].as_str().unwrap_or("").to_owned();
         (le, v)

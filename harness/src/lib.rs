@@ -5,7 +5,11 @@
 //! panic), and by the kernel if this process dies first (`PR_SET_PDEATHSIG`).
 //!
 //! It also owns the process-level faults the experiments inject: SIGSTOP /
-//! SIGCONT (a stalled server or worker) and SIGKILL (a crash).
+//! SIGCONT (a stalled server or worker) and SIGKILL (a crash). And the
+//! tests' `promtool check metrics` ([`promtool_check_metrics`]).
+
+mod promtool;
+pub use promtool::promtool_check_metrics;
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};

@@ -88,12 +88,39 @@ pub struct Telemetry {
 /// [`Telemetry::scraped`]): a few scrape intervals of a test's 1 s scrape.
 pub const SCRAPE_WAIT: Duration = Duration::from_secs(3);
 
+/// `--metrics-listen ADDR` could not bind its address.
+#[derive(Debug, thiserror::Error)]
+#[error("--metrics-listen {addr}: cannot listen: {source}")]
+pub struct ListenError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// Why the bind failed.
+    pub source: std::io::Error,
+}
+
 impl Telemetry {
+    /// `--metrics-listen`: `None` without an address; else serves at `addr`
+    /// and says on stderr, as `program`, where the two paths are.
+    pub async fn listen(
+        addr: Option<SocketAddr>,
+        program: &str,
+    ) -> Result<Option<Telemetry>, ListenError> {
+        let Some(addr) = addr else {
+            return Ok(None);
+        };
+        let (t, bound) = Telemetry::serve(addr).await?;
+        eprintln!(
+            "{program}: metrics at http://{bound}/metrics, the cells' services at http://{bound}/sd"
+        );
+        Ok(Some(t))
+    }
+
     /// Binds `addr` and serves `/metrics` and `/sd` until the process ends;
     /// returns the address bound (port 0 picks a free one).
-    pub async fn serve(addr: SocketAddr) -> std::io::Result<(Telemetry, SocketAddr)> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let bound = listener.local_addr()?;
+    pub async fn serve(addr: SocketAddr) -> Result<(Telemetry, SocketAddr), ListenError> {
+        let io = |source| ListenError { addr, source };
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(io)?;
+        let bound = listener.local_addr().map_err(io)?;
         let t = Telemetry::default();
         let app = Router::new()
             .route("/metrics", get(metrics))

@@ -3,7 +3,7 @@
 //! lost on Ctrl-C or a crash), then the report, the triggers and the summary
 //! naming a margin per TTL.
 
-use bench_driver::telemetry::Telemetry;
+use bench_driver::telemetry::{ListenError, Telemetry};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -59,13 +59,8 @@ pub enum RunError {
     #[error(transparent)]
     Histograms(#[from] HistError),
     /// `--metrics-listen` could not bind its address.
-    #[error("--metrics-listen {addr}: cannot listen: {source}")]
-    MetricsListen {
-        /// The address asked for.
-        addr: std::net::SocketAddr,
-        /// Why the bind failed.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    MetricsListen(#[from] ListenError),
     /// The results table could not be written.
     #[error(transparent)]
     Table(#[from] TableError),
@@ -88,18 +83,7 @@ pub async fn execute(plan: Plan) -> Result<i32, RunError> {
         replay_of,
         metrics_listen,
     } = plan;
-    let telemetry = match metrics_listen {
-        Some(addr) => {
-            let (t, bound) = Telemetry::serve(addr)
-                .await
-                .map_err(|source| RunError::MetricsListen { addr, source })?;
-            eprintln!(
-                "bench: metrics at http://{bound}/metrics, the cells' services at http://{bound}/sd"
-            );
-            Some(t)
-        }
-        None => None,
-    };
+    let telemetry = Telemetry::listen(metrics_listen, "bench").await?;
     std::fs::create_dir_all(&out).map_err(|source| RunError::CreateDir {
         path: out.clone(),
         source,

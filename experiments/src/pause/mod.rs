@@ -32,7 +32,7 @@ pub mod model;
 pub mod report;
 mod rounds;
 
-use bench_driver::telemetry::Telemetry;
+use bench_driver::telemetry::{ListenError, Telemetry};
 use std::path::PathBuf;
 
 use bench_driver::cell::{CellError, Hooks, Stack, StackError, WriteError, measure};
@@ -65,13 +65,8 @@ pub enum PauseError {
     #[error(transparent)]
     Cell(#[from] CellError),
     /// `--metrics-listen` could not bind its address; pick another.
-    #[error("--metrics-listen {addr}: cannot listen: {source}")]
-    MetricsListen {
-        /// The address asked for.
-        addr: std::net::SocketAddr,
-        /// Why the bind failed.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    MetricsListen(#[from] ListenError),
     /// Ctrl-C ended the rounds before the last one: nothing is reported; rerun.
     #[error("the pause rounds were interrupted")]
     Interrupted,
@@ -92,18 +87,7 @@ pub async fn run(args: &PauseArgs) -> Result<(PauseResult, PathBuf), PauseError>
     let plan = cfg.plan()?;
     let mut stack = Stack::start(&plan.stack_spec(&cfg.runtime()), &dir).await?;
     let mut rounds = rounds::Rounds::new(&cfg);
-    let telemetry = match args.metrics_listen {
-        Some(addr) => {
-            let (t, bound) = Telemetry::serve(addr)
-                .await
-                .map_err(|source| PauseError::MetricsListen { addr, source })?;
-            eprintln!(
-                "experiments pause: metrics at http://{bound}/metrics, services at http://{bound}/sd"
-            );
-            Some(t)
-        }
-        None => None,
-    };
+    let telemetry = Telemetry::listen(args.metrics_listen, "experiments pause").await?;
     let hooks = Hooks {
         on_claimed: Some(rounds.claim_hook()),
         telemetry,

@@ -3,8 +3,6 @@
 //! text, a new grant moves the grant histogram (a re-acquire does not), a
 //! single node leads, and the clock discipline is reported beside the bound.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,41 +115,9 @@ async fn scrape(s: &TestServer) -> (String, String) {
     (ct, String::from_utf8(bytes.to_vec()).expect("utf-8"))
 }
 
-/// Runs `promtool check metrics` on `text` and fails on any error or lint
-/// problem; skips (with a message) when promtool is not installed, but never
-/// with `CI=true`.
+/// `promtool check metrics` on `text` (skipped without promtool, never under CI=true).
 fn promtool_check(text: &str) {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true but promtool is not installed: {e}");
-            }
-            eprintln!("skipping the promtool check: promtool is not installed ({e})");
-            return;
-        }
-        Err(e) => panic!("cannot run promtool: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool runs");
-    assert!(
-        out.status.success(),
-        "promtool check metrics failed ({}):\n{}{}\n--- text:\n{text}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fencepost_harness::promtool_check_metrics(text);
 }
 
 /// Asserts every family of `families` is declared with its type and each of

@@ -3,8 +3,6 @@
 //! family and label value is there at 0 on a fresh ledger, and promtool
 //! accepts the text.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common::Rail;
@@ -141,41 +139,10 @@ async fn a_fresh_ledger_shows_every_family_and_label_value_at_zero() {
     assert_eq!(types, FAMILIES.len(), "an undocumented family in\n{text}");
 }
 
-/// Runs `promtool check metrics` on `text`; `false` when promtool is not
-/// installed (then the check is skipped, but never with `CI=true`).
+/// `promtool check metrics` on `text`; `false` when promtool is not installed
+/// (then the check is skipped, but never with `CI=true`).
 fn promtool_check(text: &str) -> bool {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true but promtool is not installed: {e}");
-            }
-            eprintln!("skipping the promtool check: promtool is not installed ({e})");
-            return false;
-        }
-        Err(e) => panic!("cannot run promtool: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool runs");
-    assert!(
-        out.status.success(),
-        "promtool check metrics failed ({}):\n{}{}\n--- text:\n{text}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    true
+    fencepost_harness::promtool_check_metrics(text)
 }
 
 #[tokio::test]
