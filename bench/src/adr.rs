@@ -434,7 +434,7 @@ pub fn main(args: &AdrArgs) -> i32 {
     match rt.block_on(execute(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("bench adr: {e:#}");
+            eprintln!("bench adr: {}", bench_core::error::Chain(&e));
             1
         }
     }

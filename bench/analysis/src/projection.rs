@@ -10,8 +10,8 @@
 //! production numbers instead: per margin, trigger 1 (`p99 ≤ min(lease,
 //! session) × m / 3`, same sample rule as [`crate::triggers`]) and trigger 3
 //! (D4: the window just before a heartbeat > read timeout + 2 s), the
-//! smallest margin covering the p99.9 (`min_margin`, with its exact-bootstrap
-//! interval, [`crate::stats`]) and each margin's headroom in ms. What it does
+//! smallest margin covering the p99.9 (`min_margin`, with its cluster-bootstrap
+//! interval, [`crate::pool`]) and each margin's headroom in ms. What it does
 //! not preserve: the RTT was measured under the scaled cells' load (heartbeat
 //! periods 30× shorter, so more heartbeats per second on the same cores).
 //! [`project`] is pure.
@@ -20,12 +20,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use fencepost_sdk::lease::{PPM, heartbeat_period};
-use hdrhistogram::Histogram;
 use polars::prelude::{Column, DataFrame, PolarsError};
 use serde::{Deserialize, Serialize};
 
 use crate::frame::{TableError, write_csv};
-use crate::stats::quantile_bootstrap_ci95;
+use crate::pool::Pooled;
 use crate::summary::{FLOOR_QUANTILE, MIN_SAMPLES_P999, margin_for, table};
 use crate::triggers::{Verdict, rtt_budget_ms, trigger1_verdict};
 use bench_core::hist;
@@ -97,7 +96,7 @@ pub struct ProjectionRow {
     pub trigger3_verdict: String,
     /// 3 × p99.9 / min(lease, session): the smallest margin covering the p99.9.
     pub min_margin: f64,
-    /// `min_margin` at the p99.9's exact-bootstrap 95 % lower end.
+    /// `min_margin` at the p99.9's 95 % lower end (cluster bootstrap, [`crate::pool`]).
     pub min_margin_ci95_lo: f64,
     /// At the upper end.
     pub min_margin_ci95_hi: f64,
@@ -117,17 +116,18 @@ table!(ProjectionRow, PROJECTION_COLUMNS, projection_frame;
     min_margin_verdict, headroom_ms, headroom_ci95_lo_ms,
 );
 
-/// Projects the pooled corrected RTT `h` (µs, unscaled; `cells` cells of
-/// `backend`) onto `prod` for every margin in `margins` (sorted, the
-/// production margin added). Empty without samples.
+/// Projects the pooled corrected RTT of `pooled` (µs, unscaled; the cells
+/// of `backend`, [`crate::pool`]) onto `prod` for every margin in `margins`
+/// (sorted, the production margin added). Empty without samples.
 pub fn project(
     backend: &str,
-    h: &Histogram<u64>,
-    cells: u64,
+    pooled: &Pooled,
     prod: &Production,
     margins: &[f64],
 ) -> Vec<ProjectionRow> {
-    let Some(ci) = quantile_bootstrap_ci95(h, FLOOR_QUANTILE) else {
+    let h = &pooled.corrected;
+    let cells = pooled.cells as u64;
+    let Some(ci) = pooled.quantile(FLOOR_QUANTILE) else {
         return Vec::new();
     };
     let s = hist::summarize(h);
@@ -207,10 +207,22 @@ pub fn write_projection(dir: &Path, rows: &[ProjectionRow]) -> Result<(), TableE
 mod tests {
     use super::*;
 
+    use hdrhistogram::Histogram;
+
     fn rtt(us: u64, n: u64) -> Histogram<u64> {
         let mut h = hist::new_histogram();
         h.record_n(us, n).unwrap();
         h
+    }
+
+    fn project(
+        b: &str,
+        h: &Histogram<u64>,
+        _cells: u64,
+        p: &Production,
+        m: &[f64],
+    ) -> Vec<ProjectionRow> {
+        super::project(b, &Pooled::from_histogram(h.clone()), p, m)
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! fixed-margin points of [`crate::summary`] (each over its `--repeat`s):
 //!
 //! 1. **Derived floor.** `m_min = 3 × p99.9(corrected RTT) / min(lease,
-//!    session TTL)` from the TTL's pooled histogram, with its exact-bootstrap
-//!    95 % interval ([`crate::stats`]); a margin below the interval's upper
+//!    session TTL)` from the TTL's pooled histogram, with its cluster-bootstrap
+//!    95 % interval ([`crate::pool`]); a margin below the interval's upper
 //!    end is excluded. With fewer than 10,000 pooled samples the p99.9 is
 //!    close to the maximum and the recommendation is *provisional*.
 //! 2. **Safety checks on every repeat.** Excluded: a failed ledger check,
@@ -34,6 +34,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pool::{MissingHistogram, SampleSource};
 use crate::results::CellRow;
 use crate::stats::{Interval, separate};
 use crate::summary::{Floor, MIN_SAMPLES_P999, Summary, SummaryRow, build};
@@ -139,11 +140,15 @@ fn fmt_interval(i: &Interval) -> String {
     }
 }
 
-/// The recommended margin per TTL from a results table alone: the summary
-/// with row percentiles in place of pooled histograms (see
-/// [`recommendations_from`]), sorted by TTL, fencepost before etcd.
-pub fn recommendations(rows: &[CellRow]) -> Vec<Recommendation> {
-    recommendations_from(&build(rows, &|_| None))
+/// The recommended margin per TTL of a results table, its percentiles
+/// pooled from the cells' histograms in `src` ([`crate::pool`]; see
+/// [`recommendations_from`]), sorted by TTL, fencepost before etcd. `Err`
+/// names the first histogram file that is missing.
+pub fn recommendations(
+    rows: &[CellRow],
+    src: &dyn SampleSource,
+) -> Result<Vec<Recommendation>, MissingHistogram> {
+    Ok(recommendations_from(&build(rows, src)?))
 }
 
 /// The recommended margin per TTL (module doc), sorted by TTL, fencepost before etcd.
@@ -199,7 +204,7 @@ fn recommend(
         let _ = write!(
             reason,
             "floor m_min = 3 × p99.9 {:.3} ms / {} ms = {:.3} (95 % [{:.3}, {:.3}], {} pooled \
-             samples of {} cell(s), {}){}",
+             samples of {} cell(s); {}){}",
             f.p999.value_us as f64 / 1e3,
             f.lease_ms.min(f.session_ttl_ms),
             f.m_min,
@@ -207,7 +212,7 @@ fn recommend(
             f.m_min_hi,
             f.p999.n,
             f.cells,
-            f.pooled_from,
+            f.quantile_ci_method,
             if f.enough {
                 String::new()
             } else {
@@ -569,7 +574,7 @@ mod tests {
             hb_rtt_corrected_p999_hi_us: 6_000,
             hb_rtt_p99_us: 2_000,
             hb_rtt_p999_us: 5_000,
-            pooled_from: "histograms".into(),
+            quantile_ci_method: "test".into(),
             m_min: 0.03,
             m_min_ci95_lo: 0.024,
             m_min_ci95_hi: 0.036,
@@ -598,7 +603,7 @@ mod tests {
             m_min_lo: 0.024,
             m_min_hi: 0.036,
             enough: true,
-            pooled_from: "histograms".into(),
+            quantile_ci_method: "test".into(),
         }
     }
 

@@ -192,7 +192,7 @@ macro_rules! cell_row {
         /// columns C4 adds for honest measurement (issue 12), in C4 order; the
         /// rest are bench extras. Units are in the names; docs/reference/results.md has
         /// the details. "≥" marks values that include right-censored samples.
-        #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+        #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
         pub struct CellRow {
             $( $(#[doc = $doc])+ pub $name: $ty, )+
         }

@@ -22,8 +22,8 @@
 //! exactly at the histogram's recorded values, deterministic and cheap. Like
 //! every resampling of single samples it assumes independent samples;
 //! heartbeats within one stall are not, so in a stall-dominated tail the
-//! interval is too narrow (the repeat-to-repeat spread in `summary.csv`
-//! shows that).
+//! interval is too narrow: [`crate::pool`] widens it with a cluster
+//! bootstrap over the cells and uses this one as its floor.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

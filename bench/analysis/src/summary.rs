@@ -8,23 +8,23 @@
 //! from ([`Floor`]), pooled over every cell of the TTL.
 //!
 //! [`build`] is pure: it takes the rows and a histogram lookup, so the
-//! decisions downstream are testable without running a cell. Where a cell's
-//! histograms are missing the pooled percentiles fall back to the rows'
-//! own (median of the p50s, largest p99 and p99.9) and `pooled_from` says
-//! `row_percentiles`. The columns are stable: an ADR evidence pack reads
+//! decisions downstream are testable without running a cell. Every pooled
+//! figure comes from the cells' histograms through [`crate::pool`]; a cell
+//! whose histogram is missing is an error naming the file, never a fallback
+//! to the rows' own percentiles. The columns are stable: an ADR evidence pack reads
 //! them, and docs/reference/results.md documents each.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use hdrhistogram::Histogram;
 use polars::prelude::{Column, DataFrame, PolarsError};
 
 use crate::frame::{TableError, write_frame};
+use crate::pool::{self, MissingHistogram, SampleSource};
 use crate::results::CellRow;
-use crate::stats::{self, CI_METHOD, Interval, QuantileCi};
+use crate::stats::{CI_METHOD, Interval, QuantileCi};
 use crate::triggers::{D4_UNSATISFIABLE, FENCED_OUT_WITH_CLIENT_CHECK, RTT_P99_VS_MARGIN};
-use bench_core::hist::{self, Series};
+use bench_core::hist;
 
 /// File name of the parquet copy of the summary.
 pub const SUMMARY_PARQUET: &str = "summary.parquet";
@@ -112,16 +112,17 @@ pub struct SummaryRow {
     pub hb_rtt_corrected_p99_us: u64,
     /// Pooled corrected RTT p99.9 (≥), µs.
     pub hb_rtt_corrected_p999_us: u64,
-    /// Lower end of the p99.9's exact-bootstrap 95 % interval, µs (0 without histograms).
+    /// Lower end of the p99.9's 95 % interval (cluster bootstrap, [`crate::pool`]), µs.
     pub hb_rtt_corrected_p999_lo_us: u64,
-    /// Upper end, µs (0 without histograms).
+    /// Upper end, µs.
     pub hb_rtt_corrected_p999_hi_us: u64,
     /// Pooled raw RTT p99 (≥), µs.
     pub hb_rtt_p99_us: u64,
     /// Pooled raw RTT p99.9 (≥), µs.
     pub hb_rtt_p999_us: u64,
-    /// `histograms` (merged `hgrm/*.hdr`) or `row_percentiles` (a histogram was missing).
-    pub pooled_from: String,
+    /// How the p99.9's interval was computed ([`crate::pool::Pooled::method`]):
+    /// the cluster bootstrap over the cells and their time blocks.
+    pub quantile_ci_method: String,
     /// 3 × pooled corrected p99.9 / min(lease, session TTL): the smallest margin whose
     /// trigger-1 budget covers the p99.9.
     pub m_min: f64,
@@ -148,7 +149,7 @@ table!(SummaryRow, SUMMARY_COLUMNS, summary_frame;
     abandonment_ci95_hi, abandoned_insufficient_lease, attempts, payouts_paid, hb_attempts,
     hb_timeouts, session_lost, hb_corrected_count, hb_rtt_corrected_p50_us,
     hb_rtt_corrected_p99_us, hb_rtt_corrected_p999_us, hb_rtt_corrected_p999_lo_us,
-    hb_rtt_corrected_p999_hi_us, hb_rtt_p99_us, hb_rtt_p999_us, pooled_from, m_min,
+    hb_rtt_corrected_p999_hi_us, hb_rtt_p99_us, hb_rtt_p999_us, quantile_ci_method, m_min,
     m_min_ci95_lo, m_min_ci95_hi, m_min_verdict, trigger1_fired, trigger3_fired,
     trigger4_fired, ledger_ok,
 );
@@ -194,8 +195,8 @@ pub struct Floor {
     pub m_min_hi: f64,
     /// ≥ [`MIN_SAMPLES_P999`] samples.
     pub enough: bool,
-    /// `histograms` or `row_percentiles`.
-    pub pooled_from: String,
+    /// How the p99.9's interval was computed ([`crate::pool::Pooled::method`]).
+    pub quantile_ci_method: String,
 }
 
 /// `3 × rtt / base`: the margin whose trigger-1 budget (base × m / 3) equals
@@ -209,32 +210,7 @@ pub fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
-/// The raw and corrected RTT histograms of a cell, when saved.
-pub type CellHists = (Histogram<u64>, Histogram<u64>);
-
-/// Reads a cell's raw and corrected RTT histograms from `dir/hgrm/`.
-pub fn load_cell_hists(dir: &Path, cell: &str) -> Option<CellHists> {
-    Some((
-        hist::load_series(dir, cell, Series::Rtt).ok()?,
-        hist::load_series(dir, cell, Series::Corrected).ok()?,
-    ))
-}
-
-/// Pools the histograms of `rows`; `None` when any is missing.
-fn pool<'a>(
-    rows: impl Iterator<Item = &'a CellRow>,
-    hists: &dyn Fn(&str) -> Option<CellHists>,
-) -> Option<CellHists> {
-    let (mut raw, mut corrected) = (hist::new_histogram(), hist::new_histogram());
-    for r in rows {
-        let (a, b) = hists(&r.cell)?;
-        raw.add(&a).ok()?;
-        corrected.add(&b).ok()?;
-    }
-    Some((raw, corrected))
-}
-
-/// The pooled percentiles of `rows`: `(count, corrected p50, p99, p99.9 CI, raw p99, raw p99.9, source)`.
+/// The pooled percentiles of `rows` (see [`crate::pool`]).
 struct PooledRtt {
     count: u64,
     c50: u64,
@@ -242,52 +218,29 @@ struct PooledRtt {
     c999: QuantileCi,
     r99: u64,
     r999: u64,
-    from: &'static str,
+    method: String,
 }
 
-fn pooled_rtt(rows: &[&CellRow], hists: &dyn Fn(&str) -> Option<CellHists>) -> PooledRtt {
-    if let Some((raw, corrected)) = pool(rows.iter().copied(), hists) {
-        let c = hist::summarize(&corrected);
-        let r = hist::summarize(&raw);
-        let ci = stats::quantile_bootstrap_ci95(&corrected, FLOOR_QUANTILE).unwrap_or(QuantileCi {
-            n: 0,
-            q: FLOOR_QUANTILE,
-            value_us: 0,
-            lo_us: 0,
-            hi_us: 0,
-        });
-        return PooledRtt {
-            count: c.count,
-            c50: c.p50,
-            c99: c.p99,
-            c999: ci,
-            r99: r.p99,
-            r999: r.p999,
-            from: "histograms",
-        };
-    }
-    let max = |f: fn(&CellRow) -> u64| rows.iter().map(|r| f(r)).max().unwrap_or(0);
-    let p999 = max(|r| r.hb_rtt_corrected_p999_us);
-    PooledRtt {
-        count: rows.iter().map(|r| r.hb_corrected_count).sum(),
-        c50: stats::median(
-            &rows
-                .iter()
-                .map(|r| r.hb_rtt_corrected_p50_us as f64)
-                .collect::<Vec<_>>(),
-        ) as u64,
-        c99: max(|r| r.hb_rtt_corrected_p99_us),
-        c999: QuantileCi {
-            n: rows.iter().map(|r| r.hb_corrected_count).sum(),
-            q: FLOOR_QUANTILE,
-            value_us: p999,
-            lo_us: p999,
-            hi_us: p999,
-        },
-        r99: max(|r| r.hb_rtt_p99_us),
-        r999: max(|r| r.hb_rtt_p999_us),
-        from: "row_percentiles",
-    }
+fn pooled_rtt(rows: &[&CellRow], src: &dyn SampleSource) -> Result<PooledRtt, MissingHistogram> {
+    let p = pool::pool(src, rows.iter().copied())?;
+    let c = hist::summarize(&p.corrected);
+    let r = hist::summarize(&p.raw);
+    let ci = p.quantile(FLOOR_QUANTILE).unwrap_or(QuantileCi {
+        n: 0,
+        q: FLOOR_QUANTILE,
+        value_us: 0,
+        lo_us: 0,
+        hi_us: 0,
+    });
+    Ok(PooledRtt {
+        count: c.count,
+        c50: c.p50,
+        c99: c.p99,
+        c999: ci,
+        r99: r.p99,
+        r999: r.p999,
+        method: p.method(),
+    })
 }
 
 /// The summary of a results table: its rows and the per-TTL floors.
@@ -299,9 +252,10 @@ pub struct Summary {
     pub floors: Vec<Floor>,
 }
 
-/// Summarises `rows` (see the module doc); `hists` finds a cell's
-/// histograms ([`load_cell_hists`], or `|_| None` for the row fallback).
-pub fn build(rows: &[CellRow], hists: &dyn Fn(&str) -> Option<CellHists>) -> Summary {
+/// Summarises `rows` (see the module doc) from the cells' histograms in
+/// `src` ([`crate::pool::DirSamples`] for a results directory); `Err` names
+/// the first histogram file that is missing.
+pub fn build(rows: &[CellRow], src: &dyn SampleSource) -> Result<Summary, MissingHistogram> {
     let mut order: Vec<(String, String)> = Vec::new();
     let mut groups: BTreeMap<(String, String), Vec<&CellRow>> = BTreeMap::new();
     for r in rows {
@@ -313,8 +267,8 @@ pub fn build(rows: &[CellRow], hists: &dyn Fn(&str) -> Option<CellHists>) -> Sum
     }
     let out = order
         .iter()
-        .map(|k| summarize_group(&groups[k], rows, hists))
-        .collect();
+        .map(|k| summarize_group(&groups[k], rows, src))
+        .collect::<Result<_, _>>()?;
     let mut by_ttl: BTreeMap<(u64, String), Vec<&CellRow>> = BTreeMap::new();
     for r in rows {
         by_ttl
@@ -325,10 +279,10 @@ pub fn build(rows: &[CellRow], hists: &dyn Fn(&str) -> Option<CellHists>) -> Sum
     let floors = by_ttl
         .into_iter()
         .map(|((lease_ms, backend), cells)| {
-            let p = pooled_rtt(&cells, hists);
+            let p = pooled_rtt(&cells, src)?;
             let session_ttl_ms = cells[0].session_ttl_ms;
             let base = lease_ms.min(session_ttl_ms);
-            Floor {
+            Ok(Floor {
                 backend,
                 lease_ms,
                 session_ttl_ms,
@@ -338,11 +292,11 @@ pub fn build(rows: &[CellRow], hists: &dyn Fn(&str) -> Option<CellHists>) -> Sum
                 m_min_lo: margin_for(p.c999.lo_us, base),
                 m_min_hi: margin_for(p.c999.hi_us, base),
                 enough: p.count >= MIN_SAMPLES_P999,
-                pooled_from: p.from.to_owned(),
-            }
+                quantile_ci_method: p.method,
+            })
         })
-        .collect();
-    Summary { rows: out, floors }
+        .collect::<Result<_, MissingHistogram>>()?;
+    Ok(Summary { rows: out, floors })
 }
 
 /// The group of a row: its `group` column, or (for tables written before
@@ -358,8 +312,8 @@ fn group_key(r: &CellRow) -> String {
 fn summarize_group(
     g: &[&CellRow],
     table: &[CellRow],
-    hists: &dyn Fn(&str) -> Option<CellHists>,
-) -> SummaryRow {
+    src: &dyn SampleSource,
+) -> Result<SummaryRow, MissingHistogram> {
     let first = g[0];
     let mut g: Vec<&CellRow> = g.to_vec();
     g.sort_by_key(|r| r.repeat);
@@ -381,7 +335,7 @@ fn summarize_group(
         0.0,
         1.0,
     );
-    let p = pooled_rtt(&g, hists);
+    let p = pooled_rtt(&g, src)?;
     let base = first.lease_ms.min(first.session_ttl_ms);
     let mut fired = [0u32; 3];
     for r in &g {
@@ -400,7 +354,7 @@ fn summarize_group(
         }
     }
     let sum = |f: fn(&CellRow) -> u64| g.iter().map(|r| f(r)).sum::<u64>();
-    SummaryRow {
+    Ok(SummaryRow {
         backend: first.backend.clone(),
         margin_policy: first.margin_policy.clone(),
         lease_ms: first.lease_ms,
@@ -440,7 +394,7 @@ fn summarize_group(
         hb_rtt_corrected_p999_hi_us: p.c999.hi_us,
         hb_rtt_p99_us: p.r99,
         hb_rtt_p999_us: p.r999,
-        pooled_from: p.from.to_owned(),
+        quantile_ci_method: p.method,
         m_min: margin_for(p.c999.value_us, base),
         m_min_ci95_lo: margin_for(p.c999.lo_us, base),
         m_min_ci95_hi: margin_for(p.c999.hi_us, base),
@@ -456,7 +410,7 @@ fn summarize_group(
         ledger_ok: g
             .iter()
             .all(|r| r.ledger_ok && r.paid_twice == 0 && r.stale_paid == 0),
-    }
+    })
 }
 
 /// Writes `summary.parquet` and `summary.csv` into `dir`.

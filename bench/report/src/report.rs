@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::plots::{PLOT_STEMS, PlotError, draw_plots};
 use bench_analysis::frame::TableError;
+use bench_analysis::pool::{DirSamples, MissingHistogram, SampleSource, pool};
 use bench_analysis::projection::{Production, ProjectionRow, project, write_projection};
 use bench_analysis::recommend::human_ms;
 pub use bench_analysis::recommend::{
@@ -17,7 +18,7 @@ pub use bench_analysis::recommend::{
     recommendations_from,
 };
 use bench_analysis::results::{BadInput, CellRow, read_nonempty_results};
-use bench_analysis::summary::{Summary, build, load_cell_hists, write_summary};
+use bench_analysis::summary::{Summary, build, write_summary};
 use bench_analysis::triggers::{
     MIN_SAMPLES_P99, TRIGGERS, TriggerResult, Verdict, WriteError, evaluate, fmt_value, lost_work,
     markdown_table, write_triggers,
@@ -58,6 +59,9 @@ pub enum ReportError {
     /// A plot could not be drawn or written.
     #[error(transparent)]
     Plot(#[from] PlotError),
+    /// A cell's histogram is missing: every pooled figure needs it.
+    #[error(transparent)]
+    Histogram(#[from] MissingHistogram),
     /// `report.md` could not be written; check the directory is writable.
     #[error("writing {path}")]
     Write {
@@ -238,7 +242,8 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     let manifest = read_manifest(dir);
     let triggers = evaluate(&rows);
     write_triggers(dir, &triggers)?;
-    let summary = build(&rows, &|cell| load_cell_hists(dir, cell));
+    let samples = DirSamples::new(dir);
+    let summary = build(&rows, &samples)?;
     write_summary(dir, &summary.rows)?;
     let production = manifest
         .as_ref()
@@ -247,7 +252,7 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
         .and_then(|m| m.pointer("/config/projection"))
         .and_then(|v| serde_json::from_value::<Production>(v.clone()).ok())
         .unwrap_or_default();
-    let projection = projection_of(dir, &rows, &production);
+    let projection = projection_of(&samples, &rows, &production)?;
     write_projection(dir, &projection)?;
     let plots = draw_plots(dir, &rows, &summary.rows)?;
     let recs = recommendations_from(&summary);
@@ -268,9 +273,14 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
 }
 
 /// The production projection of every backend's cells: their corrected RTT
-/// histograms pooled (cells without a saved histogram are left out and not
-/// counted), projected for the run's fixed margins and the production margin.
-pub fn projection_of(dir: &Path, rows: &[CellRow], prod: &Production) -> Vec<ProjectionRow> {
+/// histograms pooled ([`bench_analysis::pool`]; a missing one is an error
+/// naming the file), projected for the run's fixed margins and the
+/// production margin.
+pub fn projection_of(
+    src: &dyn SampleSource,
+    rows: &[CellRow],
+    prod: &Production,
+) -> Result<Vec<ProjectionRow>, MissingHistogram> {
     let mut backends: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
     backends.sort();
     backends.dedup();
@@ -283,18 +293,10 @@ pub fn projection_of(dir: &Path, rows: &[CellRow], prod: &Production) -> Vec<Pro
     margins.dedup();
     let mut out = Vec::new();
     for backend in backends {
-        let mut pooled = bench_core::hist::new_histogram();
-        let mut cells = 0u64;
-        for r in rows.iter().filter(|r| r.backend == backend) {
-            if let Some((_, corrected)) = load_cell_hists(dir, &r.cell)
-                && pooled.add(&corrected).is_ok()
-            {
-                cells += 1;
-            }
-        }
-        out.extend(project(backend, &pooled, cells, prod, &margins));
+        let pooled = pool(src, rows.iter().filter(|r| r.backend == backend))?;
+        out.extend(project(backend, &pooled, prod, &margins));
     }
-    out
+    Ok(out)
 }
 
 /// The summary over repeats as a Markdown table.
@@ -645,9 +647,10 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          within a TTL). Intervals: Student t over the repeat values (`mean ± t(0.975, n − 1) · s \
          / √n`, widened to hold the median); with a few repeats they are wide, which is the \
          honest answer on a shared machine. Heartbeat percentiles are from the repeats' merged \
-         HDR histograms; `m_min = 3 × p99.9 / min(lease, session TTL)` with the p99.9's \
-         exact-bootstrap interval (independent samples assumed: too narrow when stalls dominate \
-         the tail). `summary.csv` has every column.\n"
+         HDR histograms; `m_min = 3 × p99.9 / min(lease, session TTL)` with the p99.9's 95 % \
+         interval from a cluster bootstrap over the repeats and their time blocks (column \
+         `quantile_ci_method` says which; dependent samples, such as the heartbeats of one \
+         stall, widen it). `summary.csv` has every column.\n"
     );
     md.push_str(&summary_table(input.summary));
     md.push_str(&projection_section(input.projection));

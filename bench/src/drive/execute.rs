@@ -17,6 +17,7 @@ use crate::runner::{self, CellRunError, Live, RunConfig, Runtime};
 use bench_analysis::frame::TableError;
 use bench_analysis::manifest::{Manifest, ManifestError};
 use bench_analysis::results::{self, BadInput};
+use bench_core::error::Chain;
 use bench_core::grid::Cell;
 use bench_core::hist::HistError;
 use bench_report::report;
@@ -331,9 +332,14 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
         );
     }
     t.push('\n');
-    let summary = bench_analysis::summary::build(rows, &|cell| {
-        bench_analysis::summary::load_cell_hists(out, cell)
-    });
+    let summary =
+        match bench_analysis::summary::build(rows, &bench_analysis::pool::DirSamples::new(out)) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = writeln!(t, "no summary: {}", Chain(&e));
+                return t;
+            }
+        };
     if summary.rows.len() < rows.len() {
         let _ = writeln!(
             t,

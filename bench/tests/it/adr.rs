@@ -155,7 +155,7 @@ fn the_document_covers_every_trigger_and_derives_the_revision() {
     }
     // TTL 1s: U = 500 × 0.7 = 350, window at /3 = 350 − 116.7 − 2 ≤ hop 233;
     // at /4 it is 260.5 > 233; production 10 500 − 3 500 − 2 ≤ 7 000, /4 ok.
-    assert!(md.contains("default **0.30**"), "{md}");
+    assert!(md.contains("default margin **0.30**"), "{md}");
     assert!(md.contains("/ **4**"), "{md}");
     assert!(md.contains("**disagrees**"));
     assert!(
@@ -202,9 +202,73 @@ fn an_empty_pack_invents_nothing() {
     let dir = Scratch::new("adr-empty");
     let md = render(&load(dir.path()).unwrap());
     assert!(md.contains("No `adr-manifest.json`"));
-    assert!(md.contains("No revision can be proposed"));
+    assert!(md.contains("None can be derived"));
     assert!(md.matches("Not measured in this pack").count() >= 6, "{md}");
-    assert!(!md.contains("default **"));
+    assert!(!md.contains("default margin **"));
+}
+
+/// One pooling path: with one cell's histogram gone, the summary (`bench
+/// report`), the recommendation and `bench adr --render-only` all fail, and
+/// each says which file is missing, instead of falling back to the rows'
+/// own percentiles.
+#[test]
+fn a_missing_histogram_fails_every_pooled_figure_naming_the_file() {
+    let dir = Scratch::new("adr-missing-hist");
+    fixture(dir.path());
+    let sweep = dir.path().join("sweep");
+    let rows = bench_analysis::results::read_results(&sweep).unwrap();
+    let gone = bench_core::hist::series_hdr_path(&sweep, &rows[0].cell, Series::Corrected);
+    std::fs::remove_file(&gone).unwrap();
+    let name = gone.file_name().unwrap().to_string_lossy().into_owned();
+    let samples = bench_analysis::pool::DirSamples::new(&sweep);
+    let e = bench_analysis::recommend::recommendations(&rows, &samples).unwrap_err();
+    assert!(e.to_string().contains(&name), "{e}");
+    let e = bench_analysis::summary::build(&rows, &samples).unwrap_err();
+    assert!(e.to_string().contains(&name), "{e}");
+    let bench = env!("CARGO_BIN_EXE_bench");
+    for args in [
+        vec!["report".to_string(), sweep.display().to_string()],
+        vec![
+            "adr".into(),
+            "--render-only".into(),
+            "--out".into(),
+            dir.path().display().to_string(),
+        ],
+    ] {
+        let out = std::process::Command::new(bench)
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.contains(&name), "{args:?}: {stderr}");
+    }
+}
+
+/// The committed reference pack: every interval the recommendation and the
+/// summary build on has width (its data is not constant).
+#[test]
+fn no_recommendation_interval_of_the_reference_pack_has_zero_width() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/reference");
+    for step in ["sweep", "sweep-pause", "adaptive"] {
+        let dir = root.join(step);
+        let rows = bench_analysis::results::read_results(&dir).unwrap();
+        let s = bench_analysis::summary::build(&rows, &bench_analysis::pool::DirSamples::new(&dir))
+            .unwrap();
+        assert!(!s.floors.is_empty());
+        for f in &s.floors {
+            assert!(f.m_min_hi > f.m_min_lo, "{step}: {f:?}");
+            assert!(f.p999.hi_us > f.p999.lo_us, "{step}: {f:?}");
+        }
+        for r in &s.rows {
+            assert!(r.m_min_ci95_hi > r.m_min_ci95_lo, "{step}: {}", r.group);
+        }
+        for rec in bench_analysis::recommend::recommendations_from(&s) {
+            if let Some((_, lo, hi)) = rec.m_min {
+                assert!(hi > lo, "{step}: {rec:?}");
+            }
+        }
+    }
 }
 
 #[test]

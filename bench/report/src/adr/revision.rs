@@ -43,6 +43,9 @@ pub fn margin_grid() -> Vec<f64> {
         .map(|i| (i as f64 * 0.05 * 100.0).round() / 100.0)
         .collect()
 }
+/// Corrected samples a binding condition's p99 needs (100 beyond its rank)
+/// before the revision is more than provisional.
+pub const MIN_SAMPLES_BINDING: u64 = 10_000;
 /// The divisors it searches.
 pub const DIVISORS: std::ops::RangeInclusive<u32> = 2..=8;
 
@@ -57,14 +60,18 @@ pub struct Condition {
     pub base_ms: f64,
     /// The worst-case hop D4 requires.
     pub hop_ms: f64,
-    /// Corrected heartbeat RTT median (largest over the condition's cells).
+    /// Corrected heartbeat RTT median of the condition's pooled cells.
     pub p50_ms: f64,
-    /// Corrected p99, upper end of its 95 % interval (largest over the cells).
+    /// Their corrected p99, upper end of its 95 % interval ([`bench_analysis::pool`]).
     pub p99_ms: f64,
-    /// A stall to ride out (corrected p99.9), for the pause condition.
+    /// The p99 itself and the lower end of its interval, for the tables.
+    pub p99_point_ms: (f64, f64),
+    /// A stall to ride out (corrected p99.9, upper end), for the pause condition.
     pub stall_ms: Option<f64>,
-    /// Fewest corrected samples of a contributing cell (< 1,000: provisional).
+    /// Corrected samples pooled behind its percentiles.
     pub samples: u64,
+    /// Cells pooled.
+    pub cells: usize,
     /// Whether the proposal must satisfy it.
     pub binding: bool,
     /// Whether rule 1 (trigger 1) applies: not to a scaled cell, whose
@@ -113,6 +120,62 @@ pub fn margin_ceiling(c: &Condition, k: u32) -> f64 {
     1.0 - (c.hop_ms + c.p50_ms) / (c.base_ms * (1.0 - 1.0 / f64::from(k))).max(1e-9)
 }
 
+/// What would change the decision for one binding condition at `(m, k)`:
+/// each rule's limit, the value it is held against now, and their ratio
+/// (limit ÷ now for the RTT and the stall; for D4, the window ÷ the hop).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Slack {
+    /// The condition.
+    pub condition: String,
+    /// `trigger 1`, `D4` or `stall`.
+    pub rule: &'static str,
+    /// The sentence: what would have to happen for the rule to fail.
+    pub text: String,
+    /// Limit ÷ now (> 1: room left; the smallest binds first).
+    pub ratio: f64,
+}
+
+/// The slack of every binding condition's rules at `(m, k)`, tightest first.
+pub fn slack(conditions: &[Condition], m: f64, k: u32) -> Vec<Slack> {
+    let mut out = Vec::new();
+    for c in conditions.iter().filter(|c| c.binding) {
+        let usable = c.base_ms * (1.0 - m);
+        let period = usable / f64::from(k);
+        if c.rtt_rule {
+            let budget = c.base_ms * m / 3.0;
+            out.push(Slack {
+                condition: c.name.clone(),
+                rule: "trigger 1",
+                text: format!(
+                    "the corrected p99 rises above {budget:.0} ms (now ≤ {:.3} ms)",
+                    c.p99_ms
+                ),
+                ratio: budget / c.p99_ms.max(1e-9),
+            });
+        }
+        let room = usable - period;
+        out.push(Slack {
+            condition: c.name.clone(),
+            rule: "D4",
+            text: format!(
+                "worst-case hop + p50 reaches {room:.0} ms (now {:.0} + {:.3} ms)",
+                c.hop_ms, c.p50_ms
+            ),
+            ratio: room / (c.hop_ms + c.p50_ms).max(1e-9),
+        });
+        if let Some(st) = c.stall_ms {
+            out.push(Slack {
+                condition: c.name.clone(),
+                rule: "stall",
+                text: format!("a stall lasts {room:.0} ms or more (now ≤ {st:.3} ms at the p99.9)"),
+                ratio: room / st.max(1e-9),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
+    out
+}
+
 /// The derivation's outcome.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Revision {
@@ -120,7 +183,7 @@ pub struct Revision {
     pub margin: Option<f64>,
     /// The proposed heartbeat divisor.
     pub divisor: Option<u32>,
-    /// Whether every binding condition had ≥ 1,000 corrected samples.
+    /// Whether some binding condition had fewer than [`MIN_SAMPLES_BINDING`] corrected samples.
     pub provisional: bool,
     /// For each divisor, the feasible grid margins (binding conditions).
     pub feasible: Vec<(u32, Vec<f64>)>,
@@ -142,9 +205,7 @@ pub fn derive(conditions: &[Condition]) -> Revision {
         .iter()
         .filter_map(|c| violation(c, ADR_MARGIN, ADR_DIVISOR).map(|v| (c.name.clone(), v)))
         .collect();
-    let provisional = binding
-        .iter()
-        .any(|c| c.samples < bench_analysis::triggers::MIN_SAMPLES_P99);
+    let provisional = binding.iter().any(|c| c.samples < MIN_SAMPLES_BINDING);
     let mut reasoning = Vec::new();
     if binding.is_empty() {
         reasoning.push(
@@ -177,7 +238,7 @@ pub fn derive(conditions: &[Condition]) -> Revision {
             c.stall_ms
                 .map(|s| format!("; stall {s:.0} ms must fit before the deadline"))
                 .unwrap_or_default(),
-            if c.samples < bench_analysis::triggers::MIN_SAMPLES_P99 {
+            if c.samples < MIN_SAMPLES_BINDING {
                 format!(" (provisional: {} corrected samples)", c.samples)
             } else {
                 String::new()
@@ -246,11 +307,10 @@ pub fn derive(conditions: &[Condition]) -> Revision {
         best
     };
     if provisional {
-        reasoning.push(
-            "provisional: at least one binding condition has fewer than 1,000 corrected samples \
-             behind its p99"
-                .into(),
-        );
+        reasoning.push(format!(
+            "provisional: at least one binding condition has fewer than \
+                 {MIN_SAMPLES_BINDING} corrected samples behind its p99"
+        ));
     }
     Revision {
         margin: pick.map(|p| p.0),
@@ -274,8 +334,10 @@ mod tests {
             hop_ms: hop,
             p50_ms: p50,
             p99_ms: p99,
+            p99_point_ms: (p99, p99),
             stall_ms: stall,
-            samples: 5_000,
+            samples: 20_000,
+            cells: 1,
             binding: true,
             rtt_rule: stall.is_none(),
         }

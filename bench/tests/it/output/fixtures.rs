@@ -252,3 +252,43 @@ pub(crate) fn repeated_rows(throughputs: &[(f64, [f64; 3])]) -> Vec<CellRow> {
     }
     rows
 }
+
+/// Histograms for `rows` that hold each row's own corrected percentiles:
+/// `hb_corrected_count` samples (at least 1,000), 98.9 % at its p50, 1 % at
+/// its p99 and 0.1 % at its p99.9; the raw histogram the same. What the one
+/// pooling path (`bench_analysis::pool`) reads where a test has no cells.
+pub(crate) fn row_samples(
+    rows: &[CellRow],
+) -> std::collections::BTreeMap<String, bench_analysis::pool::CellSamples> {
+    rows.iter()
+        .map(|r| {
+            let n = r.hb_corrected_count.max(1_000);
+            let p50 = r.hb_rtt_corrected_p50_us.max(1);
+            let p99 = r.hb_rtt_corrected_p99_us.max(p50);
+            let p999 = r.hb_rtt_corrected_p999_us.max(p99);
+            let mut h = bench_core::hist::new_histogram();
+            h.record_n(p999, (n / 1000).max(1)).unwrap();
+            h.record_n(p99, n / 100).unwrap();
+            h.record_n(p50, n - n / 100 - (n / 1000).max(1)).unwrap();
+            (
+                r.cell.clone(),
+                bench_analysis::pool::CellSamples {
+                    raw: h.clone(),
+                    corrected: h,
+                    blocks: Vec::new(),
+                    block_s: None,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The recommendation of `rows` over [`row_samples`].
+pub(crate) fn recommendations(rows: &[CellRow]) -> Vec<bench_analysis::recommend::Recommendation> {
+    bench_analysis::recommend::recommendations(rows, &row_samples(rows)).unwrap()
+}
+
+/// The summary of `rows` over [`row_samples`].
+pub(crate) fn summary_of(rows: &[CellRow]) -> bench_analysis::summary::Summary {
+    bench_analysis::summary::build(rows, &row_samples(rows)).unwrap()
+}

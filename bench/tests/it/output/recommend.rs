@@ -1,7 +1,5 @@
 //! The per-TTL margin recommendation over repeats and intervals.
 
-use bench_report::report::recommendations;
-
 use super::fixtures::*;
 
 /// One repeat gives no interval, so no throughput difference is resolved:

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use bench_analysis::results::write_results;
 use bench_analysis::triggers::{D4_UNSATISFIABLE, D4Window, evaluate, evaluate_row};
-use bench_core::hist::save_histogram;
+use bench_core::hist::{Series, save_histogram, save_series};
 use bench_report::plots::PLOT_STEMS;
 use bench_report::report::write_report;
 
@@ -17,12 +17,9 @@ fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
     write_results(dir.path(), &rows).unwrap();
     for (i, r) in rows.iter().enumerate() {
         let median = 1_000.0 + 3_000.0 * i as f64;
-        save_histogram(
-            dir.path(),
-            &r.cell,
-            &synthetic_histogram(i as u64, median, 5_000),
-        )
-        .unwrap();
+        let h = synthetic_histogram(i as u64, median, 5_000);
+        save_histogram(dir.path(), &r.cell, &h).unwrap();
+        save_series(dir.path(), &r.cell, Series::Corrected, &h).unwrap();
     }
     std::fs::write(
         dir.path().join("manifest.json"),
@@ -43,7 +40,8 @@ fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
     assert!(md.contains("Raise the margin or shorten the heartbeat period"));
     assert!(md.contains("## Summary: recommended margin per TTL"));
     assert!(
-        md.contains("| 1s | **0.50** | no, at 1 repeat(s) | `ttl=1s_margin=0.50` | 15.00 |"),
+        // The pooled floor (m_min's upper end) excludes 0.10–0.40 here.
+        md.contains("| 1s | **0.50** | yes | `ttl=1s_margin=0.50` | 15.00 |"),
         "{md}"
     );
     assert!(md.contains("| 300ms | **none** |"));
@@ -87,14 +85,21 @@ fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
     }
 }
 
+/// Without a manifest the report says so; without a cell's histogram it
+/// refuses, naming the file: every pooled figure needs the histograms.
 #[test]
-fn report_survives_missing_histograms_and_no_manifest() {
+fn report_needs_every_histogram_and_survives_no_manifest() {
     let dir = Scratch::new("bare");
     write_results(dir.path(), &[healthy("lonely", 0.3, 1000)]).unwrap();
+    let e = write_report(dir.path()).unwrap_err();
+    let text = bench_core::error::Chain(&e).to_string();
+    assert!(text.contains("hgrm/lonely.hdr"), "{text}");
+    let h = synthetic_histogram(1, 2_000.0, 5_000);
+    save_histogram(dir.path(), "lonely", &h).unwrap();
+    save_series(dir.path(), "lonely", Series::Corrected, &h).unwrap();
     write_report(dir.path()).unwrap();
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(md.contains("no manifest.json"));
-    assert!(md.contains("Cells missing from the RTT CDF"));
     assert!(dir.path().join("rtt_cdf.png").is_file());
 }
 
@@ -116,12 +121,7 @@ fn plots_of_a_large_grid_are_drawn() {
             rows.push(r);
         }
     }
-    let out = bench_report::plots::draw_plots(
-        dir.path(),
-        &rows,
-        &bench_analysis::summary::build(&rows, &|_| None).rows,
-    )
-    .unwrap();
+    let out = bench_report::plots::draw_plots(dir.path(), &rows, &summary_of(&rows).rows).unwrap();
     assert_eq!(out.files.len(), 2 * PLOT_STEMS.len());
     assert!(out.skipped_cells.is_empty());
     if let Some(keep) = std::env::var_os("KEEP_GRID") {
@@ -163,7 +163,7 @@ fn the_report_is_a_pure_function_of_its_input() {
     use bench_report::report::{ManifestError, ReportInput, render_report};
     let rows = sweep_rows();
     let triggers = evaluate(&rows);
-    let summary = bench_analysis::summary::build(&rows, &|_| None);
+    let summary = summary_of(&rows);
     let recs = bench_report::report::recommendations_from(&summary);
     let bad: Result<Option<serde_json::Value>, ManifestError> =
         Err(serde_json::from_str::<serde_json::Value>("{")

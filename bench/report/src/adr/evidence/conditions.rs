@@ -9,7 +9,9 @@ use bench_analysis::production_rtt::{PRODUCTION_RTT_JSON, ProductionRtt};
 use bench_analysis::recommend::human_ms;
 use bench_analysis::results::CellRow;
 
-use crate::adr::evidence::model::Evidence;
+use bench_analysis::pool::Pooled;
+
+use crate::adr::evidence::model::{Evidence, SweepData};
 use crate::adr::revision::Condition;
 
 /// Production's configuration (C5 §5.1, C3 §3.8): the projection's target.
@@ -25,8 +27,8 @@ pub const PRODUCTION_HOP_MS: u64 = 7_000;
 fn measured_production(p: &ProductionRtt) -> Condition {
     let h = p.histogram();
     let ms = |us: u64| us as f64 / 1e3;
-    let p99_hi =
-        bench_core::hist::quantile_ci95(&h, 0.99).map_or(h.value_at_quantile(0.99), |(_, hi)| hi);
+    let ci = Pooled::from_histogram(h.clone()).quantile(0.99);
+    let p99_hi = ci.map_or(h.value_at_quantile(0.99), |c| c.hi_us);
     Condition {
         name: format!(
             "production {} lease / {} session, 7 s hop (measured: {}, {} samples)",
@@ -40,18 +42,37 @@ fn measured_production(p: &ProductionRtt) -> Condition {
         hop_ms: PRODUCTION_HOP_MS as f64,
         p50_ms: ms(h.value_at_quantile(0.5)),
         p99_ms: ms(p99_hi.max(h.value_at_quantile(0.99))),
+        p99_point_ms: ci.map_or((0.0, 0.0), |c| (ms(c.value_us), ms(c.lo_us))),
         stall_ms: None,
         samples: p.samples(),
+        cells: 1,
         binding: true,
         rtt_rule: true,
     }
 }
 
+/// Without a sweep: only a production distribution measured there, if any.
+fn measured_only(ev: &Evidence) -> Vec<Condition> {
+    ev.production_rtt.iter().map(measured_production).collect()
+}
+
 /// The conditions the revision derives from (see [`crate::adr::revision`]).
 pub fn conditions(ev: &Evidence) -> Vec<Condition> {
     let mut out = Vec::new();
-    let of = |name: String, source: String, rows: &[&CellRow], stall: bool, rtt_rule: bool| {
-        let f = |g: fn(&CellRow) -> u64| rows.iter().map(|r| g(r)).max().unwrap_or(0) as f64 / 1e3;
+    // Every condition pools its cells' histograms (bench_analysis::pool):
+    // p50 of the pool, p99 at the upper end of its 95 % interval, the
+    // stall at the p99.9's upper end, samples = the pool's.
+    let of = |name: String,
+              source: String,
+              step: &SweepData,
+              rows: &[&CellRow],
+              stall: bool,
+              rtt_rule: bool| {
+        let p = step.pooled(rows.iter().copied());
+        let ms = |us: u64| us as f64 / 1e3;
+        let h = &p.corrected;
+        let hi = |q: f64| p.quantile(q).map_or(0.0, |c| ms(c.hi_us.max(c.value_us)));
+        let p99 = p.quantile(0.99);
         Condition {
             name,
             source,
@@ -61,15 +82,20 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
                 .min()
                 .unwrap_or(0) as f64,
             hop_ms: rows.iter().map(|r| r.worst_case_hop_ms).max().unwrap_or(0) as f64,
-            p50_ms: f(|r| r.hb_rtt_corrected_p50_us),
-            p99_ms: f(|r| r.hb_rtt_corrected_p99_hi_us.max(r.hb_rtt_corrected_p99_us)),
-            stall_ms: stall.then(|| f(|r| r.hb_rtt_corrected_p999_us)),
-            samples: rows.iter().map(|r| r.hb_corrected_count).min().unwrap_or(0),
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p99_ms: hi(0.99),
+            p99_point_ms: p99.map_or((0.0, 0.0), |c| (ms(c.value_us), ms(c.lo_us))),
+            stall_ms: stall.then(|| hi(0.999)),
+            samples: p.count(),
+            cells: p.cells,
             binding: true,
             rtt_rule,
         }
     };
     let fixed = ev.fixed_rows();
+    let Some(sweep) = ev.sweeps.get("sweep") else {
+        return measured_only(ev);
+    };
     let mut ttls: Vec<u64> = fixed.iter().map(|r| r.lease_ms).collect();
     ttls.sort_unstable();
     ttls.dedup();
@@ -79,6 +105,7 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
         out.push(of(
             format!("TTL {} (sweep, net delay {delay}; scaled)", human_ms(*t)),
             "sweep/results.csv".into(),
+            sweep,
             &rows,
             false,
             false,
@@ -96,6 +123,7 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
                 human_ms(PRODUCTION_SESSION_MS)
             ),
             "sweep/results.csv".into(),
+            sweep,
             &fixed,
             false,
             true,
@@ -117,6 +145,7 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
                     rows.first().map_or("", |r| r.server_pause.as_str())
                 ),
                 "sweep-pause/results.csv".into(),
+                s,
                 &rows,
                 true,
                 false,
@@ -140,6 +169,7 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
                     rows[0].cpu_quota
                 ),
                 "throttle/results.csv".into(),
+                s,
                 &rows,
                 false,
                 true,

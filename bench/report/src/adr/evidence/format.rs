@@ -121,3 +121,23 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
         n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
+
+/// A number to three significant figures (integers from 100 up), `—` for NaN.
+pub(crate) fn sig3(v: f64) -> String {
+    let a = v.abs();
+    if v.is_nan() {
+        "—".into()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.1 {
+        format!("{v:.3}")
+    } else if a >= 0.01 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}

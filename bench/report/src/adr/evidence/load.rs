@@ -7,12 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use bench_analysis::recommend::recommendations;
+use bench_analysis::pool::{MissingHistogram, load_cell, pool};
+use bench_analysis::recommend::recommendations_from;
 use bench_analysis::results::{BadInput, CellRow, RESULTS_CSV, read_results};
+use bench_analysis::summary::build;
 use bench_analysis::triggers::evaluate;
 use bench_core::error::Chain;
-use bench_core::hist::{self, Series};
-use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use crate::adr::evidence::model::{ClockData, Evidence, PauseData, SweepData, TtlRtt};
@@ -29,6 +29,17 @@ pub enum LoadError {
     /// The path is not a directory; pass the pack's `--out` directory.
     #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
+    /// A step's cell has no histogram: the document's percentiles are all
+    /// pooled from the cells' histograms, so it cannot be written without
+    /// it. The message names the file; restore it or rerun the step.
+    #[error("step {step}")]
+    Histogram {
+        /// The step's directory.
+        step: String,
+        /// The file and why.
+        #[source]
+        source: MissingHistogram,
+    },
 }
 
 /// Why a JSON file of the pack could not be read (a problem of the pack,
@@ -64,26 +75,10 @@ fn list_files(root: &Path, dir: &Path, depth: usize, out: &mut BTreeSet<String>)
     }
 }
 
-/// The histograms of one series of `cells` merged, and how many cells had
-/// none (or one that did not merge).
-fn merged(dir: &Path, cells: &[&CellRow], series: Series) -> (Histogram<u64>, usize) {
-    let mut h = hist::new_histogram();
-    let mut missing = 0;
-    for r in cells {
-        match hist::load_series(dir, &r.cell, series) {
-            Ok(c) => {
-                if h.add(&c).is_err() {
-                    missing += 1;
-                }
-            }
-            Err(_) => missing += 1,
-        }
-    }
-    (h, missing)
-}
-
-/// The results directory of step `name`, if it has a results table.
-fn load_sweep(dir: &Path, name: &str) -> Result<Option<SweepData>, BadInput> {
+/// The results directory of step `name`, if it has a results table. Every
+/// cell's histograms are read ([`bench_analysis::pool`]); a missing one is
+/// an error naming the file.
+fn load_sweep(dir: &Path, name: &str) -> Result<Option<SweepData>, SweepError> {
     let sub = dir.join(name);
     if !sub.join(RESULTS_CSV).is_file()
         && !sub.join(bench_analysis::results::RESULTS_PARQUET).is_file()
@@ -92,24 +87,30 @@ fn load_sweep(dir: &Path, name: &str) -> Result<Option<SweepData>, BadInput> {
     }
     let rows = read_results(&sub)?;
     let triggers = evaluate(&rows);
+    let mut samples = BTreeMap::new();
+    for r in &rows {
+        samples.insert(r.cell.clone(), load_cell(&sub, &r.cell)?);
+    }
+    // Every subset the document pools merges if the whole table does.
+    pool(&samples, &rows)?;
     let mut by_ttl: BTreeMap<u64, Vec<&CellRow>> = BTreeMap::new();
     for r in &rows {
         by_ttl.entry(r.lease_ms).or_default().push(r);
     }
     let rtt = by_ttl
         .iter()
-        .map(|(&lease_ms, cells)| {
-            let (corrected, missing) = merged(&sub, cells, Series::Corrected);
-            let (raw, _) = merged(&sub, cells, Series::Rtt);
-            TtlRtt {
+        .map(|(&lease_ms, cells)| -> Result<TtlRtt, MissingHistogram> {
+            let p = pool(&samples, cells.iter().copied())?;
+            Ok(TtlRtt {
                 lease_ms,
                 cells: cells.len(),
-                missing,
-                corrected: Pct::of(&corrected),
-                raw: Pct::of(&raw),
-            }
+                method: p.method(),
+                corrected: Pct::of(&p),
+                raw: Pct::raw(&p.raw),
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
+    let summary = build(&rows, &samples)?;
     let table = |f: &str| {
         std::fs::read_to_string(sub.join(f))
             .ok()
@@ -117,14 +118,27 @@ fn load_sweep(dir: &Path, name: &str) -> Result<Option<SweepData>, BadInput> {
     };
     Ok(Some(SweepData {
         name: name.into(),
-        recommendations: recommendations(&rows),
+        recommendations: recommendations_from(&summary),
+        summary_rows: summary,
         triggers,
         rtt,
         manifest: read_manifest(&sub).ok().flatten(),
         summary: table("summary.csv"),
         projection: table("projection.csv"),
         rows,
+        samples,
     }))
+}
+
+/// Why a results step of the pack could not be read.
+#[derive(Debug, thiserror::Error)]
+enum SweepError {
+    /// Its results table.
+    #[error(transparent)]
+    Table(#[from] BadInput),
+    /// One of its cells' histograms.
+    #[error(transparent)]
+    Histogram(#[from] MissingHistogram),
 }
 
 /// A JSON file of the pack, `None` when absent.
@@ -154,6 +168,12 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
                 ev.sweeps.insert(name.into(), s);
             }
             Ok(None) => {}
+            Err(SweepError::Histogram(source)) => {
+                return Err(LoadError::Histogram {
+                    step: name.into(),
+                    source,
+                });
+            }
             Err(e) => problems.push((format!("{name}/{RESULTS_CSV}"), Chain(&e).to_string())),
         }
     }

@@ -5,8 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use bench_analysis::pool::{CellSamples, Pooled, pool};
 use bench_analysis::recommend::Recommendation;
 use bench_analysis::results::CellRow;
+use bench_analysis::summary::Summary;
 use bench_analysis::triggers::TriggerResult;
 use serde::Deserialize;
 
@@ -20,8 +22,8 @@ pub struct TtlRtt {
     pub lease_ms: u64,
     /// Cells merged.
     pub cells: usize,
-    /// Cells whose histograms were missing.
-    pub missing: usize,
+    /// How its intervals were computed ([`bench_analysis::pool::Pooled::method`]).
+    pub method: String,
     /// Corrected for coordinated omission.
     pub corrected: Pct,
     /// Raw (send → reply).
@@ -43,10 +45,27 @@ pub struct SweepData {
     pub rtt: Vec<TtlRtt>,
     /// Its `manifest.json`.
     pub manifest: Option<serde_json::Value>,
+    /// The summary over repeats and the per-TTL floors, pooled from the
+    /// histograms (the same [`bench_analysis::summary::build`] `bench report` runs).
+    pub summary_rows: Summary,
+    /// Every cell's histograms, by cell id: what every pooled figure of the
+    /// document is computed from ([`SweepData::pooled`]).
+    pub samples: BTreeMap<String, CellSamples>,
     /// `summary.csv` (issue 13: CIs over repeats), if written.
     pub summary: Option<Table>,
     /// `projection.csv` (issue 13), if written.
     pub projection: Option<Table>,
+}
+
+impl SweepData {
+    /// The cells `rows` of this step, pooled ([`bench_analysis::pool`]).
+    /// [`crate::adr::evidence::load`] read every cell's histograms and pooled
+    /// the whole table, so no subset can fail: a failure would be a bug, and
+    /// gives an empty pool that every verdict reads as insufficient data.
+    pub fn pooled<'a>(&self, rows: impl IntoIterator<Item = &'a CellRow>) -> Pooled {
+        pool(&self.samples, rows)
+            .unwrap_or_else(|_| Pooled::from_histogram(bench_core::hist::new_histogram()))
+    }
 }
 
 /// `pause.json`, the fields the document reads.

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use bench_core::hist;
+use bench_analysis::pool::Pooled;
 use hdrhistogram::Histogram;
 
 /// A CSV file as text cells (header, rows).
@@ -69,26 +69,42 @@ pub struct Pct {
     pub p90: f64,
     /// 99th percentile.
     pub p99: f64,
-    /// 95 % interval of the p99 (order statistics).
+    /// 95 % interval of the p99 (cluster bootstrap, [`bench_analysis::pool`]).
     pub p99_ci: (f64, f64),
     /// 99.9th percentile.
     pub p999: f64,
+    /// Its 95 % interval.
+    pub p999_ci: (f64, f64),
     /// Largest.
     pub max: f64,
 }
 
 impl Pct {
-    /// Of a histogram in µs.
-    pub fn of(h: &Histogram<u64>) -> Pct {
+    /// Of a pool's corrected histogram, with its intervals.
+    pub fn of(p: &Pooled) -> Pct {
         let ms = |us: u64| us as f64 / 1000.0;
-        let ci = hist::quantile_ci95(h, 0.99).unwrap_or((0, 0));
+        let ci = |q: f64| {
+            p.quantile(q)
+                .map_or((0.0, 0.0), |c| (ms(c.lo_us), ms(c.hi_us)))
+        };
+        Pct {
+            p99_ci: ci(0.99),
+            p999_ci: ci(0.999),
+            ..Pct::raw(&p.corrected)
+        }
+    }
+
+    /// Of a histogram in µs, without intervals.
+    pub fn raw(h: &Histogram<u64>) -> Pct {
+        let ms = |us: u64| us as f64 / 1000.0;
         Pct {
             n: h.len(),
             p50: ms(h.value_at_quantile(0.50)),
             p90: ms(h.value_at_quantile(0.90)),
             p99: ms(h.value_at_quantile(0.99)),
-            p99_ci: (ms(ci.0), ms(ci.1)),
+            p99_ci: (0.0, 0.0),
             p999: ms(h.value_at_quantile(0.999)),
+            p999_ci: (0.0, 0.0),
             max: ms(h.max()),
         }
     }

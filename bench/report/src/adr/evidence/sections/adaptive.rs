@@ -89,10 +89,24 @@ pub(crate) fn adaptive_section(md: &mut String, ev: &Evidence) {
                 .count()
         })
         .unwrap_or(0);
+    // Repeats per policy, read from the two tables (never typed in).
+    let repeats = |name: &str| {
+        ev.sweeps.get(name).map_or(0, |s| {
+            s.summary_rows
+                .rows
+                .iter()
+                .map(|r| r.n_repeats)
+                .min()
+                .unwrap_or(0)
+        })
+    };
     let _ = writeln!(
         md,
         "\nTrigger 2 (the margin is the dominant throughput limiter → consider the adaptive \
-         margin) fired on {fired2} fixed cell(s) of the sweep. One repeat per policy: a ratio \
-         within run-to-run noise is not a difference.\n"
+         margin) fired on {fired2} fixed cell(s) of the sweep. Repeats: {} per adaptive point, \
+         {} per fixed point (the fewest of any point); each adaptive row above is one repeat, \
+         so a ratio within the repeat-to-repeat spread is not a difference.\n",
+        repeats("adaptive"),
+        repeats("sweep")
     );
 }

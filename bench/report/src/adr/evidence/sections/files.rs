@@ -45,7 +45,7 @@ pub(crate) fn others_section(md: &mut String, ev: &Evidence) {
 
 /// Every file of the pack, by directory.
 pub(crate) fn files_section(md: &mut String, ev: &Evidence) {
-    let _ = writeln!(md, "## Files of this pack\n");
+    let _ = writeln!(md, "## Appendix B. Files of this pack\n");
     let mut by_dir: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
     for f in &ev.files {
         let d = f.split_once('/').map_or(".", |(d, _)| d);

@@ -10,7 +10,7 @@ use crate::adr::revision::{self, ADR_DIVISOR, ADR_MARGIN, Condition};
 
 /// The proposed revision, derived from `conditions`.
 pub(crate) fn revision_section(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
-    let _ = writeln!(md, "## Proposed revision of ADR-006 §6.2 / §6.5\n");
+    let _ = writeln!(md, "## 11. The derivation\n");
     let r = revision::derive(conditions);
     let _ = writeln!(
         md,
@@ -74,61 +74,8 @@ pub(crate) fn revision_section(md: &mut String, ev: &Evidence, conditions: &[Con
     for line in &r.reasoning {
         let _ = writeln!(md, "- {line}");
     }
-    md.push('\n');
-    match (r.margin, r.divisor) {
-        (Some(m), Some(k)) => {
-            let tag = if r.provisional {
-                " (provisional: fewer than 1,000 samples behind a p99)"
-            } else {
-                ""
-            };
-            let _ = writeln!(md, "### Proposed text{tag}\n");
-            let _ = writeln!(
-                md,
-                "**§6.2 D1.** The client computes its own deadline: deadline = t_send + lease × \
-                 (1 − margin), margin = lock.client.safety-margin, default **{m:.2}** \
-                 ({}measured in this pack: the binding conditions above).\n",
-                if (m - ADR_MARGIN).abs() < 1e-9 {
-                    "unchanged; "
-                } else {
-                    "was 0.30; "
-                }
-            );
-            let _ = writeln!(
-                md,
-                "**§6.2, heartbeat (T-040).** Period = min(session TTL, shortest live lease) × \
-                 (1 − margin) / **{k}**{}.\n",
-                if k == ADR_DIVISOR {
-                    " (unchanged)".to_string()
-                } else {
-                    format!(
-                        " (was / 3): with / 3 the window just before a heartbeat is U × 2/3, \
-                         and {} — D4 refuses part of every period at the ADR's own defaults",
-                        r.adr_failures
-                            .iter()
-                            .map(|(n, v)| format!("{n}: {v}"))
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    )
-                }
-            );
-            let _ = writeln!(
-                md,
-                "**§6.5 row 1.** Measured p99 heartbeat RTT (corrected for coordinated omission, \
-                 on ≥ 1,000 samples) exceeds one third of min(lease, session TTL) × margin → \
-                 raise the margin or shorten the heartbeat period.\n\n\
-                 **§6.5 row 3.** lock.session.ttl or lock.default.ttl changes → recheck \
-                 min(lease, session TTL) × (1 − margin) × (1 − 1/{k}) − p50 RTT > worst-case \
-                 rail hop (the window just before a heartbeat, not the whole usable lease; the \
-                 session TTL binds when it is shorter than the lease).\n"
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                md,
-                "### No revision can be proposed from this pack\n\nNo (margin, divisor) pair \
-                 satisfies every binding condition; the reasoning above names what blocks it.\n"
-            );
-        }
-    }
+    let _ = writeln!(
+        md,
+        "\nThe proposed text this derivation gives is [the decision](#decision) at the top.\n"
+    );
 }

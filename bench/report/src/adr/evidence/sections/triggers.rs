@@ -109,7 +109,31 @@ pub(crate) fn triggers_section(md: &mut String, ev: &Evidence) {
             t.action,
         );
     }
-    let _ = writeln!(md, "\nEvery verdict with its numbers:\n");
+    let _ = writeln!(
+        md,
+        "\nEvery verdict with its numbers: [appendix A](#appendix-a-every-trigger-verdict).\n"
+    );
+    md.push_str(&ev.figure(
+        "sweep/p99_vs_budget",
+        "Trigger 1: corrected p99 (points) vs min(lease, session TTL) × margin / 3 (dashed)",
+    ));
+    md.push('\n');
+    if !ev.sweeps.contains_key("throttle") {
+        let _ = writeln!(
+            md,
+            "Trigger 5 (a move off Autopilot) needs the throttle pair: {}",
+            ev.absent("throttle", "results table")
+        );
+    }
+}
+
+/// Appendix A: every trigger verdict, collapsed per step with a count line.
+pub(crate) fn triggers_appendix(md: &mut String, ev: &Evidence) {
+    let _ = writeln!(md, "## Appendix A. Every trigger verdict\n");
+    if ev.sweeps.is_empty() {
+        md.push_str(&ev.absent("sweep", "results table"));
+        return;
+    }
     for s in ev.sweeps.values() {
         let fired: Vec<&TriggerResult> = s
             .triggers
@@ -128,22 +152,4 @@ pub(crate) fn triggers_section(md: &mut String, ev: &Evidence) {
         md.push_str(&bench_analysis::triggers::markdown_table(&s.triggers));
         let _ = writeln!(md, "\n</details>\n");
     }
-    md.push_str(&ev.figure(
-        "sweep/p99_vs_budget",
-        "Trigger 1: corrected p99 (points) vs min(lease, session TTL) × margin / 3 (dashed)",
-    ));
-    md.push('\n');
-    if !ev.sweeps.contains_key("throttle") {
-        let _ = writeln!(
-            md,
-            "Trigger 5 (a move off Autopilot) needs the throttle pair: {}",
-            ev.absent("throttle", "results table")
-        );
-    } else {
-        md.push_str(&ev.figure(
-            "throttle/throttle_rtt",
-            "Trigger 5: corrected RTT CDF, 10 % CPU quota vs unthrottled",
-        ));
-    }
-    md.push('\n');
 }
