@@ -339,16 +339,17 @@ impl Pooled {
         })
     }
 
-    /// The method of [`Pooled::quantile`]'s interval, for the reports.
+    /// The method of [`Pooled::quantile`]'s interval, for the reports (no
+    /// comma: it is a csv value that readers split naively).
     pub fn method(&self) -> String {
         let blocks: usize = self.clusters.iter().map(Vec::len).sum();
         let within = match self.block_s {
             _ if blocks <= self.cells => "; no time blocks are recorded".to_owned(),
-            Some(s) => format!(", then of their {blocks} time blocks of {s} s"),
-            None => format!(", then of their {blocks} time blocks"),
+            Some(s) => format!("; then of their {blocks} time blocks of {s} s"),
+            None => format!("; then of their {blocks} time blocks"),
         };
         format!(
-            "cluster bootstrap ({REPS} resamples of the {} cells{within}), widened to hold the \
+            "cluster bootstrap ({REPS} resamples of the {} cells{within}) widened to hold the \
              order-statistic interval",
             self.cells
         )
