@@ -122,17 +122,14 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// A number to three significant figures (integers from 100 up), `—` for NaN.
+/// A number to three significant figures (integers from 100 up), `—` for
+/// NaN: [`ms`]'s rounding from 1 up, more decimals below it.
 pub(crate) fn sig3(v: f64) -> String {
     let a = v.abs();
-    if v.is_nan() {
-        "—".into()
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
+    if v.is_nan() || v >= 1.0 {
+        ms(v)
+    } else if v <= -1.0 {
+        format!("-{}", ms(a))
     } else if a >= 0.1 {
         format!("{v:.3}")
     } else if a >= 0.01 {
