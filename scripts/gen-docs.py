@@ -215,6 +215,21 @@ def gen_pack_run(here: Path) -> str:
     )
 
 
+def gen_pack_decision(here: Path) -> str:
+    """The pack's decision and its status, as its document's first screen states them."""
+    text = (PACK / "adr-006-evidence.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    try:
+        at = lines.index("## Decision")
+    except ValueError:
+        raise SystemExit("data/reference/adr-006-evidence.md has no '## Decision' section")
+    first = next(l for l in lines[at + 1:] if l.strip())
+    return (
+        f"Its decision, as the document states it: {first} "
+        f"{source(here, 'data/reference/adr-006-evidence.md')}"
+    )
+
+
 def gen_pack_steps(here: Path) -> str:
     """The plan and what ran: one row per step of adr-manifest.json."""
     m = read_json("adr-manifest.json")
@@ -590,8 +605,64 @@ def gen_http_client(here: Path) -> str:
     )
 
 
+def gen_sessions(here: Path) -> str:
+    """One bench process holding 10,000 idle sessions vs the 16 workers alone (data/sessions/)."""
+    base = ROOT / "data" / "sessions"
+    if not base.is_dir():
+        raise Missing("data/sessions/")
+    runs = []
+    for d in sorted(p for p in base.iterdir() if p.is_dir()):
+        rows = read_run(f"sessions/{d.name}", "results.csv")
+        m = read_run(f"sessions/{d.name}", "manifest.json")
+        runs.append((d.name, rows[0], m))
+    if not runs:
+        raise Missing("data/sessions/*/results.csv")
+
+    def mmm(vals: list[float], digits: int) -> str:
+        vals = sorted(vals)
+        return f"{f(statistics.median(vals), digits)} ({f(vals[0], digits)}–{f(vals[-1], digits)})"
+
+    out = []
+    for n in sorted({int(r["idle_sessions"]) for _, r, _ in runs}):
+        rs = [r for _, r, _ in runs if int(r["idle_sessions"]) == n]
+        dur = [num(r["duration_s"]) for r in rs]
+        out.append([
+            f(n, 0), str(len(rs)),
+            mmm([num(r["hb_corrected_count"]) for r in rs], 0),
+            mmm([num(r["hb_attempts"]) / num(r["duration_s"]) for r in rs], 0),
+            mmm([num(r["hb_rtt_corrected_p50_us"]) / 1e3 for r in rs], 2),
+            mmm([num(r["hb_rtt_corrected_p99_us"]) / 1e3 for r in rs], 1),
+            mmm([num(r["hb_timeouts"]) for r in rs], 0),
+            mmm([num(r["session_lost"]) for r in rs], 0),
+            mmm([num(r["cpu_lock_server_s"]) / d for r, d in zip(rs, dur)], 2),
+            mmm([num(r["cpu_bench_s"]) / d for r, d in zip(rs, dur)], 2),
+            mmm([num(r["lock_server_rss_peak_kb"]) / 1024 for r in rs], 1),
+            str(sum(int(r["duplicate_attempted"]) + int(r["paid_twice"]) for r in rs)),
+        ])
+    first = runs[0][2]
+    argv = " ".join(["bench"] + first["argv"][1:])
+    argv = re.sub(r"--out \S+", "--out DIR", argv)
+    argv = re.sub(r"--sessions \d+", "--sessions N", argv)
+    argv = re.sub(r"--seed \d+", "--seed S", argv)
+    seeds = sorted({m["seed"] for _, _, m in runs})
+    order = ", ".join(name for name, _, _ in sorted(runs, key=lambda x: x[2]["started_at"]))
+    return (
+        table(["idle sessions", "runs", "corrected samples", "heartbeats/s", "corrected p50 ms",
+               "corrected p99 ms", "timeouts", "sessions lost", "lock-server CPU (cores)",
+               "bench CPU (cores)", "lock-server peak RSS MiB", "duplicates"], out,
+              ["r"] * 12)
+        + f"\n\nMedian (min–max) over the runs of `{argv}`, seeds {', '.join(map(str, seeds))}, run in "
+        f"the order {order} on one machine; {run_line('', first)}. CPU is CPU seconds over the "
+        "window ÷ its length, in cores. Source: "
+        + ", ".join(link(here, f"data/sessions/{name}/results.csv", f"{name}") for name, _, _ in runs)
+        + " (written by `bench sweep`)."
+    )
+
+
 GENERATORS = {
     "pack-run": gen_pack_run,
+    "sessions": gen_sessions,
+    "pack-decision": gen_pack_decision,
     "pack-steps": gen_pack_steps,
     "pack-triggers": gen_pack_triggers,
     "sweep-summary": gen_sweep_summary,

@@ -152,15 +152,26 @@ pub struct Features {
     pub etcd: bool,
 }
 
-/// The sizes of a plan.
+/// The sizes of a plan. The full plan's are set by the sample floors the
+/// proposed revision needs (`bench_report::adr::revision`): 10,000 corrected
+/// samples behind every binding p99, and 10⁶ (1,000 beyond the rank) behind
+/// the p99.9 of the server-pause stall. The idle sessions (`--sessions`) give
+/// them; docs/evidence.md has the arithmetic and the time budget.
 struct Sizes {
     margins: &'static str,
     ttls: &'static str,
     duration: &'static str,
     workers: &'static str,
     repeat: &'static str,
+    /// Idle sessions per cell of the main and adaptive sweeps.
+    sessions: &'static str,
     pause_margins: &'static str,
     pause_ttl: &'static str,
+    /// Window and idle sessions of the server-pause sweep's cells.
+    pause_duration: &'static str,
+    pause_sessions: &'static str,
+    /// Worker processes of the throttle experiment.
+    throttle_workers: &'static str,
     pauses: &'static str,
     clock_cases: &'static str,
     throttle_duration: &'static str,
@@ -173,11 +184,15 @@ const FULL: Sizes = Sizes {
     duration: "6s",
     workers: "16",
     repeat: "3",
+    sessions: "100",
     pause_margins: "0.1..0.5:0.1",
     pause_ttl: "2s",
+    pause_duration: "35s",
+    pause_sessions: "800",
+    throttle_workers: "16",
     pauses: "5",
     clock_cases: "1000",
-    throttle_duration: "32s",
+    throttle_duration: "90s",
     peer: ["--duration", "3s", "--concurrency", "16", "--repeat", "3"],
 };
 
@@ -187,8 +202,12 @@ const QUICK: Sizes = Sizes {
     duration: "3s",
     workers: "8",
     repeat: "1",
+    sessions: "20",
     pause_margins: "0.3",
     pause_ttl: "2s",
+    pause_duration: "3s",
+    pause_sessions: "20",
+    throttle_workers: "4",
     pauses: "2",
     clock_cases: "200",
     throttle_duration: "4s",
@@ -207,7 +226,11 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
     let seed = seed.to_string();
     let dir = |name: &str| out.join(name).display().to_string();
     let mut steps = Vec::new();
-    let mut sweep = |name: &str, title: &str, extra: &[&str], margins: &str, ttls: &str| {
+    let mut sweep = |name: &str,
+                     title: &str,
+                     extra: &[&str],
+                     (margins, ttls): (&str, &str),
+                     (duration, sessions): (&str, &str)| {
         let mut args = strings(&[
             "sweep",
             "--margin",
@@ -215,9 +238,11 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
             "--ttl",
             ttls,
             "--duration",
-            s.duration,
+            duration,
             "--workers",
             s.workers,
+            "--sessions",
+            sessions,
             "--net-delay",
             NET_DELAY,
             "--seed",
@@ -241,22 +266,22 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
         "sweep",
         "fixed margins × TTLs under the realistic network delay",
         &[],
-        s.margins,
-        s.ttls,
+        (s.margins, s.ttls),
+        (s.duration, s.sessions),
     );
     sweep(
         "sweep-pause",
         "the same with the lock-server paused (one --server-pause condition)",
         &["--server-pause", SERVER_PAUSE],
-        s.pause_margins,
-        s.pause_ttl,
+        (s.pause_margins, s.pause_ttl),
+        (s.pause_duration, s.pause_sessions),
     );
     sweep(
         "adaptive",
         "the adaptive margin (V2) at the same TTLs",
         &["--margin-policy", ADAPTIVE_POLICY],
-        "0.5",
-        s.ttls,
+        ("0.5", s.ttls),
+        (s.duration, s.sessions),
     );
     let no_experiments = features
         .experiments
@@ -346,6 +371,8 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
             "1s",
             "--duration",
             s.throttle_duration,
+            "--workers",
+            s.throttle_workers,
             "--seed",
             &seed,
             "--out",

@@ -291,9 +291,28 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 8)]
     pub workers: u32,
 
-    /// How long each cell runs.
+    /// How long each cell runs (with --min-samples: at least this long).
     #[arg(long, default_value = "10s")]
     pub duration: String,
+
+    /// Idle SDK sessions per cell, heartbeating beside the workers on one
+    /// client of their own (no locks): real sessions on the wire, opened
+    /// spread over one heartbeat period before the warm-up, closed after the
+    /// window. They multiply the heartbeat samples a cell records (a 5 s-TTL
+    /// cell's 16 workers give ~200; 1,000 sessions ~10,000 more) and load the
+    /// lock-server like a fleet would. 0..=100000; fencepost backend only.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub sessions: u32,
+
+    /// Sequential stop: after --duration, a cell runs on until its corrected
+    /// heartbeat histogram holds K samples, or until --max-duration; the
+    /// `stopped_by` column says which. Counted every 500 ms.
+    #[arg(long, value_name = "K")]
+    pub min_samples: Option<u64>,
+
+    /// The longest a cell with --min-samples runs (its window); default 10m.
+    #[arg(long, value_name = "DURATION")]
+    pub max_duration: Option<String>,
 
     /// Payouts seeded into the backlog per cell (R7), 1..1000000.
     #[arg(long, default_value_t = 200_000)]

@@ -220,7 +220,7 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
         ))
     });
     Ok(PeerPlan {
-        argv: std::env::args().collect(),
+        argv: crate::runner::recorded_argv(),
         duration_s: duration.as_secs_f64(),
         warmup_s: warmup.as_secs_f64(),
         concurrency,

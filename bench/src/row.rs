@@ -127,6 +127,9 @@ pub fn cell_row(m: &Measurement) -> CellRow {
         backend: m.backend.to_string(),
         margin_applied_count: m.workers.margins.count,
         group: grid::group_of(&plan.id).to_owned(),
+        idle_sessions: m.idle_sessions,
+        stopped_by: m.stopped_by.to_string(),
+        lock_server_rss_peak_kb: m.lock_server_rss_peak_kb.map_or(f64::NAN, |kb| kb as f64),
     }
 }
 
@@ -176,6 +179,7 @@ mod tests {
             },
             warmup: Duration::from_millis(350),
             cpu_quota: None,
+            sampling: Default::default(),
         }
     }
 
@@ -216,6 +220,10 @@ mod tests {
             cpu: CpuUse::default(),
             fences: FenceTrace::default(),
             backend: BackendKind::Fencepost,
+            blocks: None,
+            stopped_by: Default::default(),
+            idle_sessions: 0,
+            lock_server_rss_peak_kb: None,
         };
         let row = cell_row(&m);
         assert_eq!(row.payouts_paid, 50);

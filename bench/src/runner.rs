@@ -27,6 +27,7 @@ use tokio::sync::watch;
 
 pub use bench_analysis::projection::Production;
 use bench_analysis::results::CellRow;
+use bench_core::blocks::Blocks;
 use bench_core::grid::{Cell, PauseSpec, PolicySpec};
 use bench_core::hist::Histograms;
 use bench_core::overhead::ProxyOverhead;
@@ -34,7 +35,8 @@ use bench_core::timebase::TimeBase;
 use bench_driver::backend::BackendKind;
 use bench_driver::backend::etcd::session_ttl_on_etcd;
 use bench_driver::cell::{
-    CellError, Conditions, Hooks, Stack, StackError, Steady, WriteError, default_warmup, measure,
+    CellError, Conditions, Hooks, Sampling, Stack, StackError, Steady, WriteError, default_warmup,
+    measure,
 };
 pub use bench_driver::cell::{CellPlan, Live, Runtime};
 use bench_driver::proxy::{BASELINE_PAIRS, BaselineError};
@@ -91,6 +93,20 @@ pub struct RunConfig {
     /// ([`bench_driver::cell::WARMUP_PERIODS`] heartbeat periods).
     #[serde(serialize_with = "warmup")]
     pub warmup: Option<Duration>,
+    /// `--sessions`, `--min-samples`, `--max-duration`.
+    #[serde(serialize_with = "sampling")]
+    pub sampling: Sampling,
+}
+
+fn sampling<S: serde::Serializer>(v: &Sampling, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(
+        &serde_json::json!({
+            "sessions": v.sessions,
+            "min_samples": v.min_samples,
+            "max_duration": v.max_duration.map(fencepost_api::format_duration),
+        }),
+        s,
+    )
 }
 
 fn warmup<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -198,6 +214,7 @@ impl RunConfig {
                 .warmup
                 .unwrap_or_else(|| default_warmup(session_ttl, cell.lease, cell.margin)),
             cpu_quota: None,
+            sampling: self.sampling,
         }
     }
 }
@@ -226,6 +243,8 @@ pub struct CellResult {
     pub row: CellRow,
     /// Its merged histograms (µs): raw and corrected RTT, tick lag, rail latency.
     pub histograms: Histograms,
+    /// Its corrected histogram in time blocks (`None` if it could not be cut).
+    pub blocks: Option<Blocks>,
     /// The delay proxy's own overhead, when the cell was asked to measure it.
     pub proxy_overhead: Option<ProxyOverhead>,
 }
@@ -271,9 +290,35 @@ pub async fn run_cell(
     m.write_ledger_check(&cell_dir)?;
     Ok(Some(CellResult {
         row: crate::row::cell_row(&m),
+        blocks: m.blocks,
         histograms: m.workers.hists,
         proxy_overhead,
     }))
+}
+
+/// A binary's path without the machine's part: its last three components
+/// (`target/release/lock-server`), which say which build ran. A results
+/// directory is committed and read elsewhere; an absolute path of the
+/// machine that wrote it means nothing there.
+pub fn machine_free(path: &Path) -> String {
+    let parts: Vec<_> = path.components().collect();
+    let tail = &parts[parts.len().saturating_sub(3)..];
+    tail.iter()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The command line as it is recorded (`manifest.json` `argv`): the
+/// program by its file name, then its arguments as given.
+pub fn recorded_argv() -> Vec<String> {
+    let mut args: Vec<String> = std::env::args().collect();
+    if let Some(first) = args.first_mut() {
+        *first = Path::new(first.as_str())
+            .file_name()
+            .map_or_else(|| first.clone(), |n| n.to_string_lossy().into_owned());
+    }
+    args
 }
 
 /// `lock-server --version` and `rail-stub --version` with their paths, for
@@ -290,7 +335,7 @@ pub fn binary_versions(runtime: &Runtime) -> BTreeMap<String, String> {
                 let version =
                     bench_analysis::manifest::first_line(&path.to_string_lossy(), &["--version"])
                         .unwrap_or_else(|| "unknown".into());
-                format!("{version} ({})", path.display())
+                format!("{version} ({})", machine_free(&path))
             }
             Err(e) => format!("not found: {e}"),
         };
@@ -301,4 +346,20 @@ pub fn binary_versions(runtime: &Runtime) -> BTreeMap<String, String> {
         format!("bench {}", env!("CARGO_PKG_VERSION")),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A committed manifest names a build, never the machine that made it.
+    #[test]
+    fn a_recorded_binary_path_keeps_only_its_build_part() {
+        assert_eq!(
+            machine_free(Path::new("/home/ci/work/target/release/lock-server")),
+            "target/release/lock-server"
+        );
+        assert_eq!(machine_free(Path::new("lock-server")), "lock-server");
+        assert!(!recorded_argv()[0].contains('/'));
+    }
 }

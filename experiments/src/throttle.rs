@@ -176,6 +176,7 @@ fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> Result<CellPlan, Lat
         } else {
             UNTHROTTLED.to_owned()
         }),
+        sampling: Default::default(),
     })
 }
 

@@ -17,10 +17,11 @@
 //!   the pooled histogram, so dependence can only widen it, and its ends are
 //!   read at the edges of the histogram's buckets, so it never has zero
 //!   width unless the data is constant within one bucket's precision. The
-//!   bench saves one histogram per cell, not time blocks, so today each
-//!   cell (a repeat of a margin) is one block: the resampling units are the
-//!   cells, and a stall that hits one repeat moves that repeat's samples
-//!   together. The method line says which units were used.
+//!   blocks are the 1 s time blocks the cell driver writes beside the
+//!   corrected histogram (`hgrm/<cell>.corrected.blocks`,
+//!   [`bench_core::blocks`]); a cell without that file (worker processes,
+//!   an older bench) is one block. The method line says which units were
+//!   used.
 //!
 //! The bootstrap is deterministic (a fixed seed), so a pack renders the same
 //! document every time.
@@ -29,6 +30,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use bench_core::blocks::{self, BlocksError};
 use bench_core::hist::{self, HistError, Series};
 use hdrhistogram::Histogram;
 
@@ -80,9 +82,9 @@ pub struct CellSamples {
     pub raw: Histogram<u64>,
     /// Corrected for coordinated omission, µs.
     pub corrected: Histogram<u64>,
-    /// The corrected histogram's time blocks, in order. Empty for every
-    /// cell the bench writes today (it saves one histogram per cell), so a
-    /// cell is one block; a source that has blocks (a test) fills them.
+    /// The corrected histogram's time blocks, in order
+    /// (`hgrm/<cell>.corrected.blocks`). Empty for a cell without that file
+    /// (worker processes, an older bench), which is then one block.
     pub blocks: Vec<Sparse>,
     /// Their length, s (`None` without blocks).
     pub block_s: Option<f64>,
@@ -136,11 +138,41 @@ pub fn load_cell(dir: &Path, cell: &str) -> Result<CellSamples, MissingHistogram
             source,
         })
     };
+    let raw = series(Series::Rtt)?;
+    let corrected = series(Series::Corrected)?;
+    let path = blocks::blocks_path(dir, cell);
+    let invalid = |why: String| MissingHistogram {
+        cell: cell.to_owned(),
+        path: path.clone(),
+        source: HistError::Read {
+            path: path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+        },
+    };
+    let (blocks, block_s) = match blocks::load_blocks(dir, cell) {
+        Ok(None) => (Vec::new(), None),
+        Ok(Some(b)) if b.len() != corrected.len() => {
+            return Err(invalid(format!(
+                "its blocks hold {} samples, the cell's corrected histogram {}",
+                b.len(),
+                corrected.len()
+            )));
+        }
+        Ok(Some(b)) => (b.blocks.iter().map(Sparse::of).collect(), Some(b.block_s)),
+        Err(BlocksError::Hist(source)) => {
+            return Err(MissingHistogram {
+                cell: cell.to_owned(),
+                path: path.clone(),
+                source,
+            });
+        }
+        Err(e @ BlocksError::Header { .. }) => return Err(invalid(e.to_string())),
+    };
     Ok(CellSamples {
-        raw: series(Series::Rtt)?,
-        corrected: series(Series::Corrected)?,
-        blocks: Vec::new(),
-        block_s: None,
+        raw,
+        corrected,
+        blocks,
+        block_s,
     })
 }
 
@@ -468,5 +500,52 @@ mod tests {
         }];
         let e = pool(&src, &rows).unwrap_err();
         assert!(e.to_string().contains("hgrm/ttl=1s_m=0.3.hdr"), "{e}");
+    }
+
+    /// A results directory's blocks file is read into the cell's clusters
+    /// (the method line names the blocks), and one whose blocks do not add
+    /// up to the cell's corrected histogram is refused, naming the file.
+    #[test]
+    fn a_directory_cell_reads_its_time_blocks_and_refuses_ones_that_do_not_add_up() {
+        use bench_core::blocks::{Blocks, save_blocks};
+        let dir = std::env::temp_dir().join(format!("fp-pool-blocks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let parts = stalled();
+        let mut all = new_histogram();
+        parts.iter().for_each(|b| all.add(b).unwrap());
+        for series in [Series::Rtt, Series::Corrected] {
+            hist::save_series(&dir, "c", series, &all).unwrap();
+        }
+        let blocks = Blocks {
+            block_s: 1.0,
+            blocks: parts.clone(),
+        };
+        save_blocks(&dir, "c", &blocks).unwrap();
+        let rows = [CellRow {
+            cell: "c".into(),
+            ..CellRow::default()
+        }];
+        let p = pool(&DirSamples::new(&dir), &rows).unwrap();
+        assert_eq!(p.count(), all.len());
+        assert!(
+            p.method().contains("20 time blocks of 1 s"),
+            "{}",
+            p.method()
+        );
+        // One block short: the file no longer adds up to the histogram.
+        let short = Blocks {
+            block_s: 1.0,
+            blocks: parts[1..].to_vec(),
+        };
+        save_blocks(&dir, "c", &short).unwrap();
+        let e = pool(&DirSamples::new(&dir), &rows).unwrap_err();
+        assert!(
+            bench_core::error::Chain(&e)
+                .to_string()
+                .contains("c.corrected.blocks"),
+            "{}",
+            bench_core::error::Chain(&e)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

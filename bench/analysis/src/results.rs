@@ -399,6 +399,15 @@ cell_row! {
     /// The (policy, TTL, margin) point without the repeat, e.g. `ttl=1s_margin=0.30`: the
     /// key of `summary.csv` (issue 13).
     group: String,
+    /// Idle heartbeating SDK sessions beside the workers (`--sessions`); their heartbeats are
+    /// in every `hb_*` column.
+    idle_sessions: u32,
+    /// Why the window ended: `duration`, `min_samples` (the corrected histogram reached
+    /// `--min-samples`), `max_duration` (it did not, in time) or `schedule` (an experiment's).
+    stopped_by: String,
+    /// The lock-server's peak resident set size (`VmHWM`) at the window's close, in KiB;
+    /// NaN where it is not a local process.
+    lock_server_rss_peak_kb: f64,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),

@@ -16,6 +16,21 @@ pub fn cpu_seconds(pid: Option<i32>) -> Option<f64> {
     Some(ticks as f64 / clock_ticks_per_s())
 }
 
+/// The peak resident set size of process `pid` so far (`VmHWM` of
+/// `/proc/PID/status`), in KiB; `None` when it cannot be read.
+pub fn peak_rss_kb(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_vm_hwm_kb(&status)
+}
+
+/// The `VmHWM:` line of a `/proc/PID/status` text, in KiB.
+pub fn parse_vm_hwm_kb(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
 /// Clock ticks per second of `/proc`'s times (`sysconf(_SC_CLK_TCK)`, 100 on Linux).
 fn clock_ticks_per_s() -> f64 {
     use nix::unistd::{SysconfVar, sysconf};
@@ -98,6 +113,15 @@ impl Default for CpuUse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_peak_rss_is_read_from_vm_hwm_and_this_process_has_one() {
+        let status =
+            "Name:\tlock-server\nVmPeak:\t  10000 kB\nVmHWM:\t    5120 kB\nVmRSS:\t 4000 kB\n";
+        assert_eq!(parse_vm_hwm_kb(status), Some(5120));
+        assert_eq!(parse_vm_hwm_kb("Name: x\n"), None);
+        assert!(peak_rss_kb(std::process::id() as i32).is_some_and(|kb| kb > 0));
+    }
 
     #[test]
     fn utime_and_stime_are_counted_from_the_last_parenthesis() {

@@ -287,13 +287,9 @@ pub fn save_histogram(dir: &Path, cell: &str, h: &Histogram<u64>) -> Result<(), 
     save_series(dir, cell, Series::Rtt, h)
 }
 
-/// Writes `hgrm/<stem>.hgrm` and `hgrm/<stem>.hdr` of one series of `cell` under `dir`.
-pub fn save_series(
-    dir: &Path,
-    cell: &str,
-    series: Series,
-    h: &Histogram<u64>,
-) -> Result<(), HistError> {
+/// `dir/hgrm/`, created, for the files of `cell`: refused when the cell id
+/// cannot name a file.
+pub fn hgrm_dir_for(dir: &Path, cell: &str) -> Result<PathBuf, HistError> {
     if cell.is_empty() || cell.contains(['/', '\\']) || cell == "." || cell == ".." {
         return Err(HistError::BadCellId(cell.to_owned()));
     }
@@ -302,6 +298,17 @@ pub fn save_series(
         path: hgrm_dir.clone(),
         source,
     })?;
+    Ok(hgrm_dir)
+}
+
+/// Writes `hgrm/<stem>.hgrm` and `hgrm/<stem>.hdr` of one series of `cell` under `dir`.
+pub fn save_series(
+    dir: &Path,
+    cell: &str,
+    series: Series,
+    h: &Histogram<u64>,
+) -> Result<(), HistError> {
+    let hgrm_dir = hgrm_dir_for(dir, cell)?;
     let stem = series.stem(cell);
     let write = |path: PathBuf, text: String| {
         std::fs::write(&path, text).map_err(|source| HistError::Write { path, source })

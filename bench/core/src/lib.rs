@@ -5,6 +5,7 @@
 //! [`backend`]) and measured in ([`hist`], [`cpu`], [`overhead`], [`peer`]).
 
 pub mod backend;
+pub mod blocks;
 pub mod cpu;
 pub mod error;
 pub mod grid;

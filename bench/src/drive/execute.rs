@@ -267,6 +267,9 @@ pub async fn execute(plan: Plan) -> Result<i32, RunError> {
         }
         let ledger_ok = r.ledger_ok;
         result.histograms.save(&out, &id)?;
+        if let Some(b) = &result.blocks {
+            bench_core::blocks::save_blocks(&out, &id, b)?;
+        }
         rows.push(result.row);
         results::write_results(&out, &rows)?;
         manifest.cells_done.push(id.clone());

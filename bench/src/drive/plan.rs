@@ -9,6 +9,7 @@ use crate::cli::RunArgs;
 use crate::runner::{RunConfig, Runtime};
 use bench_core::grid::{self, Cell, FlagError};
 use bench_driver::backend::BackendKind;
+use bench_driver::cell::Sampling;
 
 /// A checked `run`/`sweep`.
 #[derive(Debug)]
@@ -108,6 +109,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             "must be 1..1024",
         ));
     }
+    let sampling = sampling(args, duration)?;
     let session_ttl = args
         .session_ttl
         .as_deref()
@@ -227,6 +229,13 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
         }
     }
     let (backends, etcd_url) = resolve_backends(args, &runtime)?;
+    if sampling.sessions > 0 && backends.contains(&BackendKind::Etcd) {
+        return Err(flag(
+            "--sessions",
+            &sampling.sessions.to_string(),
+            "idle sessions are fencepost SDK sessions; drop --backend etcd",
+        ));
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
     let out = match &args.out {
         Some(p) => p.clone(),
@@ -263,12 +272,13 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             warmup,
             backends,
             etcd_url,
+            sampling,
         },
         cells: grid::cells(&ttls, &margins, &policies, repeat),
         out,
         resume: args.resume,
         seed_given: args.seed.is_some(),
-        argv: std::env::args().collect(),
+        argv: crate::runner::recorded_argv(),
         grid_flags: serde_json::json!({
             "--margin": margins,
             "--ttl": ttls.iter().map(|t| fencepost_api::format_duration(*t)).collect::<Vec<_>>(),
@@ -277,6 +287,55 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
         }),
         replay_of: None,
         metrics_listen: args.metrics_listen,
+    })
+}
+
+/// The longest `--max-duration` takes by default.
+pub const DEFAULT_MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Checks `--sessions`, `--min-samples` and `--max-duration`.
+fn sampling(args: &RunArgs, duration: std::time::Duration) -> Result<Sampling, FlagError> {
+    if args.sessions > 100_000 {
+        return Err(flag(
+            "--sessions",
+            &args.sessions.to_string(),
+            "must be 0..100000",
+        ));
+    }
+    if let Some(k) = args.min_samples
+        && k == 0
+    {
+        return Err(flag("--min-samples", "0", "must be at least 1"));
+    }
+    let max_duration = match (&args.max_duration, args.min_samples) {
+        (Some(m), None) => {
+            return Err(flag(
+                "--max-duration",
+                m,
+                "bounds --min-samples; give it too",
+            ));
+        }
+        (Some(m), Some(_)) => {
+            let d = grid::parse_positive_duration("--max-duration", m)?;
+            if d < duration {
+                return Err(flag(
+                    "--max-duration",
+                    m,
+                    format!(
+                        "is shorter than --duration ({}), which a cell runs at least",
+                        fencepost_api::format_duration(duration)
+                    ),
+                ));
+            }
+            Some(d)
+        }
+        (None, Some(_)) => Some(DEFAULT_MAX_DURATION.max(duration)),
+        (None, None) => None,
+    };
+    Ok(Sampling {
+        sessions: args.sessions,
+        min_samples: args.min_samples,
+        max_duration,
     })
 }
 

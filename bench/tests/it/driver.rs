@@ -48,6 +48,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         warmup: None,
         backends: vec![bench_driver::backend::BackendKind::Fencepost],
         etcd_url: None,
+        sampling: Default::default(),
     }
 }
 
@@ -141,6 +142,25 @@ fn bad_flags_exit_2_naming_the_flag() {
             "--projection-margin",
         ),
         (&["replay", "/nonexistent/fencepost-dir"], "manifest.json"),
+        (&["run", "--sessions", "100001"], "--sessions"),
+        (&["run", "--min-samples", "0"], "--min-samples"),
+        (&["run", "--max-duration", "1m"], "--max-duration"),
+        (
+            &[
+                "run",
+                "--min-samples",
+                "10",
+                "--duration",
+                "10s",
+                "--max-duration",
+                "5s",
+            ],
+            "--max-duration",
+        ),
+        (
+            &["run", "--sessions", "10", "--backend", "etcd"],
+            "--sessions",
+        ),
     ];
     for (args, needle) in cases {
         let out = bench().args(*args).output().unwrap();
@@ -151,6 +171,74 @@ fn bad_flags_exit_2_naming_the_flag() {
             "{args:?} should name {needle}: {stderr}"
         );
     }
+}
+
+/// One 1 s-TTL cell of [`config`] with a 1 s duration under `sampling`.
+async fn sampled_cell(tag: &str, sampling: bench_driver::cell::Sampling) -> runner::CellResult {
+    let mut cfg = config(None);
+    cfg.duration = Duration::from_secs(1);
+    cfg.sampling = sampling;
+    let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
+    let (_tx, rx) = watch::channel(false);
+    runner::run_cell(&cfg, &plan, &temp_dir(tag), rx, &|_| {}, false, None)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// `--sessions` adds idle sessions whose heartbeats count, and
+/// `--min-samples` keeps the window open until the corrected histogram holds
+/// that many: 2 workers alone record ~17 corrected samples a second at
+/// `--ttl 1s` (500 ms sessions), so 600 within the 20 s bound needs the 40
+/// idle sessions (~340 a second). The window's time blocks add up to its
+/// corrected histogram, and the sessions are closed after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_and_the_sequential_stop_gather_the_samples_asked_for() {
+    let result = sampled_cell(
+        "sessions",
+        bench_driver::cell::Sampling {
+            sessions: 40,
+            min_samples: Some(600),
+            max_duration: Some(Duration::from_secs(20)),
+        },
+    )
+    .await;
+    let r = &result.row;
+    assert_eq!(r.idle_sessions, 40);
+    assert_eq!(r.stopped_by, "min_samples", "{r:?}");
+    assert!(r.hb_corrected_count >= 600, "{}", r.hb_corrected_count);
+    assert!(r.duration_s < 20.0, "{}", r.duration_s);
+    assert!(
+        r.lock_server_rss_peak_kb > 0.0,
+        "{}",
+        r.lock_server_rss_peak_kb
+    );
+    let blocks = result
+        .blocks
+        .as_ref()
+        .expect("in-process cells cut time blocks");
+    assert!(blocks.blocks.len() >= 2, "{} blocks", blocks.blocks.len());
+    assert_eq!(blocks.len(), result.histograms.corrected.len());
+}
+
+/// Without enough samples by `--max-duration`, the window ends there and
+/// says so: the row is not mistaken for one that met its floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequential_stop_that_runs_out_of_time_says_max_duration() {
+    let r = sampled_cell(
+        "max-duration",
+        bench_driver::cell::Sampling {
+            sessions: 0,
+            min_samples: Some(1_000_000),
+            max_duration: Some(Duration::from_secs(2)),
+        },
+    )
+    .await
+    .row;
+    assert_eq!(r.stopped_by, "max_duration");
+    assert_eq!(r.idle_sessions, 0);
+    assert!(r.duration_s >= 2.0, "{}", r.duration_s);
+    assert!(r.hb_corrected_count < 1_000_000);
 }
 
 /// `bench sweep` over three margins at 1 s, one second per cell, into `out`,

@@ -125,6 +125,7 @@ impl ChaosConfig {
             // Every operation of the run is checked, from the first one.
             warmup: Duration::ZERO,
             cpu_quota: None,
+            sampling: Default::default(),
         })
     }
 }

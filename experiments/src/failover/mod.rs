@@ -143,6 +143,7 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
         conditions: Conditions::default(),
         warmup: bench_driver::cell::default_warmup(session_ttl, args.ttl, args.margin),
         cpu_quota: None,
+        sampling: Default::default(),
     };
     let runtime = Runtime::External {
         lock_url: urls.join(","),

@@ -130,6 +130,7 @@ impl PauseConfig {
             // The rounds are the experiment: every one of their events counts.
             warmup: Duration::ZERO,
             cpu_quota: None,
+            sampling: Default::default(),
         })
     }
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bench_core::backend::BackendKind;
+use bench_core::blocks::{self, Blocks};
 use bench_core::cpu::CpuUse;
 use bench_core::grid::PolicySpec;
 use bench_core::hist::{self, RttSummary};
@@ -14,7 +15,7 @@ use fencepost_api::ledger_check::LedgerCheck;
 use fencepost_sdk::Histogram;
 use fencepost_sdk::lease::{RttSummary as SdkRttSummary, adaptive_margin};
 
-use crate::cell::plan::CellPlan;
+use crate::cell::plan::{CellPlan, StoppedBy};
 use crate::cell::pool::PoolReport;
 use crate::cell::window::FenceTrace;
 
@@ -34,6 +35,14 @@ pub fn ledger_delta(before: &LedgerCheck, after: &LedgerCheck) -> LedgerCheck {
         duplicate_attempted: d(after.duplicate_attempted, before.duplicate_attempted),
         not_claimed: d(after.not_claimed, before.not_claimed),
         violations: after.violations.clone(),
+    }
+}
+
+/// Writes `blocks` of `cell` under `dir/hgrm/`, if any.
+pub fn save_blocks(dir: &Path, cell: &str, blocks: Option<&Blocks>) -> Result<(), WriteError> {
+    match blocks {
+        Some(b) => blocks::save_blocks(dir, cell, b).map_err(|e| WriteError::Histograms(e.into())),
+        None => Ok(()),
     }
 }
 
@@ -80,6 +89,15 @@ pub struct Measurement {
     pub fences: FenceTrace,
     /// The lock service the workers ran on (the stack's).
     pub backend: BackendKind,
+    /// The corrected histogram in time blocks of the window (adding up to
+    /// `workers.hists.corrected`); `None` when a member ran elsewhere.
+    pub blocks: Option<Blocks>,
+    /// Why the window ended.
+    pub stopped_by: StoppedBy,
+    /// Idle sessions that heartbeated beside the workers.
+    pub idle_sessions: u32,
+    /// The lock-server's peak RSS (KiB), where it is a local process.
+    pub lock_server_rss_peak_kb: Option<u64>,
 }
 
 impl Measurement {
@@ -93,12 +111,14 @@ impl Measurement {
         &self.workers.hists.rtt
     }
 
-    /// Saves every histogram of the cell under `dir/hgrm/` ([`hist::Series`]).
+    /// Saves every histogram of the cell under `dir/hgrm/` ([`hist::Series`])
+    /// and its time blocks ([`bench_core::blocks`]) when it has them.
     pub fn save_histograms(&self, dir: &Path) -> Result<(), WriteError> {
         self.workers
             .hists
             .save(dir, &self.plan.id)
-            .map_err(|e| WriteError::Histograms(e.into()))
+            .map_err(|e| WriteError::Histograms(e.into()))?;
+        save_blocks(dir, &self.plan.id, self.blocks.as_ref())
     }
 
     /// The margin the workers used: the mean of the margins their SDKs

@@ -67,8 +67,8 @@ pub mod window;
 /// The boxed future a [`RemoteWorker`] returns (defined with the worker).
 pub use crate::worker::BoxFuture;
 pub use faults::Fault;
-pub use measurement::{Measurement, WriteError, ledger_delta};
-pub use plan::{CellPlan, Conditions, WARMUP_PERIODS, default_warmup};
+pub use measurement::{Measurement, WriteError, ledger_delta, save_blocks};
+pub use plan::{CellPlan, Conditions, Sampling, StoppedBy, WARMUP_PERIODS, default_warmup};
 pub use pool::{
     HeartbeatCounts, Pool, PoolError, PoolReport, RemoteWorker, SpawnRemote, WorkerReport,
 };

@@ -50,6 +50,46 @@ impl Conditions {
     }
 }
 
+/// How a cell gathers its heartbeat samples: idle sessions beside the
+/// workers, and the sequential stop. The default is none of either: the
+/// window runs its duration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sampling {
+    /// Idle heartbeating sessions beside the workers (`--sessions`,
+    /// [`crate::cell::Pool::open_idle_sessions`]).
+    pub sessions: u32,
+    /// `--min-samples K`: after its duration, the window runs on until the
+    /// corrected histogram holds K samples, up to [`Sampling::max_duration`].
+    pub min_samples: Option<u64>,
+    /// `--max-duration`: the longest a window with a `min_samples` runs.
+    pub max_duration: Option<Duration>,
+}
+
+/// Why a cell's measured window ended (the `stopped_by` column).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoppedBy {
+    /// It ran its duration (no `--min-samples`).
+    #[default]
+    Duration,
+    /// Its corrected histogram reached `--min-samples`.
+    MinSamples,
+    /// `--max-duration` came first: the samples are fewer than asked.
+    MaxDuration,
+    /// The schedule ended it (an experiment's rounds).
+    Schedule,
+}
+
+impl std::fmt::Display for StoppedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoppedBy::Duration => "duration",
+            StoppedBy::MinSamples => "min_samples",
+            StoppedBy::MaxDuration => "max_duration",
+            StoppedBy::Schedule => "schedule",
+        })
+    }
+}
+
 /// Everything one cell is: its identity, the numbers after the time-base
 /// scaling, its load and its seed. Every field of a results row that is
 /// configuration comes from here.
@@ -99,6 +139,8 @@ pub struct CellPlan {
     /// vs unthrottled pair (the throttle experiment): `"none"` for the
     /// unthrottled run, the quota for the other; `None` outside a pair.
     pub cpu_quota: Option<String>,
+    /// Idle sessions and the sequential stop ([`Sampling`]).
+    pub sampling: Sampling,
 }
 
 impl CellPlan {
@@ -133,6 +175,14 @@ impl CellPlan {
             history: None,
             prometheus: None,
         }
+    }
+
+    /// One heartbeat period of a session of this cell that holds no lock
+    /// (an idle session's): the SDK's period of the session TTL alone.
+    pub fn session_heartbeat_period(&self) -> Duration {
+        let ms = u64::try_from(self.session_ttl.as_millis()).unwrap_or(u64::MAX);
+        let ppm = (self.margin * PPM as f64).round() as u64;
+        heartbeat_period(ms, None, ppm)
     }
 
     /// How long a worker may take to stop: one acquire and one rail hop, plus slack.

@@ -19,10 +19,13 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::backend::HeartbeatStats;
 use crate::worker::{
     BoxFuture, BuildError, RunWorker, Tally, TallySnapshot, WorkQueue, WorkerEnv, build_worker,
+    sdk_client,
 };
-use bench_core::hist::Histograms;
+use bench_core::hist::{self, Histograms};
+use fencepost_sdk::{Histogram, LockClient, Session};
 
 /// The SDK's heartbeat counters of one client or a sum of them (C5
 /// `lock.heartbeat.outcomes`, ticks, `lock.session.lost` by reason); what a
@@ -114,6 +117,19 @@ pub enum PoolError {
     /// bounds differ: a worker process of another build); rebuild and rerun.
     #[error(transparent)]
     Histograms(Box<dyn Error + Send + Sync>),
+    /// Idle sessions ([`Pool::open_idle_sessions`]) could not all be opened:
+    /// the lock-server refused or did not answer. Lower `--sessions`, or
+    /// look at the lock-server's log (its table, its CPU).
+    #[error("{failed} of {asked} idle sessions could not be opened; the first: {first}")]
+    IdleSessions {
+        /// Sessions asked for.
+        asked: u32,
+        /// Of those, not opened.
+        failed: u32,
+        /// The first failure.
+        #[source]
+        first: Box<dyn Error + Send + Sync>,
+    },
     /// A remote worker or its spawner failed: the implementation's own error
     /// (a worker process that died, went silent or could not be started) is
     /// this error's message and causes; what to do is that error's to say.
@@ -184,6 +200,13 @@ pub struct PoolReport {
 impl PoolReport {
     /// Adds one member's report.
     fn add(&mut self, r: &WorkerReport) -> Result<(), PoolError> {
+        self.add_figures(r)?;
+        self.members += 1;
+        Ok(())
+    }
+
+    /// Adds what `r` measured, without counting a member (the idle sessions' client).
+    fn add_figures(&mut self, r: &WorkerReport) -> Result<(), PoolError> {
         self.tally.add(&r.tally);
         self.renewals += r.renewals;
         self.heartbeat.add(&r.heartbeat);
@@ -192,8 +215,40 @@ impl PoolReport {
             .map_err(|e| PoolError::Histograms(e.into()))?;
         self.margins = self.margins.merge(&r.margins);
         self.cpu_workers_s += r.cpu_s.unwrap_or(0.0);
-        self.members += 1;
         Ok(())
+    }
+}
+
+/// Idle sessions opened at once at most ([`Pool::open_idle_sessions`]).
+pub const IDLE_OPEN_CONCURRENCY: usize = 64;
+
+/// `--sessions N`: N SDK sessions that only heartbeat, beside the payout
+/// workers, on one client of their own (one connection pool, one set of
+/// histograms). They are real sessions on the wire: each has its own
+/// heartbeat task, schedule and deadline; none acquires a lock. They share
+/// one client so that file descriptors do not bound them: the client keeps
+/// at most [`fencepost_sdk::http::MAX_IDLE_PER_HOST`] idle connections, and
+/// opens more only while that many exchanges are in flight at once.
+struct IdleSessions {
+    client: LockClient,
+    sessions: Vec<Session>,
+}
+
+/// A report of what `client` measured (no tally, no rail).
+fn client_report(client: &dyn HeartbeatStats, rail: Histogram<u64>) -> WorkerReport {
+    let stats = client.stats();
+    WorkerReport {
+        tally: TallySnapshot::default(),
+        renewals: stats.renewals,
+        heartbeat: HeartbeatCounts::from(stats),
+        hists: Histograms {
+            rtt: client.rtt_histogram(),
+            corrected: client.corrected_rtt_histogram(),
+            tick_lag: client.tick_lag_histogram(),
+            rail,
+        },
+        margins: client.margin_stats().leases(),
+        cpu_s: None,
     }
 }
 
@@ -207,6 +262,8 @@ pub struct Pool {
     local: Vec<(Arc<dyn RunWorker>, JoinHandle<()>)>,
     /// Members running elsewhere.
     remote: Vec<Box<dyn RemoteWorker>>,
+    /// The idle sessions and the one client they share, once opened.
+    idle: Option<IdleSessions>,
     /// What the members joined so far measured (local counts are added at [`Pool::finish`]).
     done: PoolReport,
 }
@@ -225,6 +282,7 @@ impl Pool {
             tally: Arc::new(Tally::default()),
             local: Vec::new(),
             remote: Vec::new(),
+            idle: None,
             done: PoolReport::default(),
         }
     }
@@ -263,6 +321,88 @@ impl Pool {
         self.len() == 0
     }
 
+    /// Opens `n` idle sessions on the services of `env` (see
+    /// [`IdleSessions`]), their opens spread evenly over `spread` (one
+    /// heartbeat period: their heartbeats then fall evenly over the period
+    /// instead of in one burst), at most [`IDLE_OPEN_CONCURRENCY`] at a
+    /// time. Their client is seeded `seed + u32::MAX + 1` (no worker's).
+    /// Fails, after closing the ones that opened, if any could not be opened.
+    pub async fn open_idle_sessions(
+        &mut self,
+        env: &WorkerEnv,
+        n: u32,
+        spread: Duration,
+    ) -> Result<(), PoolError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let client = sdk_client(env, u64::from(u32::MAX) + 1)?;
+        let gate = Arc::new(tokio::sync::Semaphore::new(IDLE_OPEN_CONCURRENCY));
+        let start = tokio::time::Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let (client, gate) = (client.clone(), gate.clone());
+            let at = start + spread.mul_f64(f64::from(i) / f64::from(n));
+            tasks.spawn(async move {
+                tokio::time::sleep_until(at).await;
+                let _permit = gate.acquire_owned().await;
+                client.open_session(&format!("idle-{i}")).await
+            });
+        }
+        let mut sessions = Vec::with_capacity(n as usize);
+        let (mut failed, mut first) = (0u32, None);
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(Ok(s)) => sessions.push(s),
+                Ok(Err(e)) => {
+                    failed += 1;
+                    first.get_or_insert_with(|| Box::new(e) as Box<dyn Error + Send + Sync>);
+                }
+                Err(e) => {
+                    failed += 1;
+                    first.get_or_insert_with(|| Box::new(e) as Box<dyn Error + Send + Sync>);
+                }
+            }
+        }
+        if let Some(first) = first {
+            close_all(sessions).await;
+            return Err(PoolError::IdleSessions {
+                asked: n,
+                failed,
+                first,
+            });
+        }
+        tracing::info!(sessions = n, ?spread, "idle sessions open");
+        self.idle = Some(IdleSessions { client, sessions });
+        Ok(())
+    }
+
+    /// Idle sessions open now.
+    pub fn idle_sessions(&self) -> usize {
+        self.idle.as_ref().map_or(0, |i| i.sessions.len())
+    }
+
+    /// The corrected heartbeat RTT histogram of every in-process member and
+    /// the idle sessions, merged now (µs); `None` when a member runs
+    /// elsewhere (a worker process reports only when it joins). What the
+    /// sequential stop counts and the time blocks are cut from.
+    pub fn corrected_now(&self) -> Option<Histogram<u64>> {
+        if !self.remote.is_empty() {
+            return None;
+        }
+        let mut h = hist::new_histogram();
+        let clients = self
+            .local
+            .iter()
+            .map(|(w, _)| w.client())
+            .chain(self.idle.iter().map(|i| &i.client as &dyn HeartbeatStats));
+        for c in clients {
+            // Every client's histogram has the bench's bounds.
+            let _ = h.add(c.corrected_rtt_histogram());
+        }
+        Some(h)
+    }
+
     /// The warm-up ends: every running member's figures restart from zero
     /// (SDK histograms and counters, rail latency, the shared tally's counts,
     /// worker processes' CPU baseline). Beliefs (trigger 4) are kept, and
@@ -270,6 +410,9 @@ impl Pool {
     pub async fn reset_measurements(&mut self) {
         for (worker, _) in &self.local {
             worker.reset_measurements();
+        }
+        if let Some(idle) = &self.idle {
+            idle.client.reset_measurements();
         }
         self.tally.reset_counts();
         for r in &mut self.remote {
@@ -304,22 +447,20 @@ impl Pool {
                 task.abort();
                 self.done.late += 1;
             }
-            let client = worker.client();
-            let stats = client.stats();
-            // The tally is the pool's shared one, added once in `finish`.
-            self.done.add(&WorkerReport {
-                tally: TallySnapshot::default(),
-                renewals: stats.renewals,
-                heartbeat: HeartbeatCounts::from(stats),
-                hists: Histograms {
-                    rtt: client.rtt_histogram(),
-                    corrected: client.corrected_rtt_histogram(),
-                    tick_lag: client.tick_lag_histogram(),
-                    rail: worker.rail_histogram(),
-                },
-                margins: client.margin_stats().leases(),
-                cpu_s: None,
-            })?;
+            self.done
+                .add(&client_report(worker.client(), worker.rail_histogram()))?;
+        }
+        if let Some(idle) = self.idle.take() {
+            // Measured up to now, then closed (L3, which the figures do not
+            // count), at most `grace` for all of them.
+            self.done
+                .add_figures(&client_report(&idle.client, hist::new_histogram()))?;
+            if tokio::time::timeout(grace, close_all(idle.sessions))
+                .await
+                .is_err()
+            {
+                tracing::warn!("the idle sessions were not all closed within {grace:?}");
+            }
         }
         for mut r in std::mem::take(&mut self.remote) {
             match r.join(grace).await {
@@ -348,4 +489,18 @@ impl Pool {
         report.tally.add(&local);
         Ok(report)
     }
+}
+
+/// Closes `sessions` (L3), [`IDLE_OPEN_CONCURRENCY`] at a time.
+async fn close_all(sessions: Vec<Session>) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(IDLE_OPEN_CONCURRENCY));
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in sessions {
+        let gate = gate.clone();
+        tasks.spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            s.close().await;
+        });
+    }
+    while tasks.join_next().await.is_some() {}
 }

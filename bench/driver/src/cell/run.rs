@@ -9,16 +9,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bench_core::cpu::CpuMark;
+use bench_core::backend::BackendKind;
+use bench_core::blocks::{self, BLOCK_S, Blocks};
+use bench_core::cpu::{self, CpuMark};
 use fencepost_api::ledger_check::check_ledger;
 use fencepost_api::rail::UnexpectedBulkId;
+use fencepost_sdk::Histogram;
 use fencepost_sdk::PrometheusMetrics;
 use fencepost_sdk::prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cell::measurement::{Measurement, ledger_delta};
-use crate::cell::plan::CellPlan;
+use crate::cell::plan::{CellPlan, StoppedBy};
 use crate::cell::pool::{Pool, PoolError, SpawnRemote};
 use crate::cell::stack::Stack;
 use crate::cell::window::{self, OpenWindow};
@@ -160,11 +163,12 @@ impl Schedule for Steady {
     async fn drive(&mut self, run: &mut CellRun<'_>) -> Result<Ended, CellError> {
         let backlog = run.seed_backlog(run.plan.payouts).await?;
         run.spawn_workers(backlog, 0..u64::from(run.plan.workers))?;
+        run.open_idle_sessions().await?;
         if run.run_for(run.plan.warmup).await == Ended::Interrupted {
             return Ok(Ended::Interrupted);
         }
         run.open_window().await?;
-        Ok(run.run_window(run.plan.duration).await)
+        Ok(run.run_sampled().await)
     }
 }
 
@@ -184,6 +188,15 @@ pub struct CellRun<'a> {
     window: Option<OpenWindow>,
     /// The Prometheus instruments the cell's clients share, once built.
     prometheus: Option<PrometheusMetrics>,
+    /// Cumulative corrected histograms of the window, one per time block.
+    snapshots: Vec<Histogram<u64>>,
+    /// While the sequential stop runs: the samples that end the window.
+    sample_target: Option<u64>,
+    /// Whether time blocks are cut (false once a member is found that runs
+    /// elsewhere: its histogram is read only when it joins).
+    blocks_live: bool,
+    /// Why the window ended.
+    stopped_by: StoppedBy,
 }
 
 impl CellRun<'_> {
@@ -221,6 +234,58 @@ impl CellRun<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Opens the plan's idle sessions ([`Sampling::sessions`]) on the stack's
+    /// lock service, spread over one idle heartbeat period. Refused on etcd
+    /// and with worker processes: the sessions are the SDK's, in this process.
+    pub async fn open_idle_sessions(&mut self) -> Result<(), CellError> {
+        let n = self.plan.sampling.sessions;
+        if n == 0 {
+            return Ok(());
+        }
+        if self.stack.backend() != BackendKind::Fencepost
+            || !matches!(self.hooks.spawn, Spawn::InProcess)
+        {
+            return Err(CellError::schedule(
+                "idle sessions (--sessions) are fencepost SDK sessions in the bench process: they need the fencepost backend and in-process workers",
+            ));
+        }
+        self.started.get_or_insert_with(Instant::now);
+        let mut env = self.plan.worker_env(self.stack, None);
+        env.prometheus = self.prometheus();
+        let spread = self.plan.session_heartbeat_period();
+        self.pool.open_idle_sessions(&env, n, spread).await?;
+        Ok(())
+    }
+
+    /// Runs the window under the plan's [`Sampling`]: its duration, then,
+    /// with a `min_samples`, until the corrected histogram holds that many
+    /// samples or `max_duration` has passed since the opening. Records why
+    /// it ended ([`StoppedBy`]).
+    pub async fn run_sampled(&mut self) -> Ended {
+        let ended = self.run_window(self.plan.duration).await;
+        let Some(k) = self.plan.sampling.min_samples else {
+            self.stopped_by = StoppedBy::Duration;
+            return ended;
+        };
+        if ended == Ended::Interrupted {
+            return ended;
+        }
+        let max = self
+            .plan
+            .sampling
+            .max_duration
+            .unwrap_or(self.plan.duration)
+            .max(self.plan.duration);
+        let from = self.window.as_ref().map_or_else(Instant::now, |w| w.opened);
+        self.sample_target = Some(k);
+        let ended = self.run_until(from + max).await;
+        self.sample_target = None;
+        if ended == Ended::Completed && self.stopped_by != StoppedBy::MinSamples {
+            self.stopped_by = StoppedBy::MaxDuration;
+        }
+        ended
     }
 
     /// The instruments this cell's clients share when `--metrics-listen` is
@@ -288,7 +353,10 @@ impl CellRun<'_> {
         self.run_until(Instant::now() + duration).await
     }
 
-    /// Lets the workers run until `deadline` (see [`CellRun::run_for`]).
+    /// Lets the workers run until `deadline` (see [`CellRun::run_for`]),
+    /// cutting a time block every [`BLOCK_S`] of the open window and, while
+    /// the sequential stop runs, ending when the corrected samples reach
+    /// its target.
     async fn run_until(&mut self, deadline: Instant) -> Ended {
         let started = self.started();
         let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -307,11 +375,40 @@ impl CellRun<'_> {
                     None => std::future::pending().await,
                 }
             };
+            let next_block = self.next_block();
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return Ended::Completed,
                 _ = interrupted => return Ended::Interrupted,
-                _ = tick.tick() => self.report_live(started),
+                _ = sleep_until_opt(next_block) => self.cut_block(),
+                _ = tick.tick() => {
+                    self.report_live(started);
+                    if let Some(k) = self.sample_target
+                        && self.pool.corrected_now().is_some_and(|h| h.len() >= k)
+                    {
+                        self.stopped_by = StoppedBy::MinSamples;
+                        return Ended::Completed;
+                    }
+                }
             }
+        }
+    }
+
+    /// When the next time block ends, while the window is open and every
+    /// member's histogram can be read live.
+    fn next_block(&self) -> Option<Instant> {
+        let w = self.window.as_ref()?;
+        if !self.blocks_live {
+            return None;
+        }
+        let n = self.snapshots.len() as f64 + 1.0;
+        Some(w.opened + Duration::from_secs_f64(BLOCK_S * n))
+    }
+
+    /// Snapshots the cumulative corrected histogram: a time block ends.
+    fn cut_block(&mut self) {
+        match self.pool.corrected_now() {
+            Some(h) => self.snapshots.push(h),
+            None => self.blocks_live = false,
         }
     }
 
@@ -344,6 +441,10 @@ pub async fn measure(
         started: None,
         window: None,
         prometheus: None,
+        snapshots: Vec::new(),
+        sample_target: None,
+        blocks_live: true,
+        stopped_by: StoppedBy::Schedule,
     };
     if let Some(t) = run.hooks.telemetry.clone() {
         // The cell's families at 0 in Prometheus before its first heartbeat.
@@ -361,8 +462,14 @@ pub async fn measure(
         pool,
         window: opened,
         hooks,
+        snapshots,
+        blocks_live,
+        stopped_by,
         ..
     } = run;
+    let idle_sessions = pool.idle_sessions() as u32;
+    // Read before the join: the services still run (the stack stops them after).
+    let rss_peak_kb = stack.pids().and_then(|(lock, _)| cpu::peak_rss_kb(lock));
     // Faults stop before the join, so a paused server cannot hold a worker up.
     stack.stop_faults().await;
     let workers = pool.finish(plan.join_grace()).await?;
@@ -404,8 +511,24 @@ pub async fn measure(
         &fence1,
         &workers.tally.believed_held,
     );
+    // The last block ends at the join: the blocks add up to the final histogram.
+    let blocks = blocks_live
+        .then(|| {
+            let mut cumulative = snapshots;
+            cumulative.push(workers.hists.corrected.clone());
+            blocks::blocks_of(&cumulative).ok()
+        })
+        .flatten()
+        .map(|blocks| Blocks {
+            block_s: BLOCK_S,
+            blocks,
+        });
     Ok(Some(Measurement {
         plan: plan.clone(),
+        blocks,
+        stopped_by,
+        idle_sessions,
+        lock_server_rss_peak_kb: rss_peak_kb,
         window: elapsed,
         ledger,
         ledger_after: after,
@@ -414,6 +537,14 @@ pub async fn measure(
         fences,
         backend: stack.backend(),
     }))
+}
+
+/// Sleeps until `at`, forever without one.
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

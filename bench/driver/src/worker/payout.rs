@@ -53,25 +53,33 @@ pub struct Worker<B: LockBackend = LockClient> {
 impl Worker<LockClient> {
     /// Builds worker `idx` on fencepost's SDK. Fails only on an SDK configuration error.
     pub fn new(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
-        // Several lock-server replicas (issue 14): a comma-separated list.
-        let config = LockClientConfig::new(env.lock_url.clone())
-            .with_urls(
-                env.lock_url
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|u| !u.is_empty()),
-            )
-            .with_margin(env.margin)
-            .with_session_ttl(env.session_ttl)
-            .with_default_ttl(env.lease)
-            .with_request_timeout(request_timeout(&env))
-            .with_seed(env.seed.wrapping_add(idx));
-        let client = match &env.prometheus {
-            Some(p) => LockClient::with_prometheus(config, p.clone())?,
-            None => LockClient::new(config)?,
-        };
+        let client = sdk_client(&env, idx)?;
         Ok(Worker::with_backend(idx, env, client))
     }
+}
+
+/// The SDK client of worker `idx` of `env` (seeded `seed + idx`), recording
+/// into the cell's shared Prometheus instruments when it has them: what every
+/// in-process fencepost worker and the cell's idle sessions
+/// ([`crate::cell::Pool::open_idle_sessions`]) run on. Several lock-server
+/// replicas are a comma-separated `lock_url` (issue 14).
+pub fn sdk_client(env: &WorkerEnv, idx: u64) -> Result<LockClient, BuildError> {
+    let config = LockClientConfig::new(env.lock_url.clone())
+        .with_urls(
+            env.lock_url
+                .split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty()),
+        )
+        .with_margin(env.margin)
+        .with_session_ttl(env.session_ttl)
+        .with_default_ttl(env.lease)
+        .with_request_timeout(request_timeout(env))
+        .with_seed(env.seed.wrapping_add(idx));
+    Ok(match &env.prometheus {
+        Some(p) => LockClient::with_prometheus(config, p.clone())?,
+        None => LockClient::new(config)?,
+    })
 }
 
 impl Worker<EtcdBackend> {

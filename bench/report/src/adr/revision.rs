@@ -46,6 +46,9 @@ pub fn margin_grid() -> Vec<f64> {
 /// Corrected samples a binding condition's p99 needs (100 beyond its rank)
 /// before the revision is more than provisional.
 pub const MIN_SAMPLES_BINDING: u64 = 10_000;
+/// Corrected samples a condition whose stall is read at the p99.9 needs
+/// (1,000 beyond its rank) before the revision is more than provisional.
+pub const MIN_SAMPLES_STALL: u64 = 1_000_000;
 /// The divisors it searches.
 pub const DIVISORS: std::ops::RangeInclusive<u32> = 2..=8;
 
@@ -183,7 +186,8 @@ pub struct Revision {
     pub margin: Option<f64>,
     /// The proposed heartbeat divisor.
     pub divisor: Option<u32>,
-    /// Whether some binding condition had fewer than [`MIN_SAMPLES_BINDING`] corrected samples.
+    /// Whether some binding condition had fewer corrected samples than its
+    /// floor ([`Condition::sample_floor`]).
     pub provisional: bool,
     /// For each divisor, the feasible grid margins (binding conditions).
     pub feasible: Vec<(u32, Vec<f64>)>,
@@ -191,6 +195,24 @@ pub struct Revision {
     pub adr_failures: Vec<(String, String)>,
     /// The reasoning, sentence by sentence, with the numbers.
     pub reasoning: Vec<String>,
+}
+
+impl Condition {
+    /// The corrected samples this condition needs behind it: 100 beyond the
+    /// p99's rank ([`MIN_SAMPLES_BINDING`]), or 1,000 beyond the p99.9's
+    /// when it has a stall ([`MIN_SAMPLES_STALL`]).
+    pub fn sample_floor(&self) -> u64 {
+        if self.stall_ms.is_some() {
+            MIN_SAMPLES_STALL
+        } else {
+            MIN_SAMPLES_BINDING
+        }
+    }
+
+    /// Whether its samples fall short of [`Condition::sample_floor`].
+    pub fn short_of_samples(&self) -> bool {
+        self.samples < self.sample_floor()
+    }
 }
 
 /// Derives the proposal from `conditions` (see the module doc for the rule).
@@ -205,7 +227,7 @@ pub fn derive(conditions: &[Condition]) -> Revision {
         .iter()
         .filter_map(|c| violation(c, ADR_MARGIN, ADR_DIVISOR).map(|v| (c.name.clone(), v)))
         .collect();
-    let provisional = binding.iter().any(|c| c.samples < MIN_SAMPLES_BINDING);
+    let provisional = binding.iter().any(|c| c.short_of_samples());
     let mut reasoning = Vec::new();
     if binding.is_empty() {
         reasoning.push(
@@ -238,8 +260,12 @@ pub fn derive(conditions: &[Condition]) -> Revision {
             c.stall_ms
                 .map(|s| format!("; stall {s:.0} ms must fit before the deadline"))
                 .unwrap_or_default(),
-            if c.samples < MIN_SAMPLES_BINDING {
-                format!(" (provisional: {} corrected samples)", c.samples)
+            if c.short_of_samples() {
+                format!(
+                    " (provisional: {} corrected samples of the {} needed)",
+                    c.samples,
+                    c.sample_floor()
+                )
             } else {
                 String::new()
             },
@@ -308,8 +334,9 @@ pub fn derive(conditions: &[Condition]) -> Revision {
     };
     if provisional {
         reasoning.push(format!(
-            "provisional: at least one binding condition has fewer than \
-                 {MIN_SAMPLES_BINDING} corrected samples behind its p99"
+            "provisional: at least one binding condition has fewer corrected samples than \
+                 its floor ({MIN_SAMPLES_BINDING} behind a p99, {MIN_SAMPLES_STALL} behind the \
+                 p99.9 of a stall)"
         ));
     }
     Revision {
@@ -341,6 +368,32 @@ mod tests {
             binding: true,
             rtt_rule: stall.is_none(),
         }
+    }
+
+    /// The floors decide "provisional", and they are met only by samples:
+    /// 10,000 behind a p99, 10⁶ (1,000 beyond the rank) behind a stall's p99.9.
+    #[test]
+    fn a_condition_short_of_its_sample_floor_makes_the_revision_provisional() {
+        let prod = |n: u64| Condition {
+            samples: n,
+            ..cond(15_000.0, 3_000.0, 2.0, 40.0, None)
+        };
+        let stall = |n: u64| Condition {
+            samples: n,
+            ..cond(15_000.0, 3_000.0, 2.0, 40.0, Some(300.0))
+        };
+        assert!(derive(&[prod(9_999)]).provisional);
+        assert!(!derive(&[prod(10_000)]).provisional);
+        assert!(derive(&[prod(10_000), stall(999_999)]).provisional);
+        assert!(!derive(&[prod(10_000), stall(1_000_000)]).provisional);
+        let r = derive(&[prod(10_000), stall(20_000)]);
+        assert!(
+            r.reasoning
+                .iter()
+                .any(|l| l.contains("20000 corrected samples of the 1000000")),
+            "{:?}",
+            r.reasoning
+        );
     }
 
     #[test]

@@ -125,6 +125,9 @@ pub(crate) fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         backend: "fencepost".into(),
         margin_applied_count: 300,
         group: String::new(),
+        idle_sessions: 0,
+        stopped_by: "duration".into(),
+        lock_server_rss_peak_kb: 9000.0,
     }
 }
 

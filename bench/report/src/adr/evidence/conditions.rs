@@ -56,6 +56,29 @@ fn measured_only(ev: &Evidence) -> Vec<Condition> {
     ev.production_rtt.iter().map(measured_production).collect()
 }
 
+/// The load of a condition's cells, as a name suffix: ` [16 workers + 100
+/// idle sessions]`; a range where the cells differ.
+fn load_of(rows: &[&CellRow]) -> String {
+    let range = |v: Vec<u32>| {
+        let (lo, hi) = (v.iter().min().copied(), v.iter().max().copied());
+        match (lo, hi) {
+            (Some(lo), Some(hi)) if lo == hi => lo.to_string(),
+            (Some(lo), Some(hi)) => format!("{lo}–{hi}"),
+            _ => "0".to_owned(),
+        }
+    };
+    if rows.is_empty() {
+        return String::new();
+    }
+    let workers = range(rows.iter().map(|r| r.workers).collect());
+    let idle: Vec<u32> = rows.iter().map(|r| r.idle_sessions).collect();
+    if idle.iter().all(|n| *n == 0) {
+        format!(" [{workers} workers]")
+    } else {
+        format!(" [{workers} workers + {} idle sessions]", range(idle))
+    }
+}
+
 /// The conditions the revision derives from (see [`crate::adr::revision`]).
 pub fn conditions(ev: &Evidence) -> Vec<Condition> {
     let mut out = Vec::new();
@@ -69,6 +92,9 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
               stall: bool,
               rtt_rule: bool| {
         let p = step.pooled(rows.iter().copied());
+        // The load the condition was measured under is part of its name:
+        // idle sessions load the lock-server (docs/measurement.md).
+        let name = format!("{name}{}", load_of(rows));
         let ms = |us: u64| us as f64 / 1e3;
         let h = &p.corrected;
         let hi = |q: f64| p.quantile(q).map_or(0.0, |c| ms(c.hi_us.max(c.value_us)));

@@ -11,7 +11,9 @@ use bench_analysis::summary::MIN_SAMPLES_P999;
 use crate::adr::evidence::format::{ms, sig3};
 use crate::adr::evidence::model::Evidence;
 use crate::adr::pack::{ADR_MANIFEST, Program};
-use crate::adr::revision::{self, ADR_DIVISOR, ADR_MARGIN, Condition, MIN_SAMPLES_BINDING};
+use crate::adr::revision::{
+    self, ADR_DIVISOR, ADR_MARGIN, Condition, MIN_SAMPLES_BINDING, MIN_SAMPLES_STALL,
+};
 
 /// How many of the tightest rules "what would change this decision" lists.
 const SLACK_LINES: usize = 5;
@@ -32,14 +34,41 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
     match (r.margin, r.divisor) {
         (Some(m), Some(k)) => {
             let status = if r.provisional {
-                format!(
-                    "**Provisional**: a binding condition rests on {fewest} corrected samples, \
-                     fewer than the {MIN_SAMPLES_BINDING} its p99 needs."
-                )
+                let short = binding
+                    .iter()
+                    .filter(|c| c.short_of_samples())
+                    .min_by(|a, b| {
+                        (a.samples as f64 / a.sample_floor() as f64)
+                            .total_cmp(&(b.samples as f64 / b.sample_floor() as f64))
+                    });
+                match short {
+                    Some(c) => format!(
+                        "**Provisional**: {} rests on {} corrected samples, fewer than the {} \
+                         its {} needs.",
+                        c.name,
+                        c.samples,
+                        c.sample_floor(),
+                        if c.stall_ms.is_some() {
+                            "p99.9 (its stall)"
+                        } else {
+                            "p99"
+                        }
+                    ),
+                    None => "**Provisional**: no binding condition was measured.".to_owned(),
+                }
             } else {
+                let stall = binding
+                    .iter()
+                    .filter(|c| c.stall_ms.is_some())
+                    .map(|c| c.samples)
+                    .min();
                 format!(
                     "**Not provisional**: every binding condition's p99 rests on at least \
-                     {MIN_SAMPLES_BINDING} corrected samples (fewest: {fewest})."
+                     {MIN_SAMPLES_BINDING} corrected samples (fewest: {fewest}){}.",
+                    stall.map_or(String::new(), |n| format!(
+                        ", and every p99.9 used (a stall) on at least {MIN_SAMPLES_STALL}, \
+                         1,000 beyond its rank (fewest: {n})"
+                    ))
                 )
             };
             let _ = writeln!(

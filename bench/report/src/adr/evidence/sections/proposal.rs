@@ -52,24 +52,28 @@ pub(crate) fn revision_section(md: &mut String, ev: &Evidence, conditions: &[Con
                 .map_or("holds".into(), |v| format!("**fails**: {v}")),
         );
     }
-    let _ = writeln!(
-        md,
-        "\nFeasible margins (every binding condition holds) per divisor:\n\n| divisor k | heartbeats per usable window | feasible margins |\n|---:|---:|---|"
-    );
-    for (k, ms_) in &r.feasible {
-        let _ = writeln!(
-            md,
-            "| {k} | {k} | {} |",
-            if ms_.is_empty() {
+    // One line: the divisor k is also the heartbeats per usable window.
+    let feasible: Vec<String> = r
+        .feasible
+        .iter()
+        .map(|(k, ms_)| {
+            let list = if ms_.is_empty() {
                 "none".to_string()
             } else {
                 ms_.iter()
                     .map(|m| format!("{m:.2}"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            }
-        );
-    }
+            };
+            format!("k = {k}: {list}")
+        })
+        .collect();
+    let _ = writeln!(
+        md,
+        "\nFeasible margins (every binding condition holds) per divisor k (k heartbeats per \
+         usable window): {}.",
+        feasible.join("; ")
+    );
     let _ = writeln!(md, "\nReasoning, from the numbers:\n");
     for line in &r.reasoning {
         let _ = writeln!(md, "- {line}");

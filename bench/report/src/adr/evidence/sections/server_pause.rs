@@ -1,5 +1,5 @@
 //! §4: the server-pause sweep, and the revision's stall rule checked cell
-//! by cell against the sessions it lost.
+//! by cell against the sessions it lost (one line per margin).
 
 use std::fmt::Write as _;
 
@@ -42,41 +42,52 @@ pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence) {
         ev.link("sweep-pause/results.csv", "sweep-pause/results.csv")
     );
     // The revision's stall rule checked against what happened, cell by
-    // cell, at the SDK's own period: a rule the data can contradict.
+    // cell, at the SDK's own period: a rule the data can contradict. One
+    // line per margin (its repeats collapsed); every cell is in the csv.
     let _ = writeln!(
         md,
         "\nThe revision's stall rule (stall + heartbeat period < usable window) against what \
-         happened, per cell, at the SDK's period (U/3); the stall is the cell's corrected \
-         p99.9:\n\n| cell | usable U (ms) | period (ms) | stall (ms) | stall + period | rule says | sessions lost | agree |\n|---|---:|---:|---:|---:|---|---:|---|"
+         happened, cell by cell, at the SDK's period (U/3); the stall is the cell's corrected \
+         p99.9, and a line collapses a margin's repeats (the largest stall):\n\n| margin | cells | usable U (ms) | period (ms) | stall, largest (ms) | stall + period | rule says at risk | cells that lost sessions | sessions lost | agree |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     );
-    let mut agree = 0;
-    for r in &s.rows {
-        let w = D4Window::of(r);
-        let stall = r.hb_rtt_corrected_p999_us as f64 / 1e3;
-        let at_risk = stall + w.period_ms >= w.usable_ms;
-        let lost = r.session_lost > 0;
-        agree += usize::from(at_risk == lost);
+    let mut margins: Vec<f64> = s.rows.iter().map(|r| r.margin).collect();
+    margins.sort_by(f64::total_cmp);
+    margins.dedup();
+    let (mut agree, mut cells) = (0, 0);
+    for m in margins {
+        let rows: Vec<_> = s.rows.iter().filter(|r| r.margin == m).collect();
+        let (mut at_risk_n, mut lost_n, mut lost, mut agree_m) = (0, 0, 0, 0);
+        let (mut usable, mut period, mut stall_max) = (0.0_f64, 0.0_f64, 0.0_f64);
+        for r in &rows {
+            let w = D4Window::of(r);
+            let stall = r.hb_rtt_corrected_p999_us as f64 / 1e3;
+            let at_risk = stall + w.period_ms >= w.usable_ms;
+            let did_lose = r.session_lost > 0;
+            at_risk_n += usize::from(at_risk);
+            lost_n += usize::from(did_lose);
+            lost += r.session_lost;
+            agree_m += usize::from(at_risk == did_lose);
+            (usable, period) = (w.usable_ms, w.period_ms);
+            stall_max = stall_max.max(stall);
+        }
+        agree += agree_m;
+        cells += rows.len();
         let _ = writeln!(
             md,
-            "| `{}` | {:.0} | {:.0} | {} | {:.0} | {} | {} | {} |",
-            r.cell,
-            w.usable_ms,
-            w.period_ms,
-            ms(stall),
-            stall + w.period_ms,
-            if at_risk {
-                "sessions at risk"
+            "| {m:.2} | {} | {usable:.0} | {period:.0} | {} | {:.0} | {at_risk_n} | {lost_n} | {lost} | {} |",
+            rows.len(),
+            ms(stall_max),
+            stall_max + period,
+            if agree_m == rows.len() {
+                format!("{agree_m} of {}", rows.len())
             } else {
-                "survives"
-            },
-            r.session_lost,
-            if at_risk == lost { "yes" } else { "**no**" }
+                format!("**{agree_m} of {}**", rows.len())
+            }
         );
     }
     let _ = writeln!(
         md,
-        "\nThe rule agrees with the measured session losses on {agree} of {} cell(s).",
-        s.rows.len()
+        "\nThe rule agrees with the measured session losses on {agree} of {cells} cell(s).",
     );
     md.push('\n');
     md.push_str(&ev.figure(
