@@ -170,6 +170,10 @@ struct Sizes {
     /// Window and idle sessions of the server-pause sweep's cells.
     pause_duration: &'static str,
     pause_sessions: &'static str,
+    /// The server-pause cells' sequential stop (`--min-samples`,
+    /// `--max-duration`): each cell runs on until its corrected histogram
+    /// holds a fifteenth of the stall's 10⁶ floor; `None` for no stop.
+    pause_min_samples: Option<[&'static str; 2]>,
     /// Worker processes of the throttle experiment.
     throttle_workers: &'static str,
     pauses: &'static str,
@@ -189,6 +193,7 @@ const FULL: Sizes = Sizes {
     pause_ttl: "2s",
     pause_duration: "35s",
     pause_sessions: "800",
+    pause_min_samples: Some(["70000", "120s"]),
     throttle_workers: "16",
     pauses: "5",
     clock_cases: "1000",
@@ -207,6 +212,7 @@ const QUICK: Sizes = Sizes {
     pause_ttl: "2s",
     pause_duration: "3s",
     pause_sessions: "20",
+    pause_min_samples: None,
     throttle_workers: "4",
     pauses: "2",
     clock_cases: "200",
@@ -269,10 +275,14 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
         (s.margins, s.ttls),
         (s.duration, s.sessions),
     );
+    let mut pause_extra = vec!["--server-pause", SERVER_PAUSE];
+    if let Some([k, max]) = s.pause_min_samples {
+        pause_extra.extend(["--min-samples", k, "--max-duration", max]);
+    }
     sweep(
         "sweep-pause",
         "the same with the lock-server paused (one --server-pause condition)",
-        &["--server-pause", SERVER_PAUSE],
+        &pause_extra,
         (s.pause_margins, s.pause_ttl),
         (s.pause_duration, s.pause_sessions),
     );

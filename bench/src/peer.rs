@@ -586,7 +586,7 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, PeerRunError> {
     if let Err(e) = report::plot(&plan.out, &rows) {
         eprintln!("bench peer: plotting failed: {}", Chain(&e));
     }
-    manifest.finished_at = Some(bench_analysis::manifest::now_rfc3339());
+    manifest.finish();
     manifest.write(&plan.out)?;
     print!("{}", report::summary(&plan, &rows));
     println!("\nreport: {}", plan.out.join("report.md").display());

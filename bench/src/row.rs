@@ -130,6 +130,7 @@ pub fn cell_row(m: &Measurement) -> CellRow {
         idle_sessions: m.idle_sessions,
         stopped_by: m.stopped_by.to_string(),
         lock_server_rss_peak_kb: m.lock_server_rss_peak_kb.map_or(f64::NAN, |kb| kb as f64),
+        idle_reopened: m.idle_reopened,
     }
 }
 
@@ -224,6 +225,7 @@ mod tests {
             stopped_by: Default::default(),
             idle_sessions: 0,
             lock_server_rss_peak_kb: None,
+            idle_reopened: 0,
         };
         let row = cell_row(&m);
         assert_eq!(row.payouts_paid, 50);

@@ -102,7 +102,7 @@ impl RunDir {
     /// Writes the `report.md` section and stamps the manifest finished.
     pub fn finish(mut self, report_section: &str) -> Result<PathBuf, RunDirError> {
         self.write(REPORT_MD, report_section)?;
-        self.manifest.finished_at = Some(now_rfc3339());
+        self.manifest.finish();
         self.manifest.cells_done = vec![
             self.manifest
                 .command

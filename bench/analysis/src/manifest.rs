@@ -64,6 +64,81 @@ pub struct Manifest {
     /// The delay proxy's own overhead, measured once per run with `--net-delay`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_overhead: Option<bench_core::overhead::ProxyOverhead>,
+    /// How busy the whole machine was over the run (every process, this run's
+    /// own among them), from `/proc`; absent in manifests written before it
+    /// was recorded, or where `/proc/stat` cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_load: Option<MachineLoad>,
+}
+
+/// The machine's load over a run: what a sentence about "a busy machine"
+/// is read from. `busy_cores` counts every process's CPU time (this run's
+/// own too), so a run that used 1.2 cores on a machine busy 1.9 cores had
+/// 0.7 cores of company.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MachineLoad {
+    /// `/proc/loadavg`'s 1, 5 and 15 minute averages when the run started.
+    pub loadavg_start: [f64; 3],
+    /// The same when it finished.
+    #[serde(default)]
+    pub loadavg_end: Option<[f64; 3]>,
+    /// Mean busy CPUs over the run (`/proc/stat`: all but idle and iowait),
+    /// in cores; set when it finished.
+    #[serde(default)]
+    pub busy_cores: Option<f64>,
+    /// `/proc/stat`'s busy and total jiffies at the start (summed over CPUs).
+    pub stat_start: [u64; 2],
+}
+
+impl MachineLoad {
+    /// A reading now; `None` where `/proc` cannot be read.
+    pub fn start() -> Option<Self> {
+        Some(MachineLoad {
+            loadavg_start: loadavg()?,
+            loadavg_end: None,
+            busy_cores: None,
+            stat_start: cpu_jiffies()?,
+        })
+    }
+
+    /// Completes the reading at the end of the run.
+    pub fn finish(&mut self, cpus: usize) {
+        self.loadavg_end = loadavg();
+        if let Some([busy, total]) = cpu_jiffies() {
+            let (db, dt) = (
+                busy.saturating_sub(self.stat_start[0]),
+                total.saturating_sub(self.stat_start[1]),
+            );
+            if dt > 0 {
+                self.busy_cores = Some(db as f64 / dt as f64 * cpus as f64);
+            }
+        }
+    }
+}
+
+/// `/proc/loadavg`'s three averages.
+fn loadavg() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// `/proc/stat`'s first line as [busy, total] jiffies: busy is every field
+/// but idle (4th) and iowait (5th); guest time is already in user.
+fn cpu_jiffies() -> Option<[u64; 2]> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_cpu_line(text.lines().next()?)
+}
+
+fn parse_cpu_line(line: &str) -> Option<[u64; 2]> {
+    let mut fields = line.split_whitespace();
+    (fields.next()? == "cpu").then_some(())?;
+    let v: Vec<u64> = fields.map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    let counted = &v[..v.len().min(8)];
+    let total: u64 = counted.iter().sum();
+    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+    Some([total - idle, total])
 }
 
 /// One cell of the expanded grid.
@@ -218,6 +293,16 @@ impl Manifest {
             binaries: BTreeMap::new(),
             replay_of: None,
             proxy_overhead: None,
+            machine_load: MachineLoad::start(),
+        }
+    }
+
+    /// Stamps the run finished: the time and the machine's load over it.
+    pub fn finish(&mut self) {
+        self.finished_at = Some(now_rfc3339());
+        let cpus = self.machine.cpus;
+        if let Some(l) = &mut self.machine_load {
+            l.finish(cpus);
         }
     }
 
@@ -240,4 +325,39 @@ impl Manifest {
 /// Wall-clock now as RFC 3339 UTC (for humans and directory names only).
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Busy is every counted field but idle and iowait; guest fields (already
+    /// in user) are not counted twice.
+    #[test]
+    fn a_proc_stat_line_splits_into_busy_and_total() {
+        let line = "cpu  100 5 50 800 20 3 2 10 40 0";
+        assert_eq!(parse_cpu_line(line), Some([170, 990]));
+        assert_eq!(parse_cpu_line("cpu0 1 2 3 4"), None);
+        assert_eq!(parse_cpu_line("cpu  x"), None);
+    }
+
+    /// Over a stretch of this process's own work the machine is busy for
+    /// more than nothing, and no more than every core.
+    #[test]
+    fn the_machine_load_over_a_busy_stretch_is_between_zero_and_the_cores() {
+        let Some(mut l) = MachineLoad::start() else {
+            return; // no /proc here
+        };
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(300);
+        let mut x = 0u64;
+        while std::time::Instant::now() < until {
+            x = x.wrapping_mul(31).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        l.finish(cpus);
+        let busy = l.busy_cores.expect("read at the end");
+        assert!(busy > 0.0 && busy <= cpus as f64 + 0.01, "{busy}");
+        assert!(l.loadavg_end.is_some());
+    }
 }

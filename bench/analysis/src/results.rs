@@ -408,6 +408,9 @@ cell_row! {
     /// The lock-server's peak resident set size (`VmHWM`) at the window's close, in KiB;
     /// NaN where it is not a local process.
     lock_server_rss_peak_kb: f64,
+    /// Lost idle sessions the cell replaced by a new one, keeping `idle_sessions` open
+    /// (their losses are in `session_lost`).
+    idle_reopened: u64,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),

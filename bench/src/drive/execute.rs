@@ -149,6 +149,8 @@ pub async fn execute(plan: Plan) -> Result<i32, RunError> {
         m
     };
     manifest.finished_at = None;
+    // A resumed run's load is this invocation's (the earlier one's is gone).
+    manifest.machine_load = bench_analysis::manifest::MachineLoad::start();
     manifest.write(&out)?;
     let run_id = out
         .file_name()
@@ -285,7 +287,7 @@ pub async fn execute(plan: Plan) -> Result<i32, RunError> {
         }
     }
     bar.finish_and_clear();
-    manifest.finished_at = Some(bench_analysis::manifest::now_rfc3339());
+    manifest.finish();
     manifest.write(&out)?;
     report::write_report(&out)?;
     print!("{}", summary_text(&out, &rows));

@@ -171,6 +171,35 @@ fn the_document_covers_every_trigger_and_derives_the_revision() {
     assert!(md.contains("projection.csv`: **not measured in this pack**"));
 }
 
+/// §12's machine load is read from each step's own manifest: a recorded
+/// reading shows as the step's busy cores, a step without one as "—".
+#[test]
+fn the_machine_load_of_a_step_is_read_from_its_manifest() {
+    let dir = Scratch::new("adr-load");
+    fixture(dir.path());
+    std::fs::write(
+        dir.path().join("sweep/manifest.json"),
+        r#"{"machine_load": {"loadavg_start": [1.0, 0.5, 0.2], "loadavg_end": [1.9, 1.0, 0.4],
+            "busy_cores": 1.734, "stat_start": [10, 100]}}"#,
+    )
+    .unwrap();
+    let md = render(&load(dir.path()).unwrap());
+    let row = |step: &str| {
+        md.lines()
+            .find(|l| {
+                l.starts_with(&format!("| [`{step}`]")) || l.starts_with(&format!("| `{step}`"))
+            })
+            .unwrap_or_else(|| panic!("no §12 row for {step}"))
+            .to_string()
+    };
+    assert!(row("sweep").contains("| 1.73 |"), "{}", row("sweep"));
+    assert!(
+        row("sweep-pause").contains("| — |"),
+        "{}",
+        row("sweep-pause")
+    );
+}
+
 #[test]
 fn every_link_of_the_document_points_at_a_file_of_the_pack() {
     let dir = Scratch::new("adr-links");

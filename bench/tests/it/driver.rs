@@ -221,6 +221,43 @@ async fn idle_sessions_and_the_sequential_stop_gather_the_samples_asked_for() {
     assert_eq!(blocks.len(), result.histograms.corrected.len());
 }
 
+/// Idle sessions are kept: a server pause longer than their 500 ms session
+/// TTL (a `--ttl 1s` cell) loses every one of them, and each is replaced by a
+/// new session, so the cell's load after the pause is what its
+/// `idle_sessions` says. The losses stay counted in `session_lost`. Without
+/// the keeper `idle_reopened` is 0 and the last time block holds only the two
+/// workers' heartbeats (~17 a second, against ~200 with 24 sessions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_idle_sessions_are_replaced_and_their_losses_counted() {
+    let mut cfg = config(None);
+    cfg.duration = Duration::from_secs(6);
+    // One pause, from 2.8 s to 4 s into the window (the next would be at 6.8 s).
+    cfg.server_pause = Some(bench_core::grid::parse_pause("4s:1200ms").unwrap());
+    cfg.sampling = bench_driver::cell::Sampling {
+        sessions: 24,
+        ..Default::default()
+    };
+    let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
+    let (_tx, rx) = watch::channel(false);
+    let result = runner::run_cell(&cfg, &plan, &temp_dir("keep"), rx, &|_| {}, false, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let r = &result.row;
+    assert_eq!(r.idle_sessions, 24);
+    assert!(r.session_lost >= 24, "every idle session is lost: {r:?}");
+    assert!(r.idle_reopened >= 24, "and replaced: {}", r.idle_reopened);
+    let blocks = result
+        .blocks
+        .as_ref()
+        .expect("in-process cells cut time blocks");
+    let last = blocks.blocks.last().expect("a block").len();
+    assert!(
+        last >= 100,
+        "the last second holds the kept fleet's heartbeats: {last}"
+    );
+}
+
 /// Without enough samples by `--max-duration`, the window ends there and
 /// says so: the row is not mistaken for one that met its floor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,6 +98,8 @@ pub struct Measurement {
     pub idle_sessions: u32,
     /// The lock-server's peak RSS (KiB), where it is a local process.
     pub lock_server_rss_peak_kb: Option<u64>,
+    /// Lost idle sessions replaced by a new one during the window.
+    pub idle_reopened: u64,
 }
 
 impl Measurement {

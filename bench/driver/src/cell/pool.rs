@@ -229,9 +229,105 @@ pub const IDLE_OPEN_CONCURRENCY: usize = 64;
 /// one client so that file descriptors do not bound them: the client keeps
 /// at most [`fencepost_sdk::http::MAX_IDLE_PER_HOST`] idle connections, and
 /// opens more only while that many exchanges are in flight at once.
+///
+/// They are *kept*: a session that is lost (its client deadline passed, or the
+/// server answered 410/404) is counted as lost and replaced by a new one
+/// ([`IdleKeeper`]), as a worker that loses its session opens another. So
+/// the load a cell is labelled with (`idle_sessions`) is the load it ran
+/// under for the whole window, not only until the first fault.
 struct IdleSessions {
     client: LockClient,
-    sessions: Vec<Session>,
+    keeper: IdleKeeper,
+}
+
+/// How often the keeper looks for lost idle sessions.
+pub const IDLE_KEEP_TICK: Duration = Duration::from_millis(250);
+
+/// The task that keeps the idle sessions open: every [`IDLE_KEEP_TICK`] it
+/// replaces each lost session with a new one (L1), at most
+/// [`IDLE_OPEN_CONCURRENCY`] opens in flight; an open that fails is counted
+/// and retried at the next tick. The lost session is dropped (no L3: the
+/// server expires it). Stopping returns the sessions open then.
+struct IdleKeeper {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Vec<Session>>,
+    counts: Arc<KeeperCounts>,
+}
+
+/// What the keeper did since the last reset.
+#[derive(Default)]
+struct KeeperCounts {
+    /// Lost sessions replaced by a new one.
+    reopened: std::sync::atomic::AtomicU64,
+    /// Replacement opens that failed (retried).
+    reopen_failed: std::sync::atomic::AtomicU64,
+}
+
+impl IdleKeeper {
+    fn start(client: LockClient, sessions: Vec<Session>) -> IdleKeeper {
+        let (stop, rx) = watch::channel(false);
+        let counts = Arc::new(KeeperCounts::default());
+        let task = tokio::spawn(keep(client, sessions, counts.clone(), rx));
+        IdleKeeper { stop, task, counts }
+    }
+
+    /// Stops the keeper (replacement opens in flight are abandoned; a session
+    /// one of them opened expires on the server) and returns the sessions.
+    async fn stop(self) -> Vec<Session> {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap_or_default()
+    }
+}
+
+async fn keep(
+    client: LockClient,
+    mut sessions: Vec<Session>,
+    counts: Arc<KeeperCounts>,
+    mut stop: watch::Receiver<bool>,
+) -> Vec<Session> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut reopening = vec![false; sessions.len()];
+    let mut opens = tokio::task::JoinSet::new();
+    let mut generation = 0u64;
+    let mut tick = tokio::time::interval(IDLE_KEEP_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = tick.tick() => {
+                for (i, s) in sessions.iter().enumerate() {
+                    if opens.len() >= IDLE_OPEN_CONCURRENCY {
+                        break;
+                    }
+                    if reopening[i] || s.lost_reason().is_none() {
+                        continue;
+                    }
+                    reopening[i] = true;
+                    generation += 1;
+                    let (client, owner) = (client.clone(), format!("idle-{i}-r{generation}"));
+                    opens.spawn(async move { (i, client.open_session(&owner).await) });
+                }
+            }
+            Some(joined) = opens.join_next(), if !opens.is_empty() => {
+                // The open tasks never panic; a cancelled one is only at stop.
+                let Ok((i, opened)) = joined else { continue };
+                reopening[i] = false;
+                match opened {
+                    Ok(s) => {
+                        // The lost one is dropped: its heartbeat task has ended.
+                        drop(std::mem::replace(&mut sessions[i], s));
+                        counts.reopened.fetch_add(1, Relaxed);
+                    }
+                    Err(e) => {
+                        counts.reopen_failed.fetch_add(1, Relaxed);
+                        tracing::debug!(error = %e, "an idle session could not be reopened; retried");
+                    }
+                }
+            }
+        }
+    }
+    opens.abort_all();
+    sessions
 }
 
 /// A report of what `client` measured (no tally, no rail).
@@ -264,6 +360,8 @@ pub struct Pool {
     remote: Vec<Box<dyn RemoteWorker>>,
     /// The idle sessions and the one client they share, once opened.
     idle: Option<IdleSessions>,
+    /// Idle sessions asked for and opened (kept open until the join).
+    idle_asked: usize,
     /// What the members joined so far measured (local counts are added at [`Pool::finish`]).
     done: PoolReport,
 }
@@ -283,6 +381,7 @@ impl Pool {
             local: Vec::new(),
             remote: Vec::new(),
             idle: None,
+            idle_asked: 0,
             done: PoolReport::default(),
         }
     }
@@ -373,13 +472,26 @@ impl Pool {
             });
         }
         tracing::info!(sessions = n, ?spread, "idle sessions open");
-        self.idle = Some(IdleSessions { client, sessions });
+        self.idle_asked = sessions.len();
+        let keeper = IdleKeeper::start(client.clone(), sessions);
+        self.idle = Some(IdleSessions { client, keeper });
         Ok(())
     }
 
-    /// Idle sessions open now.
+    /// Idle sessions the cell keeps open (asked for and opened; a lost one is
+    /// replaced, see [`IdleSessions`]).
     pub fn idle_sessions(&self) -> usize {
-        self.idle.as_ref().map_or(0, |i| i.sessions.len())
+        self.idle_asked
+    }
+
+    /// Lost idle sessions replaced by a new one since the window opened.
+    pub fn idle_reopened(&self) -> u64 {
+        self.idle.as_ref().map_or(0, |i| {
+            i.keeper
+                .counts
+                .reopened
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
     }
 
     /// The corrected heartbeat RTT histogram of every in-process member and
@@ -413,6 +525,10 @@ impl Pool {
         }
         if let Some(idle) = &self.idle {
             idle.client.reset_measurements();
+            let c = &idle.keeper.counts;
+            c.reopened.store(0, std::sync::atomic::Ordering::Relaxed);
+            c.reopen_failed
+                .store(0, std::sync::atomic::Ordering::Relaxed);
         }
         self.tally.reset_counts();
         for r in &mut self.remote {
@@ -453,9 +569,18 @@ impl Pool {
         if let Some(idle) = self.idle.take() {
             // Measured up to now, then closed (L3, which the figures do not
             // count), at most `grace` for all of them.
+            let failed = idle
+                .keeper
+                .counts
+                .reopen_failed
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if failed > 0 {
+                tracing::warn!(failed, "idle session reopens failed (each retried)");
+            }
             self.done
                 .add_figures(&client_report(&idle.client, hist::new_histogram()))?;
-            if tokio::time::timeout(grace, close_all(idle.sessions))
+            let sessions = idle.keeper.stop().await;
+            if tokio::time::timeout(grace, close_all(sessions))
                 .await
                 .is_err()
             {

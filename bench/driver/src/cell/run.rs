@@ -468,6 +468,7 @@ pub async fn measure(
         ..
     } = run;
     let idle_sessions = pool.idle_sessions() as u32;
+    let idle_reopened = pool.idle_reopened();
     // Read before the join: the services still run (the stack stops them after).
     let rss_peak_kb = stack.pids().and_then(|(lock, _)| cpu::peak_rss_kb(lock));
     // Faults stop before the join, so a paused server cannot hold a worker up.
@@ -529,6 +530,7 @@ pub async fn measure(
         stopped_by,
         idle_sessions,
         lock_server_rss_peak_kb: rss_peak_kb,
+        idle_reopened,
         window: elapsed,
         ledger,
         ledger_after: after,

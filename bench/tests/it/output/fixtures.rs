@@ -128,6 +128,7 @@ pub(crate) fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         idle_sessions: 0,
         stopped_by: "duration".into(),
         lock_server_rss_peak_kb: 9000.0,
+        idle_reopened: 0,
     }
 }
 

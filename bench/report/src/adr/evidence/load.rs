@@ -205,6 +205,22 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
     ev.peer = std::fs::read_to_string(dir.join("peer").join("peer.csv"))
         .ok()
         .map(|t| Table::parse(&t));
+    let step_names: Vec<String> = ev
+        .manifest
+        .iter()
+        .flat_map(|m| m.steps.iter().map(|r| r.step.name.clone()))
+        .collect();
+    for name in step_names {
+        // A step manifest that cannot be read leaves its load unknown: the
+        // step's own section reports the files it needs.
+        if let Ok(Some(m)) = load_json::<serde_json::Value>(&dir.join(&name).join("manifest.json"))
+            && let Some(l) = m
+                .get("machine_load")
+                .and_then(|l| serde_json::from_value(l.clone()).ok())
+        {
+            ev.step_load.insert(name, l);
+        }
+    }
     list_files(dir, dir, 2, &mut ev.files);
     // The document is written from this listing: it never lists itself, so a
     // re-render of a pack reads the same files as the first render did.

@@ -183,6 +183,9 @@ pub struct Evidence {
     /// production (`bench adr --rtt-from`), which the production condition
     /// uses instead of the lab's RTTs.
     pub production_rtt: Option<bench_analysis::production_rtt::ProductionRtt>,
+    /// Per step name: the machine's load over the step, from its own
+    /// `manifest.json` (absent where the manifest predates the reading).
+    pub step_load: BTreeMap<String, bench_analysis::manifest::MachineLoad>,
     /// Files of the pack (relative paths, `cells/` left out), for links.
     pub files: BTreeSet<String>,
     /// Files that exist but could not be read, with the error.

@@ -295,7 +295,8 @@ pub(crate) fn plan_section(md: &mut String, ev: &Evidence) {
     }
     let _ = writeln!(
         md,
-        "| step | what it measures | status | seconds | command |\n|---|---|---|---:|---|"
+        "| step | what it measures | status | seconds | machine busy (cores) | command |\n\
+         |---|---|---|---:|---:|---|"
     );
     for r in &m.steps {
         let prog = match r.step.program {
@@ -313,9 +314,14 @@ pub(crate) fn plan_section(md: &mut String, ev: &Evidence) {
         } else {
             format!("`{}`", r.step.name)
         };
+        let busy = ev
+            .step_load
+            .get(&r.step.name)
+            .and_then(|l| l.busy_cores)
+            .map_or_else(|| "—".to_string(), |b| format!("{b:.2}"));
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {:.0} | `{prog} {}` |",
+            "| {name} | {} | {} | {:.0} | {busy} | `{prog} {}` |",
             r.step.title,
             status,
             r.seconds,
@@ -323,4 +329,10 @@ pub(crate) fn plan_section(md: &mut String, ev: &Evidence) {
         );
     }
     md.push('\n');
+    let _ = writeln!(
+        md,
+        "Machine busy is the mean number of busy CPUs over the step, every process on the \
+         machine counted (the step's own among them), from the step's `manifest.json` \
+         (`machine_load`); — where it was not recorded.\n"
+    );
 }
