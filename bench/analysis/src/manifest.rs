@@ -250,7 +250,13 @@ fn proc_field(path: &str, key: &str) -> String {
 impl Manifest {
     /// A manifest for `command` with `config`, stamped now.
     pub fn new(command: &str, seed: u64, config: serde_json::Value) -> Self {
-        let dirty = first_line("git", &["status", "--porcelain"]).is_some_and(|l| !l.is_empty());
+        // Dirty means the code differs from the commit: the measured outputs
+        // under data/ (a pack being regenerated in place) do not count.
+        let dirty = first_line(
+            "git",
+            &["status", "--porcelain", "--", ":/", ":(top,exclude)data"],
+        )
+        .is_some_and(|l| !l.is_empty());
         let git_commit = first_line("git", &["rev-parse", "HEAD"])
             .map(|c| if dirty { format!("{c}-dirty") } else { c })
             .unwrap_or_else(|| "unknown".into());
