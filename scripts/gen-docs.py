@@ -186,13 +186,25 @@ def run_line(rel_manifest: str, m: dict | None = None) -> str:
     )
 
 
-def load_line(rel_manifest: str) -> str:
-    """What the manifest says of the machine's load, or that it says nothing."""
-    mach = read_json(rel_manifest).get("machine") or {}
-    load = {k: v for k, v in mach.items() if "load" in k}
-    if not load:
-        return "The manifest records no load figure, so nothing here says how busy the machine was."
-    return "Load recorded: " + ", ".join(f"{k} {v}" for k, v in sorted(load.items())) + "."
+def load_line(steps: list) -> str:
+    """How busy the machine was over each step (`machine_load` of the step's
+    manifest.json), or that the manifests say nothing."""
+    parts = []
+    for st in steps:
+        name = st.get("name", "?")
+        try:
+            m = read_json(f"{name}/manifest.json")
+        except (OSError, ValueError):
+            m = {}
+        busy = (m.get("machine_load") or {}).get("busy_cores")
+        if busy is not None:
+            parts.append(f"{name} {busy:.2f}")
+    if not parts:
+        return "The manifests record no load figure, so nothing here says how busy the machine was."
+    return (
+        "Machine busy over each step (mean busy CPUs, every process counted, the step's own "
+        "among them; `machine_load` of its manifest.json): " + ", ".join(parts) + "."
+    )
 
 
 def gen_pack_run(here: Path) -> str:
@@ -210,7 +222,7 @@ def gen_pack_run(here: Path) -> str:
         f"every step), from {m['started_at']} to {m['finished_at']} ({duration(took)}); "
         f"{len(steps)} steps: {counts}. {run_line('sweep/manifest.json')[0].upper()}"
         f"{run_line('sweep/manifest.json')[1:]} (from `sweep/manifest.json`). "
-        f"{load_line('sweep/manifest.json')} "
+        f"{load_line(m.get('steps') or [])} "
         f"{source(here, 'data/reference/adr-manifest.json', 'data/reference/sweep/manifest.json')}"
     )
 
@@ -224,6 +236,11 @@ def gen_pack_decision(here: Path) -> str:
     except ValueError:
         raise SystemExit("data/reference/adr-006-evidence.md has no '## Decision' section")
     first = next(l for l in lines[at + 1:] if l.strip())
+    # The document's own anchors, as links from here into it.
+    first = first.replace("](#", "](" + os.path.relpath(ROOT / 'data/reference/adr-006-evidence.md', here.parent) + "#")
+    blocked = [l[2:] for l in lines[at + 1:] if l.startswith("- **Blocked by**")]
+    if blocked:
+        first += " " + " ".join(b.rstrip(".") + "." for b in blocked)
     return (
         f"Its decision, as the document states it: {first} "
         f"{source(here, 'data/reference/adr-006-evidence.md')}"

@@ -544,7 +544,10 @@ async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
         quick: args.quick,
         net_delay: NET_DELAY.into(),
         server_pause: SERVER_PAUSE.into(),
-        started_at: now_rfc3339(),
+        // A resumed pack started when its first run did.
+        started_at: previous
+            .as_ref()
+            .map_or_else(now_rfc3339, |p| p.started_at.clone()),
         finished_at: None,
         steps: steps
             .iter()

@@ -73,6 +73,12 @@ pub struct Condition {
     pub stall_ms: Option<f64>,
     /// Corrected samples pooled behind its percentiles.
     pub samples: u64,
+    /// Of those, heartbeats that timed out: right-censored samples, whose
+    /// true RTT is only known to be at least the timeout (the time left
+    /// before the session's deadline).
+    pub censored: u64,
+    /// Sessions lost under the condition (no reply before the deadline).
+    pub lost: u64,
     /// Cells pooled.
     pub cells: usize,
     /// Whether the proposal must satisfy it.
@@ -85,6 +91,9 @@ pub struct Condition {
 }
 
 /// Why a (margin, divisor) pair fails a condition, `None` if it satisfies it.
+/// A stall whose p99.9 is censored ([`Condition::stall_censored`]) fails
+/// every pair: the stall outlasted the heartbeat timeout, so its length is
+/// unknown, and what was lost to it is the fault the rule guards against.
 pub fn violation(c: &Condition, m: f64, k: u32) -> Option<String> {
     let budget = c.base_ms * m / 3.0;
     if c.rtt_rule && c.p99_ms > budget {
@@ -100,6 +109,13 @@ pub fn violation(c: &Condition, m: f64, k: u32) -> Option<String> {
         return Some(format!(
             "D4: {usable:.0} − {period:.0} − {:.1} = {window:.1} ms ≤ hop {:.0} ms",
             c.p50_ms, c.hop_ms
+        ));
+    }
+    if c.stall_censored() {
+        return Some(format!(
+            "stall: censored: {} of {} heartbeats timed out ({} sessions lost), so more than \
+             0.1 % of them waited longer than the time left before their deadline",
+            c.censored, c.samples, c.lost
         ));
     }
     if let Some(s) = c.stall_ms
@@ -166,7 +182,22 @@ pub fn slack(conditions: &[Condition], m: f64, k: u32) -> Vec<Slack> {
             ),
             ratio: room / (c.hop_ms + c.p50_ms).max(1e-9),
         });
-        if let Some(st) = c.stall_ms {
+        if c.stall_censored() {
+            out.push(Slack {
+                condition: c.name.clone(),
+                rule: "stall",
+                text: format!(
+                    "at most 0.1 % of the heartbeats timed out, so that the stall's p99.9 is \
+                     measured (now {} of {}, and {} sessions lost: the stall outlasts the time \
+                     left before the deadline; its p99.9 ≥ {:.0} ms is censored)",
+                    c.censored,
+                    c.samples,
+                    c.lost,
+                    c.stall_ms.unwrap_or(0.0)
+                ),
+                ratio: 0.001 * c.samples as f64 / c.censored.max(1) as f64,
+            });
+        } else if let Some(st) = c.stall_ms {
             out.push(Slack {
                 condition: c.name.clone(),
                 rule: "stall",
@@ -207,6 +238,14 @@ impl Condition {
         } else {
             MIN_SAMPLES_BINDING
         }
+    }
+
+    /// Whether its stall's p99.9 is a censored value: more than 0.1 % of its
+    /// samples are timeouts (the largest values a heartbeat can record), so
+    /// the p99.9's rank falls among them and the stall is only known to be
+    /// at least that long.
+    pub fn stall_censored(&self) -> bool {
+        self.stall_ms.is_some() && self.censored as f64 > 0.001 * self.samples as f64
     }
 
     /// Whether its samples fall short of [`Condition::sample_floor`].
@@ -257,9 +296,15 @@ pub fn derive(conditions: &[Condition]) -> Revision {
             c.p50_ms,
             c.base_ms,
             ceil3,
-            c.stall_ms
-                .map(|s| format!("; stall {s:.0} ms must fit before the deadline"))
-                .unwrap_or_default(),
+            match c.stall_ms {
+                Some(s) if c.stall_censored() => format!(
+                    "; stall ≥ {s:.0} ms is censored ({} of {} heartbeats timed out, {} \
+                     sessions lost): no margin and period are shown to ride it out",
+                    c.censored, c.samples, c.lost
+                ),
+                Some(s) => format!("; stall {s:.0} ms must fit before the deadline"),
+                None => String::new(),
+            },
             if c.short_of_samples() {
                 format!(
                     " (provisional: {} corrected samples of the {} needed)",
@@ -309,24 +354,48 @@ pub fn derive(conditions: &[Condition]) -> Revision {
                 DIVISORS.end()
             )),
             None => {
-                let worst: Vec<String> = binding
+                let blocking: Vec<&&Condition> = binding
                     .iter()
                     .filter(|c| {
                         DIVISORS
                             .clone()
                             .all(|k| grid.iter().all(|&m| violation(c, m, k).is_some()))
                     })
-                    .map(|c| c.name.clone())
                     .collect();
+                let names = |censored: bool| {
+                    blocking
+                        .iter()
+                        .filter(|c| c.stall_censored() == censored)
+                        .map(|c| c.name.clone())
+                        .collect::<Vec<_>>()
+                };
+                let (stalls, others) = (names(true), names(false));
+                let mut why = Vec::new();
+                if !stalls.is_empty() {
+                    why.push(format!(
+                        "{} alone admits none: its stall is censored, the lock service did not \
+                         answer more than 0.1 % of its heartbeats before their deadlines, so no \
+                         margin or period is shown to ride it out — the server's answer after the \
+                         fault under that load has to improve, or the condition be measured under \
+                         the load production really has",
+                        stalls.join(", ")
+                    ));
+                }
+                if !others.is_empty() || stalls.is_empty() {
+                    why.push(format!(
+                        "{}the TTL is too short for its rail hop and its RTT tail together \
+                         (ADR-006 §6.5: a TTL cut can make D4 unsatisfiable) — raise the TTL or \
+                         shorten the hop",
+                        if others.is_empty() {
+                            String::new()
+                        } else {
+                            format!("{} alone admits none: ", others.join(", "))
+                        }
+                    ));
+                }
                 reasoning.push(format!(
-                    "no (margin, divisor) in the grid satisfies every binding condition{}: the \
-                     TTL is too short for its rail hop and its RTT tail together (ADR-006 §6.5: \
-                     a TTL cut can make D4 unsatisfiable) — raise the TTL or shorten the hop",
-                    if worst.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({} alone admits none)", worst.join(", "))
-                    }
+                    "no (margin, divisor) in the grid satisfies every binding condition: {}",
+                    why.join("; ")
                 ));
             }
         }
@@ -364,6 +433,8 @@ mod tests {
             p99_point_ms: (p99, p99),
             stall_ms: stall,
             samples: 20_000,
+            censored: 0,
+            lost: 0,
             cells: 1,
             binding: true,
             rtt_rule: stall.is_none(),
@@ -438,5 +509,31 @@ mod tests {
             ..c.clone()
         };
         assert_eq!(derive(&[free]).margin, None, "non-binding conditions only");
+    }
+
+    /// A stall whose p99.9 falls among timeouts is censored: it fails every
+    /// pair, however short its recorded value (the timeout) looks, and the
+    /// slack says nothing would change that. At 0.1 % of the samples it
+    /// is not censored yet.
+    #[test]
+    fn a_censored_stall_fails_every_pair() {
+        let c = |censored: u64| Condition {
+            censored,
+            lost: 7,
+            ..cond(1_000.0, 100.0, 2.0, 10.0, Some(300.0))
+        };
+        assert!(
+            violation(&c(20), 0.10, 8).is_none(),
+            "20 of 20,000 is 0.1 %"
+        );
+        let v = violation(&c(21), 0.10, 8).expect("censored");
+        assert!(
+            v.contains("21 of 20000 heartbeats timed out (7 sessions lost)"),
+            "{v}"
+        );
+        let r = derive(&[c(21)]);
+        assert_eq!((r.margin, r.divisor), (None, None), "{:?}", r.reasoning);
+        let s = slack(&[c(40)], 0.30, 8);
+        assert_eq!((s[0].rule, s[0].ratio), ("stall", 0.5), "20 allowed of 40");
     }
 }

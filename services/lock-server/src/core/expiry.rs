@@ -130,6 +130,24 @@ impl LockTable {
         unlisted
     }
 
+    /// [`apply_swept`](Self::apply_swept) on a table loaded at a takeover
+    /// while the sweep's store writes were in flight (a lost-and-rewon
+    /// leadership), before or after they committed: what the store cleared
+    /// and deleted leaves memory too, due here or not (a table loaded before
+    /// the commit restarted those TTLs and leases), and the deleted sessions
+    /// are tombstoned. The store is what the next load reads; memory must
+    /// not hold a grant or a session it no longer has.
+    pub fn apply_swept_committed(&mut self, swept: &Swept, now: MonoTime) {
+        for (key, token) in &swept.expired_grants {
+            self.drop_grant(key, Some(*token));
+        }
+        for id in &swept.expired_sessions {
+            self.apply_delete_session(id);
+            self.remember_expired(id.clone(), now);
+        }
+        self.forget_old_tombstones(now);
+    }
+
     /// [`due`](Self::due) then [`apply_swept`](Self::apply_swept), in memory
     /// only (for callers without a store).
     pub fn sweep(&mut self, now: MonoTime) -> Swept {
@@ -139,7 +157,7 @@ impl LockTable {
     }
 
     /// Keeps `id` as expired (410), forgetting the oldest beyond the count cap.
-    fn remember_expired(&mut self, id: String, now: MonoTime) {
+    pub(super) fn remember_expired(&mut self, id: String, now: MonoTime) {
         self.tombstones.insert(id.clone(), now);
         self.tombstone_q.push_back((now, id));
         while self.tombstone_q.len() > self.caps.max_tombstones {

@@ -299,6 +299,50 @@ impl LockTable {
         Ok(())
     }
 
+    /// A grant the store committed while this table replaced the one that
+    /// decided it: the replica lost and re-won the leadership during the
+    /// commit, and this table was loaded at the takeover, before or after
+    /// the commit. `Ok` when this table holds the grant (the load saw it), or
+    /// adopts it (the commit came after the load) because the key has no
+    /// other grant and no acquire in flight here and the session is live:
+    /// leased from `started`, as [`finish_acquire`](Self::finish_acquire)
+    /// would. Otherwise the refusal (`LOCK_HELD`, or the session's 410/404),
+    /// and nothing changes: the caller clears the row, so no grant it could
+    /// not acknowledge is left in the store.
+    pub fn adopt_grant(
+        &mut self,
+        key: &str,
+        session_id: &str,
+        token: u64,
+        lease: Duration,
+        started: MonoTime,
+    ) -> Result<(), CoreError> {
+        if let Some(e) = self.keys.get(key) {
+            if let Some(g) = &e.grant {
+                return if g.token == token && g.session_id == session_id {
+                    Ok(())
+                } else {
+                    Err(lock_held(key, 1, "granted again since a takeover"))
+                };
+            }
+            if e.pending {
+                return Err(lock_held(key, PENDING_RETRY_MS, "being granted"));
+            }
+        }
+        self.require_live(session_id, started, "acquire")?;
+        self.keys.entry(key.to_string()).or_default().pending = true;
+        let plan = AcquirePlan {
+            lease,
+            reacquire: None,
+        };
+        self.finish_acquire(key, session_id, token, &plan, started)
+    }
+
+    /// Whether session `id` is in the table (live, lapsed or not yet swept).
+    pub fn has_session(&self, id: &str) -> bool {
+        self.sessions.contains_key(id)
+    }
+
     /// L4 failure: the store did not issue a token; the table is as it was
     /// before [`begin_acquire`](Self::begin_acquire).
     pub fn abort_acquire(&mut self, key: &str) {
@@ -489,6 +533,18 @@ impl LockTable {
     /// Restores a persisted session at a takeover: its TTL restarts from `now` (C1 §6).
     pub fn restore_session(&mut self, id: String, owner_id: String, ttl: Duration, now: MonoTime) {
         self.insert_session(id, owner_id, ttl, now);
+    }
+
+    /// Restores a persisted tombstone that is `age` old at `now`: the id
+    /// answers 410 again, for what is left of its keep (the count cap
+    /// applies as for any expiry). Call oldest first. An id that is a live
+    /// session (restored before) is left alone; one older than the keep is
+    /// not restored.
+    pub fn restore_tombstone(&mut self, id: String, age: Duration, now: MonoTime) {
+        if age >= self.caps.tombstone_keep || self.sessions.contains_key(&id) {
+            return;
+        }
+        self.remember_expired(id, now.saturating_sub(age));
     }
 
     /// Restores a persisted grant with its lease restarted from `now` — only

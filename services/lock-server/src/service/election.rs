@@ -10,8 +10,7 @@ use std::time::Duration;
 use fencepost_api::clock::MonoTime;
 
 use super::error::ServiceError;
-use super::lock_service::LockService;
-use crate::core::LockTable;
+use super::lock_service::{LockService, restore};
 use crate::leader::{LeaderConfig, Role};
 use crate::store::{Fence, LeaderBid, StoreError};
 
@@ -81,22 +80,7 @@ impl LockService {
             let t = self.table();
             (t.limits().clone(), t.caps().clone())
         };
-        let mut table = LockTable::with_caps(limits, caps);
-        let sessions = snapshot.sessions.len();
-        for s in snapshot.sessions {
-            table.restore_session(s.id, s.owner_id, Duration::from_millis(s.ttl_ms), now);
-        }
-        let mut orphans = Vec::new();
-        let mut grants = 0usize;
-        for k in snapshot.keys {
-            let Some(h) = k.holder else { continue };
-            let lease = Duration::from_millis(h.lease_ms);
-            if table.restore_grant(k.key.clone(), h.token, h.session_id, lease, now) {
-                grants += 1;
-            } else {
-                orphans.push((k.key, h.token));
-            }
-        }
+        let (table, restored) = restore(limits, caps, snapshot, now);
         let generation = self.replace_table(table);
         {
             let mut l = self.leadership();
@@ -109,10 +93,12 @@ impl LockService {
         tracing::info!(
             event = "leader_takeover",
             epoch,
-            sessions,
-            grants,
-            "this replica leads: sessions and grants restored, their TTLs and leases restarted from now"
+            sessions = restored.sessions,
+            grants = restored.grants,
+            tombstones = restored.tombstones,
+            "this replica leads: sessions and grants restored, their TTLs and leases restarted from now; expired ids answer 410"
         );
+        let orphans = restored.orphans;
         if let Err(e) = self.store().clear_grants(&orphans).await {
             tracing::warn!(error = %e, grants = orphans.len(), "could not clear grants of vanished sessions");
         }

@@ -101,9 +101,14 @@ impl LockService {
                     return Err(e.into());
                 }
             };
-            let finished = this
-                .table_in(generation)?
-                .finish_acquire(&key, &sid, token, &plan, now);
+            let finished = {
+                let (mut t, reloaded) = this.table_after_commit(generation)?;
+                if reloaded {
+                    t.adopt_grant(&key, &sid, token, plan.lease, now)
+                } else {
+                    t.finish_acquire(&key, &sid, token, &plan, now)
+                }
+            };
             if let Err(refused) = finished {
                 // The session went away while the grant was being persisted.
                 this.clear_late(&[(key.clone(), token)]).await;
@@ -163,8 +168,11 @@ impl LockService {
             this.store
                 .set_lease(&key, token, longest.as_millis() as u64)
                 .await?;
+            // After a lost-and-rewon leadership the table it serves from now
+            // holds the grant if the store did (the write only lengthens it).
             if !this
-                .table_in(generation)?
+                .table_after_commit(generation)?
+                .0
                 .apply_renew(&key, token, lease, now)
             {
                 return Err(CoreError {
@@ -195,7 +203,12 @@ impl LockService {
         let (this, key) = (Arc::clone(self), key.to_string());
         let released = detached(async move {
             this.store.clear_grant(&key, token).await?;
-            if this.table_in(generation)?.apply_release(&key, token) {
+            // The grant is gone from the store: from whichever table serves.
+            if this
+                .table_after_commit(generation)?
+                .0
+                .apply_release(&key, token)
+            {
                 bump(&this.counters.releases, 1);
                 tracing::debug!(event = "release", key, token);
             }
@@ -251,7 +264,11 @@ impl LockService {
             let (this, k) = (Arc::clone(self), key.to_string());
             let revoked = detached(async move {
                 this.store.clear_grant(&k, token).await?;
-                if this.table_in(generation)?.apply_release(&k, token) {
+                if this
+                    .table_after_commit(generation)?
+                    .0
+                    .apply_release(&k, token)
+                {
                     bump(&this.counters.releases, 1);
                 }
                 Ok(())

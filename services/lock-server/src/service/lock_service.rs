@@ -99,20 +99,8 @@ impl LockService {
             );
         }
         let snapshot = store.load_live().await?;
-        let now = clock.now();
-        let mut table = LockTable::with_caps(limits, caps);
-        for s in snapshot.sessions {
-            table.restore_session(s.id, s.owner_id, Duration::from_millis(s.ttl_ms), now);
-        }
-        let mut orphans = Vec::new();
-        for k in snapshot.keys {
-            let Some(h) = k.holder else { continue };
-            let lease = Duration::from_millis(h.lease_ms);
-            if !table.restore_grant(k.key.clone(), h.token, h.session_id, lease, now) {
-                orphans.push((k.key, h.token));
-            }
-        }
-        store.clear_grants(&orphans).await?;
+        let (table, restored) = restore(limits, caps, snapshot, clock.now());
+        store.clear_grants(&restored.orphans).await?;
         let commit_duration = store.commit_duration();
         Ok(Arc::new_cyclic(|me: &Weak<LockService>| LockService {
             clock,
@@ -169,6 +157,34 @@ impl LockService {
         let t = self.table();
         if t.generation == generation {
             Ok(t)
+        } else {
+            Err(ServiceError::NotLeader { leader: None })
+        }
+    }
+
+    /// The table a committed write is applied to: the one loaded at
+    /// `generation` while it still is (`false`); else, when this replica
+    /// lost and re-won the leadership while the write was in flight, the
+    /// table it serves from now (`true`), loaded at that takeover, before or
+    /// after the write committed. The caller reconciles the write with it,
+    /// so a committed write is answered as what it did, not as a failure.
+    /// `NOT_LEADER` when this replica does not serve now (the write is in the
+    /// store; the next leader loads it, and the SDK's retry finds it: an L4
+    /// by the session that holds the key answers the grant it has).
+    pub(super) fn table_after_commit(
+        &self,
+        generation: u64,
+    ) -> Result<(MutexGuard<'_, Table>, bool), ServiceError> {
+        {
+            let t = self.table();
+            if t.generation == generation {
+                return Ok((t, false));
+            }
+        }
+        let serving = self.serving(self.clock.now())?;
+        let t = self.table();
+        if t.generation == serving {
+            Ok((t, true))
         } else {
             Err(ServiceError::NotLeader { leader: None })
         }
@@ -232,3 +248,57 @@ impl LockService {
 
 /// How often the sweeper runs.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(200);
+
+/// What [`restore`] restored from a snapshot.
+pub(crate) struct Restored {
+    /// Sessions restored.
+    pub sessions: usize,
+    /// Grants restored.
+    pub grants: usize,
+    /// Tombstones restored (expired ids that answer 410 again).
+    pub tombstones: usize,
+    /// Holder rows whose session is gone: the caller clears them in the store.
+    pub orphans: Vec<(String, u64)>,
+}
+
+/// A table rebuilt from what a store holds, at `now` (a start or a
+/// takeover, C1 §6): every session's TTL and every grant's lease restarted
+/// from `now` (only ever extending what a client was promised), and every
+/// tombstone younger than the keep, so an id that expired before answers
+/// 410, not 404, whichever server expired it.
+pub(crate) fn restore(
+    limits: Limits,
+    caps: Caps,
+    snapshot: crate::store::Snapshot,
+    now: MonoTime,
+) -> (LockTable, Restored) {
+    let mut table = LockTable::with_caps(limits, caps);
+    let sessions = snapshot.sessions.len();
+    for s in snapshot.sessions {
+        table.restore_session(s.id, s.owner_id, Duration::from_millis(s.ttl_ms), now);
+    }
+    let mut orphans = Vec::new();
+    let mut grants = 0usize;
+    for k in snapshot.keys {
+        let Some(h) = k.holder else { continue };
+        let lease = Duration::from_millis(h.lease_ms);
+        if table.restore_grant(k.key.clone(), h.token, h.session_id, lease, now) {
+            grants += 1;
+        } else {
+            orphans.push((k.key, h.token));
+        }
+    }
+    let tombstones = snapshot.tombstones.len();
+    for t in snapshot.tombstones {
+        table.restore_tombstone(t.id, Duration::from_millis(t.age_ms), now);
+    }
+    (
+        table,
+        Restored {
+            sessions,
+            grants,
+            tombstones,
+            orphans,
+        },
+    )
+}

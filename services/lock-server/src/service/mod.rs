@@ -39,6 +39,8 @@ mod error;
 mod grants;
 mod lock_service;
 mod metrics;
+#[cfg(test)]
+mod rewon;
 mod sessions;
 mod sweep;
 mod telemetry;

@@ -36,8 +36,15 @@ impl LockService {
         let created = detached(async move {
             this.store.create_session(&record).await?;
             let SessionRecord { id, owner_id, .. } = record;
-            this.table_in(generation)?
-                .insert_session(id.clone(), owner_id, ttl, now);
+            {
+                // After a lost-and-rewon leadership, the table loaded at the
+                // takeover restored the session if the load came after the
+                // commit; else it is added here.
+                let (mut t, reloaded) = this.table_after_commit(generation)?;
+                if !(reloaded && t.has_session(&id)) {
+                    t.insert_session(id.clone(), owner_id, ttl, now);
+                }
+            }
             Ok(SessionGranted {
                 session_id: id,
                 ttl_ms: ttl.as_millis() as u64,
@@ -65,7 +72,10 @@ impl LockService {
         let (this, id) = (Arc::clone(self), session_id.to_string());
         let deleted = detached(async move {
             this.store.delete_session(&id).await?;
-            let released = this.table_in(generation)?.apply_delete_session(&id);
+            let released = this
+                .table_after_commit(generation)?
+                .0
+                .apply_delete_session(&id);
             bump(&this.counters.releases, released.len());
             // A grant that finished while the delete was being written may
             // have reached the store after it: clear those rows too.

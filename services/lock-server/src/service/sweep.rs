@@ -33,18 +33,30 @@ impl LockService {
                 Err(e) => tracing::warn!(grants = swept.expired_grants.len(), error = %e,
                     "could not clear expired grants from the store; retrying at the next sweep"),
             }
-            let deleted = this.store.delete_sessions(&swept.expired_sessions).await;
+            let keep = this.table().caps().tombstone_keep;
+            let deleted = this
+                .store
+                .expire_sessions(&swept.expired_sessions, keep)
+                .await;
             match &deleted {
                 Ok(()) => applied.expired_sessions = swept.expired_sessions,
                 Err(e) => tracing::warn!(sessions = swept.expired_sessions.len(), error = %e,
-                    "could not delete expired sessions from the store; retrying at the next sweep"),
+                    "could not expire sessions in the store; retrying at the next sweep"),
             }
             for r in [&cleared, &deleted] {
                 if let Err(StoreError::Fenced(why)) = r {
                     return Err(StoreError::Fenced(why.clone()).into());
                 }
             }
-            let late = this.table_in(generation)?.apply_swept(&applied, now);
+            let late = {
+                let (mut t, reloaded) = this.table_after_commit(generation)?;
+                if reloaded {
+                    t.apply_swept_committed(&applied, now);
+                    Vec::new()
+                } else {
+                    t.apply_swept(&applied, now)
+                }
+            };
             bump(
                 &this.counters.expired_sessions,
                 applied.expired_sessions.len(),

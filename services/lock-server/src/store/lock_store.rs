@@ -88,6 +88,29 @@ pub trait LockStore: Send + Sync {
             .map(drop)
     }
 
+    /// The sweeper's expiry of `session_ids`, in one transaction: each is
+    /// deleted with its grants and leaves a tombstone, so the next server to
+    /// load the store (a new leader, a restart) still answers 410 for it;
+    /// tombstones older than `keep` are forgotten. No ids: no transaction.
+    async fn expire_sessions(
+        &self,
+        session_ids: &[String],
+        keep: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        if session_ids.is_empty() {
+            return Ok(());
+        }
+        self.commit(&[
+            Write::DeleteSessions(session_ids.to_vec()),
+            Write::RecordExpired {
+                ids: session_ids.to_vec(),
+                keep_ms: u64::try_from(keep.as_millis()).unwrap_or(u64::MAX),
+            },
+        ])
+        .await
+        .map(drop)
+    }
+
     /// Issues the key's next token — strictly greater than every token ever
     /// issued for it, including by earlier processes — and records `session_id`
     /// as its holder with `lease_ms`, durably, before returning the token.

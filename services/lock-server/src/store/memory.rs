@@ -4,14 +4,20 @@
 //! crash ([`LockStore::durable`] is false, and the server says so at start and
 //! in `/v1/config`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 
 use super::error::StoreError;
 use super::lock_store::LockStore;
-use super::model::{Committed, GrantRecord, KeyRecord, SessionRecord, Snapshot, Write};
+use super::model::{
+    Committed, GrantRecord, KeyRecord, SessionRecord, Snapshot, TombstoneRecord, Write,
+};
+
+/// Tombstones `memory:` keeps at most (it has no clock to age them by; the
+/// oldest go first).
+const MAX_TOMBSTONES: usize = 100_000;
 
 /// An in-process store.
 #[derive(Debug, Default)]
@@ -27,6 +33,8 @@ struct Tables {
     /// Session id to the keys it holds, so a session delete touches only those
     /// (the SQL stores have an index for the same).
     held_by: HashMap<String, HashSet<String>>,
+    /// Expired sessions' ids, oldest first (no ages: this store has no clock).
+    tombstones: VecDeque<String>,
 }
 
 impl Tables {
@@ -80,8 +88,25 @@ impl Tables {
             Write::ClearGrants(grants) => grants
                 .iter()
                 .for_each(|(key, token)| self.clear_grant(key, *token)),
+            Write::RecordExpired { ids, .. } => {
+                // An id expires once (ids are random); a repeat would only
+                // restore one tombstone twice, which a table does idempotently.
+                self.tombstones.extend(ids.iter().cloned());
+                let over = self.tombstones.len().saturating_sub(MAX_TOMBSTONES);
+                self.tombstones.drain(..over);
+            }
         }
         None
+    }
+
+    fn tombstone_records(&self) -> Vec<TombstoneRecord> {
+        self.tombstones
+            .iter()
+            .map(|id| TombstoneRecord {
+                id: id.clone(),
+                age_ms: 0,
+            })
+            .collect()
     }
 
     fn grant(&mut self, key: &str, session_id: &str, lease_ms: u64) -> u64 {
@@ -140,6 +165,7 @@ impl LockStore for MemoryStore {
         Ok(self.with(|t| Snapshot {
             sessions: t.sessions.values().cloned().collect(),
             keys: t.keys.values().cloned().collect(),
+            tombstones: t.tombstone_records(),
         }))
     }
 
@@ -152,6 +178,7 @@ impl LockStore for MemoryStore {
                 .filter(|k| k.holder.is_some())
                 .cloned()
                 .collect(),
+            tombstones: t.tombstone_records(),
         }))
     }
 

@@ -39,7 +39,7 @@ pub use error::StoreError;
 pub use lock_store::LockStore;
 pub use model::{
     CommitStats, Committed, Fence, GrantRecord, KeyRecord, LeaderBid, LeaderRow, SessionRecord,
-    Snapshot, Write,
+    Snapshot, TombstoneRecord, Write,
 };
 
 /// The SQLite file `lock.store` means by default (and by `sqlite:` alone):

@@ -37,6 +37,18 @@ pub struct KeyRecord {
     pub holder: Option<GrantRecord>,
 }
 
+/// A persisted tombstone: an expired session's id, so that it answers
+/// `410 SESSION_EXPIRED` on whichever server loads the store next (a new
+/// leader, a restarted single node), not `404 SESSION_UNKNOWN`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TombstoneRecord {
+    /// The expired session's id.
+    pub id: String,
+    /// How long ago it expired when the store was read, ms, on the
+    /// database's clock (0 for `memory:`, which has none).
+    pub age_ms: u64,
+}
+
 /// What a store holds: everything ([`LockStore::load`]) or what a restarted
 /// server needs ([`LockStore::load_live`]).
 ///
@@ -48,6 +60,8 @@ pub struct Snapshot {
     pub sessions: Vec<SessionRecord>,
     /// Keys: every key ever granted, or only those with a holder.
     pub keys: Vec<KeyRecord>,
+    /// Tombstones of expired sessions, oldest first.
+    pub tombstones: Vec<TombstoneRecord>,
 }
 
 /// What every write transaction of a replicated store checks first, in the
@@ -137,6 +151,15 @@ pub enum Write {
     },
     /// Clears each `(key, token)` holder that is still that grant (L6, L8, expiry).
     ClearGrants(Vec<(String, u64)>),
+    /// Records a tombstone for each id (the sweeper, beside the
+    /// [`DeleteSessions`](Write::DeleteSessions) of the same ids) and forgets
+    /// the tombstones older than `keep_ms` (the server's tombstone age).
+    RecordExpired {
+        /// The expired sessions.
+        ids: Vec<String>,
+        /// How long a tombstone is kept, ms.
+        keep_ms: u64,
+    },
 }
 
 impl Write {
@@ -149,6 +172,7 @@ impl Write {
             Write::Grant { .. } => "grant",
             Write::SetLease { .. } => "set_lease",
             Write::ClearGrants(_) => "clear_grant",
+            Write::RecordExpired { .. } => "record_expired",
         }
     }
 }

@@ -16,7 +16,10 @@
 //!   with the holder cleared) and with a `Grant` of that key to another
 //!   session (both orders end with the new holder);
 //! - `CreateSession(s)` touches only `fp_sessions` (no foreign key): it is
-//!   split only from another write naming `s`.
+//!   split only from another write naming `s`;
+//! - `RecordExpired` touches only `fp_tombstones`, which no other write
+//!   touches: it commutes with everything (two of them insert the union of
+//!   their ids; the segment prunes by the longest age any of them keeps).
 //!
 //! Segments run in order, so the batch means exactly what its writes meant
 //! one by one. This module is pure (no connection): [`plan`] is unit-tested.
@@ -77,7 +80,31 @@ pub(crate) enum Statement<'a> {
     ClearGrants(Clears<'a>),
     /// [`DELETE_SESSIONS_SQL`]: the session ids.
     DeleteSessions(Vec<&'a str>),
+    /// [`PG_RECORD_EXPIRED_SQL`]: the tombstones' insert and prune.
+    RecordExpired {
+        /// The expired sessions' ids.
+        ids: Vec<&'a str>,
+        /// The age kept, ms.
+        keep_ms: i64,
+    },
 }
+
+/// Every tombstone, oldest first: id, age in ms on the database's clock
+/// (`now()`: the transaction's start).
+pub(crate) const PG_TOMBSTONE_SELECT_SQL: &str = "SELECT id, (extract(epoch from now()) * 1000)::bigint - expired_at_ms FROM fp_tombstones ORDER BY expired_at_ms, id";
+
+/// Records (or refreshes) a tombstone per distinct id of `$1` and forgets
+/// the others older than `$2` ms, on the database's clock, in one statement
+/// (a batch's statements are pipelined one request each). The prune leaves
+/// the ids being inserted alone, so no row is touched twice.
+pub(crate) const PG_RECORD_EXPIRED_SQL: &str = "
+WITH pruned AS (
+    DELETE FROM fp_tombstones
+    WHERE expired_at_ms < (extract(epoch from now()) * 1000)::bigint - $2 AND id <> ALL($1::text[])
+)
+INSERT INTO fp_tombstones (id, expired_at_ms)
+SELECT DISTINCT t.id, (extract(epoch from now()) * 1000)::bigint FROM unnest($1::text[]) AS t(id)
+ON CONFLICT (id) DO UPDATE SET expired_at_ms = excluded.expired_at_ms";
 
 /// The parameters of [`INSERT_SESSIONS_SQL`].
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -126,6 +153,8 @@ struct Segment<'a> {
     leases: Leases<'a>,
     clears: Clears<'a>,
     deletes: Vec<&'a str>,
+    expired: Vec<&'a str>,
+    expired_keep_ms: i64,
 }
 
 impl<'a> Segment<'a> {
@@ -145,6 +174,7 @@ impl<'a> Segment<'a> {
             Write::ClearGrants(grants) => {
                 grants.iter().all(|(k, _)| !self.keys.contains(k.as_str()))
             }
+            Write::RecordExpired { .. } => true,
         }
     }
 
@@ -190,6 +220,11 @@ impl<'a> Segment<'a> {
                     self.clears.tokens.push(*t as i64);
                 }
             }
+            Write::RecordExpired { ids, keep_ms } => {
+                self.expired.extend(ids.iter().map(String::as_str));
+                let keep = i64::try_from(*keep_ms).unwrap_or(i64::MAX);
+                self.expired_keep_ms = self.expired_keep_ms.max(keep);
+            }
         }
     }
 
@@ -209,6 +244,12 @@ impl<'a> Segment<'a> {
         }
         if !self.deletes.is_empty() {
             out.push(Statement::DeleteSessions(self.deletes));
+        }
+        if !self.expired.is_empty() {
+            out.push(Statement::RecordExpired {
+                ids: self.expired,
+                keep_ms: self.expired_keep_ms,
+            });
         }
     }
 }
@@ -253,8 +294,36 @@ mod tests {
                 Statement::SetLeases(_) => "leases",
                 Statement::ClearGrants(_) => "clears",
                 Statement::DeleteSessions(_) => "deletes",
+                Statement::RecordExpired { .. } => "expired",
             })
             .collect()
+    }
+
+    /// The sweeper's expiry (delete, then tombstones) is one segment even
+    /// behind grants to other sessions; the prune keeps the longest age asked.
+    #[test]
+    fn an_expiry_and_its_tombstones_share_a_segment() {
+        let expire = |ids: &[&str], keep_ms| {
+            [
+                Write::DeleteSessions(ids.iter().map(|s| s.to_string()).collect()),
+                Write::RecordExpired {
+                    ids: ids.iter().map(|s| s.to_string()).collect(),
+                    keep_ms,
+                },
+            ]
+        };
+        let mut writes = vec![grant("k1", "s9")];
+        writes.extend(expire(&["s1", "s2"], 1_000));
+        writes.extend(expire(&["s3"], 5_000));
+        let p = plan(&writes);
+        assert_eq!(kinds(&p), ["grants", "deletes", "expired"]);
+        assert_eq!(
+            p[2],
+            Statement::RecordExpired {
+                ids: vec!["s1", "s2", "s3"],
+                keep_ms: 5_000
+            }
+        );
     }
 
     #[test]

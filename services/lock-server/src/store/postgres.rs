@@ -32,7 +32,9 @@ use tokio_postgres::error::SqlState;
 
 use super::error::StoreError;
 use super::lock_store::LockStore;
-use super::model::{Committed, Fence, LeaderBid, LeaderRow, SessionRecord, Snapshot, Write};
+use super::model::{
+    Committed, Fence, LeaderBid, LeaderRow, SessionRecord, Snapshot, TombstoneRecord, Write,
+};
 use super::pg_batch::{self, Clears, Grants, Inserts, Leases, Statement};
 use super::sql::{
     SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, TABLES, key_record,
@@ -193,7 +195,20 @@ impl PostgresStore {
             .iter()
             .map(|r| key_record(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
             .collect();
-        Ok(Snapshot { sessions, keys })
+        let tombstones = c
+            .query(pg_batch::PG_TOMBSTONE_SELECT_SQL, &[])
+            .await?
+            .iter()
+            .map(|r| TombstoneRecord {
+                id: r.get(0),
+                age_ms: r.get::<_, i64>(1).max(0) as u64,
+            })
+            .collect();
+        Ok(Snapshot {
+            sessions,
+            keys,
+            tombstones,
+        })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -208,6 +223,7 @@ struct Prepared {
     set_leases: tokio_postgres::Statement,
     clear_grants: tokio_postgres::Statement,
     delete_sessions: tokio_postgres::Statement,
+    record_expired: tokio_postgres::Statement,
 }
 
 impl Prepared {
@@ -219,6 +235,7 @@ impl Prepared {
             set_leases: c.prepare_cached(pg_batch::SET_LEASES_SQL).await?,
             clear_grants: c.prepare_cached(pg_batch::CLEAR_GRANTS_SQL).await?,
             delete_sessions: c.prepare_cached(pg_batch::DELETE_SESSIONS_SQL).await?,
+            record_expired: c.prepare_cached(pg_batch::PG_RECORD_EXPIRED_SQL).await?,
         })
     }
 }
@@ -270,6 +287,9 @@ async fn run(
         }
         Statement::DeleteSessions(ids) => {
             c.execute(&p.delete_sessions, &[ids]).await?;
+        }
+        Statement::RecordExpired { ids, keep_ms } => {
+            c.execute(&p.record_expired, &[ids, keep_ms]).await?;
         }
     }
     Ok(vec![])

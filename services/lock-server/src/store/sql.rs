@@ -1,4 +1,6 @@
-//! The SQL both SQL backends share: the `fp_sessions` and `fp_locks` tables,
+//! The SQL both SQL backends share: the `fp_sessions`, `fp_locks` and
+//! `fp_tombstones` tables (each store writes and reads the last on its own
+//! clock),
 //! SQLite's holder index, the statements of every single write and read, and
 //! [`key_record`], which turns one `fp_locks` row into a [`KeyRecord`].
 
@@ -21,6 +23,11 @@ CREATE TABLE IF NOT EXISTS fp_locks (
     holder_token   BIGINT,
     lease_ms       BIGINT
 );
+CREATE TABLE IF NOT EXISTS fp_tombstones (
+    id            TEXT PRIMARY KEY,
+    expired_at_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fp_tombstones_at ON fp_tombstones (expired_at_ms);
 ";
 
 /// SQLite's holder index. It is partial: it holds the held keys only, so a

@@ -17,12 +17,21 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::error::StoreError;
 use super::lock_store::LockStore;
-use super::model::{Committed, SessionRecord, Snapshot, Write};
+use super::model::{Committed, SessionRecord, Snapshot, TombstoneRecord, Write};
 use super::sql::{
     CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
     SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL,
     SET_LEASE_SQL, SQLITE_INDEXES, TABLES, key_record,
 };
+
+/// Forgets tombstones older than `?1` ms on SQLite's wall clock
+/// (`julianday('now')`, in ms since the Unix epoch; it works in every SQLite
+/// version, where `unixepoch('subsec')` needs 3.42).
+const PRUNE_TOMBSTONES_SQL: &str = "DELETE FROM fp_tombstones WHERE expired_at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - ?1";
+/// Records (or refreshes) the tombstone of `?1`, stamped with that clock.
+const INSERT_TOMBSTONE_SQL: &str = "INSERT INTO fp_tombstones (id, expired_at_ms) VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)) ON CONFLICT (id) DO UPDATE SET expired_at_ms = excluded.expired_at_ms";
+/// Every tombstone, oldest first: id, age in ms on that clock.
+const SELECT_TOMBSTONES_SQL: &str = "SELECT id, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - expired_at_ms FROM fp_tombstones ORDER BY expired_at_ms, id";
 
 /// A store in one SQLite file.
 #[derive(Debug, Clone)]
@@ -200,6 +209,14 @@ fn apply(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Committed, rusqlit
                     .execute(params![key, *token as i64])?;
             }
         }
+        Write::RecordExpired { ids, keep_ms } => {
+            tx.prepare_cached(PRUNE_TOMBSTONES_SQL)?
+                .execute(params![i64::try_from(*keep_ms).unwrap_or(i64::MAX)])?;
+            for id in ids {
+                tx.prepare_cached(INSERT_TOMBSTONE_SQL)?
+                    .execute(params![id])?;
+            }
+        }
     }
     Ok(None)
 }
@@ -228,7 +245,20 @@ fn read_snapshot(c: &mut Connection, locks_sql: &str) -> Result<Snapshot, rusqli
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Snapshot { sessions, keys })
+    let tombstones = c
+        .prepare(SELECT_TOMBSTONES_SQL)?
+        .query_map([], |r| {
+            Ok(TombstoneRecord {
+                id: r.get(0)?,
+                age_ms: r.get::<_, i64>(1)?.max(0) as u64,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Snapshot {
+        sessions,
+        keys,
+        tombstones,
+    })
 }
 
 #[cfg(test)]

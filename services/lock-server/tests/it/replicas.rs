@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 
 use crate::support::{StoreKind, open_session_over_http as open_session, post, temp_dir};
 
+mod expiry;
+
 /// How long any wait for a condition may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(60);
 /// The leader lease the replicas run with.

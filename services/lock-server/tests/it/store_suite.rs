@@ -261,7 +261,11 @@ fn random_writes(seed: u64, n: usize) -> Vec<Write> {
         .map(|_| {
             let key = format!("k{}", next(3));
             let sess = format!("s{}", next(3));
-            match next(6) {
+            match next(7) {
+                6 => Write::RecordExpired {
+                    ids: vec![sess, format!("s{}", next(3))],
+                    keep_ms: 3_600_000,
+                },
                 0 => {
                     created += 1;
                     Write::CreateSession(session(&format!("new{created}")))
@@ -305,10 +309,14 @@ async fn a_batch_means_what_its_writes_mean_one_by_one(kind: StoreKind) {
         }
         let batched = together.commit(&writes).await.unwrap();
         assert_eq!(batched, one_by_one, "seed {seed}: tokens of {writes:?}");
-        // A snapshot's order is the store's (memory: a hash map's).
+        // A snapshot's order is the store's (memory: a hash map's); a
+        // tombstone's age is when it was read, and the same id twice is one.
         let sorted = |mut s: store::Snapshot| {
             s.sessions.sort_by(|a, b| a.id.cmp(&b.id));
             s.keys.sort_by(|a, b| a.key.cmp(&b.key));
+            s.tombstones.iter_mut().for_each(|t| t.age_ms = 0);
+            s.tombstones.sort_by(|a, b| a.id.cmp(&b.id));
+            s.tombstones.dedup();
             s
         };
         assert_eq!(
@@ -373,6 +381,112 @@ async fn postgres_grant_release_cycles_are_hot_updates() {
     assert!(hot * 10 >= upd * 9, "{hot} of {upd} updates were HOT");
 }
 
+/// C1: an expired session's id answers `410 SESSION_EXPIRED` — on the server
+/// that expired it and on the next one to load the store (a restart here; a
+/// new leader in `replicas`): the sweeper's expiry leaves a tombstone in the
+/// store, which the next start restores. A session closed by L3 leaves none
+/// and stays `404 SESSION_UNKNOWN`. Before tombstones were persisted, the
+/// restarted server answered 404 for both.
+async fn an_expired_session_answers_410_after_a_restart(kind: StoreKind) {
+    use fencepost_api::lock::LockErrorCode;
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let code = |r: Result<_, lock_server::service::ServiceError>| match r {
+        Err(lock_server::service::ServiceError::Refused(e)) => Some(e.code),
+        _ => None,
+    };
+    let store: Arc<dyn LockStore> = store::open(&url).await.unwrap();
+    let clock = FakeClock::new(MonoTime::from_nanos(5_000_000_000));
+    let first = LockService::start(Limits::default(), store.clone(), Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    let expired = first
+        .create_session("w1", Some(1_000))
+        .await
+        .unwrap()
+        .session_id;
+    let closed = first
+        .create_session("w2", Some(1_000))
+        .await
+        .unwrap()
+        .session_id;
+    first.delete_session(&closed).await.unwrap();
+    clock.advance(Duration::from_secs(10));
+    first.sweep().await;
+    assert_eq!(
+        code(first.heartbeat(&expired).await),
+        Some(LockErrorCode::SessionExpired)
+    );
+    let snap = store.load_live().await.unwrap();
+    assert!(snap.sessions.is_empty(), "{:?}", snap.sessions);
+    let ids: Vec<&str> = snap.tombstones.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, [expired.as_str()]);
+    drop(first);
+
+    let store: Arc<dyn LockStore> = if matches!(kind, StoreKind::Memory) {
+        store
+    } else {
+        drop(store);
+        store::open(&url).await.unwrap()
+    };
+    let clock2 = FakeClock::new(MonoTime::from_nanos(1));
+    let second = LockService::start(Limits::default(), store, Arc::new(clock2.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        code(second.heartbeat(&expired).await),
+        Some(LockErrorCode::SessionExpired),
+        "the restarted server knows the id expired"
+    );
+    assert_eq!(
+        code(second.heartbeat(&closed).await),
+        Some(LockErrorCode::SessionUnknown),
+        "a closed session left no tombstone"
+    );
+}
+
+/// The SQL stores age their tombstones on the database's clock: an expiry
+/// that keeps tombstones for 0 ms forgets every older one (waited for, with
+/// a deadline: two expiries in the same millisecond keep both).
+async fn tombstones_older_than_the_keep_are_forgotten(kind: StoreKind) {
+    if matches!(kind, StoreKind::Memory) {
+        return; // memory: has no clock; it keeps the newest 100,000.
+    }
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let s = store::open(&url).await.unwrap();
+    s.expire_sessions(&["old".to_string()], Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut n = 0;
+    loop {
+        n += 1;
+        s.expire_sessions(&[format!("new-{n}")], Duration::ZERO)
+            .await
+            .unwrap();
+        let ids: Vec<String> = s
+            .load_live()
+            .await
+            .unwrap()
+            .tombstones
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        if !ids.contains(&"old".to_string()) {
+            assert!(ids.contains(&format!("new-{n}")), "{ids:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never pruned: {ids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 macro_rules! store_suite {
     ($($test:ident),* $(,)?) => {
         mod memory { $( #[tokio::test] async fn $test() { super::$test(super::StoreKind::Memory).await } )* }
@@ -389,4 +503,6 @@ store_suite!(
     a_failed_commit_persists_none_of_its_writes,
     concurrent_commits_share_a_transaction_and_a_bad_one_fails_alone,
     a_batch_means_what_its_writes_mean_one_by_one,
+    an_expired_session_answers_410_after_a_restart,
+    tombstones_older_than_the_keep_are_forgotten,
 );

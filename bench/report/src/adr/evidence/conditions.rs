@@ -45,6 +45,9 @@ fn measured_production(p: &ProductionRtt) -> Condition {
         p99_point_ms: ci.map_or((0.0, 0.0), |c| (ms(c.value_us), ms(c.lo_us))),
         stall_ms: None,
         samples: p.samples(),
+        // Buckets of a fleet's histogram: timeouts are not told apart.
+        censored: 0,
+        lost: 0,
         cells: 1,
         binding: true,
         rtt_rule: true,
@@ -113,6 +116,8 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
             p99_point_ms: p99.map_or((0.0, 0.0), |c| (ms(c.value_us), ms(c.lo_us))),
             stall_ms: stall.then(|| hi(0.999)),
             samples: p.count(),
+            censored: rows.iter().map(|r| r.hb_timeouts).sum(),
+            lost: rows.iter().map(|r| r.session_lost).sum(),
             cells: p.cells,
             binding: true,
             rtt_rule,

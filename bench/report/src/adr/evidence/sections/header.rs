@@ -113,11 +113,32 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
             );
         }
         _ => {
+            let floors = if r.provisional {
+                "Some binding condition is also short of its sample floor."
+            } else {
+                "The sample floors are met: this is a finding, not a shortage of data."
+            };
             let _ = writeln!(
                 md,
                 "## Decision\n\n**None can be derived.** No (margin, divisor) pair satisfies every \
-                 binding condition; [the derivation](#11-the-derivation) names what blocks it.\n"
+                 binding condition; [the derivation](#11-the-derivation) has the reasoning. \
+                 {floors}\n"
             );
+            // The conditions that no pair of the grid satisfies, with why at ADR-006's pair.
+            let grid = revision::margin_grid();
+            for c in &binding {
+                let blocks = revision::DIVISORS
+                    .clone()
+                    .all(|k| grid.iter().all(|&m| revision::violation(c, m, k).is_some()));
+                if blocks {
+                    // At the most frequent heartbeat, where D4 has the most room: the
+                    // rule left is the one no pair can meet.
+                    let why = revision::violation(c, ADR_MARGIN, *revision::DIVISORS.end())
+                        .unwrap_or_default();
+                    let _ = writeln!(md, "- **Blocked by** {}: {why}.", c.name);
+                }
+            }
+            md.push('\n');
         }
     }
     if !binding.is_empty() {
@@ -126,9 +147,15 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
             "| binding condition | cells | samples | p50 (ms) | p99 [95 %] (ms) |\n|---|---:|---:|---:|---|"
         );
         for c in &binding {
+            // More than 1 % of the samples timed out: the p99 is censored.
+            let at_least = if c.censored as f64 > 0.01 * c.samples as f64 {
+                "≥ "
+            } else {
+                ""
+            };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} [{}, {}] |",
+                "| {} | {} | {} | {} | {at_least}{} [{}, {}] |",
                 c.name,
                 c.cells,
                 c.samples,
@@ -161,6 +188,26 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
             "- a production RTT distribution (`bench adr --rtt-from prometheus:URL`) whose p99 \
              breaks the production condition's trigger-1 budget.\n"
         );
+    } else if !binding.is_empty() {
+        let _ = writeln!(
+            md,
+            "**What stands in the way** (the tightest rules at ADR-006's ({ADR_MARGIN:.2}, \
+             U/{ADR_DIVISOR}); limit ÷ now in brackets, below 1 fails):\n"
+        );
+        for s in revision::slack(conditions, ADR_MARGIN, ADR_DIVISOR)
+            .iter()
+            .take(SLACK_LINES)
+        {
+            let _ = writeln!(
+                md,
+                "- {}: {} holds if {} [{}×]",
+                s.condition,
+                s.rule,
+                s.text,
+                sig3(s.ratio)
+            );
+        }
+        md.push('\n');
     }
     if !ev.problems.is_empty() {
         let _ = writeln!(md, "**Unreadable files:**\n");

@@ -21,7 +21,9 @@ pub(crate) fn revision_section(md: &mut String, ev: &Evidence, conditions: &[Con
          is not scaled with its lease, so its trigger 1 is 30× pessimistic and is reported, \
          and a stall condition's tail is the fault itself), (2) U − \
          U/k − p50 > worst-case hop (trigger 3: D4 can be met right before a heartbeat), and \
-         (3) for a stall condition, stall (p99.9) + U/k < U. Rule: keep (0.30, 3) if it holds \
+         (3) for a stall condition, stall (p99.9) + U/k < U, with the p99.9 measured: more \
+         than 0.1 % of its heartbeats timing out (the stall outlasting the time left before \
+         the deadline) makes it censored (≥) and fails every pair. Rule: keep (0.30, 3) if it holds \
          everywhere binding; else keep 0.30 with the smallest divisor that holds; else the \
          feasible margin nearest 0.30 (ties to the larger).\n"
     );
@@ -39,7 +41,13 @@ pub(crate) fn revision_section(md: &mut String, ev: &Evidence, conditions: &[Con
             c.hop_ms,
             ms(c.p50_ms),
             ms(c.p99_ms),
-            c.stall_ms.map_or("—".into(), ms),
+            c.stall_ms.map_or("—".into(), |s| {
+                if c.stall_censored() {
+                    format!("≥ {}", ms(s))
+                } else {
+                    ms(s)
+                }
+            }),
             c.samples,
             if c.rtt_rule { "yes" } else { "no (reported)" },
             if c.stall_ms.is_some() {
