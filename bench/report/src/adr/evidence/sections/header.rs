@@ -31,6 +31,22 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
          lease supported by measurement? Every number here is computed by `bench adr` from the \
          files of this directory ([terms](#how-to-read-this)).\n"
     );
+    // The floors, met: what "not provisional" rests on.
+    let floors_met = || {
+        let stall = binding
+            .iter()
+            .filter(|c| c.stall_ms.is_some())
+            .map(|c| c.samples)
+            .min();
+        format!(
+            "**Not provisional**: every binding condition's p99 rests on at least \
+             {MIN_SAMPLES_BINDING} corrected samples (fewest: {fewest}){}",
+            stall.map_or(String::new(), |n| format!(
+                ", and every p99.9 used (a stall) on at least {MIN_SAMPLES_STALL}, 1,000 beyond \
+                 its rank (fewest: {n})"
+            ))
+        )
+    };
     match (r.margin, r.divisor) {
         (Some(m), Some(k)) => {
             let status = if r.provisional {
@@ -57,19 +73,7 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
                     None => "**Provisional**: no binding condition was measured.".to_owned(),
                 }
             } else {
-                let stall = binding
-                    .iter()
-                    .filter(|c| c.stall_ms.is_some())
-                    .map(|c| c.samples)
-                    .min();
-                format!(
-                    "**Not provisional**: every binding condition's p99 rests on at least \
-                     {MIN_SAMPLES_BINDING} corrected samples (fewest: {fewest}){}.",
-                    stall.map_or(String::new(), |n| format!(
-                        ", and every p99.9 used (a stall) on at least {MIN_SAMPLES_STALL}, \
-                         1,000 beyond its rank (fewest: {n})"
-                    ))
-                )
+                format!("{}.", floors_met())
             };
             let _ = writeln!(
                 md,
@@ -114,9 +118,13 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
         }
         _ => {
             let floors = if r.provisional {
-                "Some binding condition is also short of its sample floor."
+                "**Provisional** as well: some binding condition is short of its sample floor."
+                    .to_owned()
             } else {
-                "The sample floors are met: this is a finding, not a shortage of data."
+                format!(
+                    "{}: this is a finding, not a shortage of data.",
+                    floors_met()
+                )
             };
             let _ = writeln!(
                 md,
