@@ -102,3 +102,27 @@ pub async fn start_replica_service(
     let store = store::open(store_url).await?;
     LockService::start_replica(limits, core::Caps::default(), store, clock, leader).await
 }
+
+/// The accept queue the lock-server asks the kernel for (capped by
+/// `net.core.somaxconn`). A paused or busy server accepts nothing while its
+/// fleet's heartbeats keep arriving: each client whose exchange times out
+/// closes its connection and opens another, and every one of those sits in
+/// the queue until accepted. With tokio's default of 1,024, a 400 ms pause
+/// under 800 heartbeating sessions overflowed it (`TcpExtListenOverflows`
+/// rose by exactly the sessions lost), the dropped handshakes were retried
+/// after TCP's 1 s initial retransmission timeout, and the sessions' client
+/// deadlines passed first.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as the standard
+/// library's bind does).
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}

@@ -26,7 +26,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+    let listener = match lock_server::listen(args.listen) {
         Ok(l) => l,
         Err(e) => {
             eprintln!(
