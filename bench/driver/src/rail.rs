@@ -60,6 +60,19 @@ impl From<reqwest::Error> for RailError {
     }
 }
 
+/// `e` and its sources, `: `-joined (reqwest's own message alone says
+/// only "error sending request").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
 /// A rail-stub client.
 #[derive(Clone)]
 pub struct RailClient {
@@ -99,16 +112,27 @@ impl RailClient {
             .json(&TokenRequest { token })
             .send()
             .await;
-        match sent {
-            Err(e) => RailOutcome::Transport(e.to_string()),
+        let out = match sent {
+            Err(e) => RailOutcome::Transport(error_chain(&e)),
             Ok(r) if r.status().is_success() => RailOutcome::Ok,
             Ok(r) => match r.json::<ErrorBody>().await {
                 Ok(b) => RailErrorCode::parse(&b.code)
                     .map(RailOutcome::Refused)
                     .unwrap_or(RailOutcome::Transport(format!("unknown code {}", b.code))),
-                Err(e) => RailOutcome::Transport(e.to_string()),
+                Err(e) => RailOutcome::Transport(error_chain(&e)),
             },
+        };
+        if let RailOutcome::Transport(error) = &out {
+            tracing::warn!(
+                event = "rail_transport_error",
+                payout,
+                verb,
+                token,
+                error = %error,
+                "a rail call got no answer: its outcome is unknown"
+            );
         }
+        out
     }
 
     /// R2: claim `payout` under `token` (fence 1).

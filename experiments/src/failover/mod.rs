@@ -38,7 +38,7 @@ use crate::cli::FailoverArgs;
 use crate::output::{RunDir, block_on, exit_code};
 use crate::plots::render;
 use faults::{FailoverSchedule, Faults, await_leader, fresh_schema, spawn};
-use model::{BUCKET_S, PAYOUTS_PER_WORKER};
+use model::{BACKLOG_SLACK_S, BUCKET_S, PAYOUT_RATE_CEILING_PER_S};
 use report::{ThroughputPlot, buckets};
 
 pub use error::{FailoverError, PgRestartError};
@@ -136,7 +136,13 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
         client_check: true,
         workers: args.workers,
         duration: args.phase * 4,
-        payouts: PAYOUTS_PER_WORKER * u64::from(args.workers),
+        // Sized to the run, not far beyond it: the window opens and closes
+        // with an R6 read of the whole ledger, which holds the rail's lock
+        // while it copies every payout; 100,000 of them (the old fixed
+        // size) stalled a debug-build rail past the submit's read timeout.
+        payouts: PAYOUT_RATE_CEILING_PER_S
+            * ((args.phase.as_secs_f64() * 4.0).ceil() as u64 + BACKLOG_SLACK_S)
+            * u64::from(args.workers),
         payout_prefix: "fo".into(),
         seed,
         repeat: 0,

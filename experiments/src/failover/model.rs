@@ -8,8 +8,12 @@ use serde::{Deserialize, Serialize};
 
 /// How long a replica may take to serve again after a fault before the run fails.
 pub(crate) const LEADER_PATIENCE: Duration = Duration::from_secs(60);
-/// Payouts seeded per worker.
-pub(crate) const PAYOUTS_PER_WORKER: u64 = 50_000;
+/// Payouts a worker can pay per second at most, with headroom (a release
+/// build pays about 100/s per worker here); the backlog is sized from it.
+pub(crate) const PAYOUT_RATE_CEILING_PER_S: u64 = 250;
+/// Seconds of running the backlog covers beyond the planned window (the
+/// warm-up, and faults that wait for a leader).
+pub(crate) const BACKLOG_SLACK_S: u64 = 10;
 /// The throughput bucket.
 pub(crate) const BUCKET_S: f64 = 0.5;
 

@@ -433,12 +433,19 @@ impl<B: LockBackend> Worker<B> {
             RailOutcome::Transport(_) => {
                 // Unknown outcome: the rail may still be deciding it. D4 budgets
                 // the step at the worst-case hop (read timeout + 2 s), so the
-                // step is not over before that: keep the lock until then, or a
-                // successor's claim lands before the late decision and fence 2
-                // refuses a submit this client believed it held the lease for.
-                // Afterwards a later holder's claim finds it PAID or takes it over.
+                // step is not over before that; and while the lease is ours no
+                // successor can claim, so keep the lock until the later of the
+                // two: the hop, and the client deadline. Released sooner, a
+                // successor's claim can land before a late decision (a rail
+                // stalled past the hop), and fence 2 refuses a submit this
+                // client believed it held the lease for. Afterwards a later
+                // holder's claim finds it PAID or takes it over.
                 Tally::bump(&tally.rail_transport_errors);
-                tokio::time::sleep_until(sent + self.env.worst_case_hop).await;
+                let hop_end = sent + self.env.worst_case_hop;
+                let held_until = s
+                    .remaining(&handle)
+                    .map_or(hop_end, |left| Instant::now() + left);
+                tokio::time::sleep_until(hop_end.max(held_until)).await;
                 false
             }
         };
