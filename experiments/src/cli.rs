@@ -280,11 +280,26 @@ pub struct ChaosArgs {
     #[arg(long, value_enum, default_value = "process")]
     pub runtime: ChaosRuntime,
 
-    /// Lock-server replicas; only 1 until the replicas work lands.
+    /// Lock-server replicas. 1: one lock-server on SQLite behind the delay
+    /// proxy. 2 or more: replicas on PostgreSQL (--pg-url, a fresh schema per
+    /// run) with a leader lease of 1 s, under leader kill -9 and SIGSTOP,
+    /// standby kill -9 and (with --pg-dir) PostgreSQL crash restarts, beside
+    /// the worker faults; no proxy, so no delay or loss spikes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub replicas: u32,
 
-    /// TEST: `no-fences` starts every rail-stub with both fences off; the checker must then fail.
+    /// The PostgreSQL replicated runs share (scripts/pg-test-cluster.sh start prints it).
+    #[arg(long, env = "FENCEPOST_TEST_PG_URL")]
+    pub pg_url: Option<String>,
+
+    /// That PostgreSQL's cluster directory (scripts/pg-test-cluster.sh's
+    /// FENCEPOST_PG_DIR): with it, replicated runs also restart PostgreSQL
+    /// in immediate mode; without it that fault is not drawn (and chaos.json says so).
+    #[arg(long, env = "FENCEPOST_PG_DIR")]
+    pub pg_dir: Option<PathBuf>,
+
+    /// TEST: `no-fences` starts every rail-stub with both fences off,
+    /// `early-expiry` every lock-server cutting its leases in half; the checker must then fail.
     #[arg(long, value_enum)]
     pub sabotage: Option<SabotageMode>,
 
@@ -292,9 +307,10 @@ pub struct ChaosArgs {
     #[arg(long, default_value = "500ms", value_parser = parse_positive_duration)]
     pub ttl: Duration,
 
-    /// Each run's measured window.
-    #[arg(long, default_value = "3s", value_parser = parse_positive_duration)]
-    pub duration: Duration,
+    /// Each run's measured window; default 3s, 6s with --replicas above 1
+    /// (a leader failover takes about 1 s of it).
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub duration: Option<Duration>,
 
     /// Worker processes per run.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=16))]
@@ -327,6 +343,9 @@ pub enum ChaosRuntime {
 pub enum SabotageMode {
     /// The rail-stub's fences off (`rail-stub --sabotage no-fences`).
     NoFences,
+    /// Every grant ends on the lock-server at half the lease it answers
+    /// (`lock-server --sabotage early-expiry`): the lock-level rule must fire.
+    EarlyExpiry,
 }
 
 /// `experiments worker` (internal): one `bench_driver::worker::Worker` in this process.

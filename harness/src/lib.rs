@@ -93,9 +93,29 @@ impl ChildService {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        Self::start_on(
+            binary,
+            args,
+            stderr_path,
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+        )
+    }
+
+    /// [`ChildService::start`] on a given address (`--listen ADDR`): a
+    /// replica restarted where its peers and clients already look for it.
+    pub fn start_on<I, S>(
+        binary: &Path,
+        args: I,
+        stderr_path: &Path,
+        listen: SocketAddr,
+    ) -> Result<Self, HarnessError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let name = binary_name(binary);
         let mut cmd = Command::new(binary);
-        cmd.args(args).arg("--listen").arg("127.0.0.1:0");
+        cmd.args(args).arg("--listen").arg(listen.to_string());
         let mut child = spawn_owned(binary, cmd, Stdio::piped(), stderr_path)?;
         let stdout = child.stdout.take().expect("stdout was piped");
         let (tx, rx) = mpsc::channel::<String>();

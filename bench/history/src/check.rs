@@ -17,7 +17,20 @@
 //!    whichever is first;
 //! 5. **every fence-out of a submit the client believed held (client check
 //!    on) is reported as a trigger-4 event**: the fence-outs the history and
-//!    the ledger show are compared with the count the run reported.
+//!    the ledger show are compared with the count the run reported;
+//! 6. **the lock service never acknowledged a grant of a key while an
+//!    earlier grant of it was live in its own time** — a lock-level rule,
+//!    whether or not a fence later caught the payment (rule 4 forgives a
+//!    fenced overlap; this one does not). The server's grant of token `t2`
+//!    happened before its reply (`ok_ns`); the grant of a lower token `t1`
+//!    happened before it (tokens follow the grants' order) and lasted, in
+//!    the server's time, at least until the belief of rule 4 ended: the
+//!    client's deadline is conservative (ADR-006: the server's lease runs
+//!    from the request's arrival, the client's from before it was sent,
+//!    shortened by the margin), and a release ends it no earlier than it
+//!    was sent. So a reply for `t2` before the end of `t1`'s belief proves
+//!    two live grants at once — a lease the server cut short, a deposed
+//!    leader that still granted, a lost grant.
 //!
 //! "Before" is strict real-time order on the shared clock: completion of one
 //! operation before the invocation of the other. Concurrent operations are
@@ -33,6 +46,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::op::{Op, OpKind, Outcome};
 
+mod beliefs;
+use beliefs::{beliefs, grant_overlaps};
+
 /// Which rule a [`HistoryViolation`] breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,6 +63,8 @@ pub enum Rule {
     Overlap,
     /// Rule 5: a believed-held fence-out missing from the trigger-4 report.
     UnreportedFenceOut,
+    /// Rule 6: a grant acknowledged while a lower token's grant was live.
+    GrantOverlap,
 }
 
 /// One broken rule, with the payout and a sentence naming the operations.
@@ -83,14 +101,18 @@ pub struct HistoryCheck {
     pub reported_fence_outs: u64,
     /// Believed fence-outs the report misses. Must be 0.
     pub unreported_fence_outs: u64,
+    /// Grants acknowledged while a lower token's grant was live (rule 6). Must be 0.
+    #[serde(default)]
+    pub grant_overlaps: u64,
     /// Every broken rule.
     pub violations: Vec<HistoryViolation>,
 }
 
 impl HistoryCheck {
-    /// Violations of rules 4 and 5 (the history's own: overlaps, unreported fence-outs).
+    /// Violations of rules 4, 5 and 6 (the history's own: overlaps,
+    /// unreported fence-outs, overlapping grants).
     pub fn history_violations(&self) -> u64 {
-        self.overlaps + self.unreported_fence_outs
+        self.overlaps + self.unreported_fence_outs + self.grant_overlaps
     }
 
     /// True when no rule is broken.
@@ -107,16 +129,7 @@ impl HistoryCheck {
     }
 }
 
-/// A client's belief that it held a key: grant reply → release sent or deadline.
-#[derive(Clone, Debug)]
-struct Belief<'a> {
-    session: &'a str,
-    token: u64,
-    from_ns: u64,
-    to_ns: u64,
-}
-
-/// Checks `ops` and the final `ledger` against rules 1–5 (module doc);
+/// Checks `ops` and the final `ledger` against rules 1–6 (module doc);
 /// `reported_fence_outs` is the run's trigger-4 count (fence-outs of
 /// submits made after a passed client check).
 pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> HistoryCheck {
@@ -203,7 +216,7 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
         }
     }
 
-    // Rules 3 and 4, per key.
+    // Rules 3, 4 and 6, per key.
     let check_on: HashMap<&str, bool> = ops
         .iter()
         .filter(|o| o.kind == OpKind::Session)
@@ -241,6 +254,10 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
                     ),
                 );
             }
+        }
+        for detail in grant_overlaps(payout, &beliefs) {
+            out.grant_overlaps += 1;
+            out.violate(Rule::GrantOverlap, Some(payout), detail);
         }
     }
 
@@ -331,43 +348,6 @@ fn regressions(payout: &str, ops: &[&Op]) -> Vec<String> {
             ));
         }
     }
-    out
-}
-
-/// The believed holding intervals of one key, in order of their start.
-fn beliefs<'a>(ops: &[&'a Op]) -> Vec<Belief<'a>> {
-    let mut out: Vec<Belief<'a>> = Vec::new();
-    for g in ops
-        .iter()
-        .filter(|o| o.kind == OpKind::Grant && o.is(Outcome::Ok))
-    {
-        let (Some(token), Some(from_ns)) = (g.token, g.ok_ns) else {
-            continue;
-        };
-        let mine = |o: &&&Op| o.session == g.session && o.token == Some(token);
-        let deadline = ops
-            .iter()
-            .filter(mine)
-            .filter(|o| o.kind == OpKind::Check && o.is(Outcome::Ok))
-            .filter_map(|o| o.deadline_ns)
-            .chain(g.deadline_ns)
-            .max()
-            .unwrap_or(from_ns);
-        let released = ops
-            .iter()
-            .filter(mine)
-            .filter(|o| o.kind == OpKind::Release)
-            .map(|o| o.inv_ns)
-            .min();
-        let to_ns = released.map_or(deadline, |r| r.min(deadline)).max(from_ns);
-        out.push(Belief {
-            session: &g.session,
-            token,
-            from_ns,
-            to_ns,
-        });
-    }
-    out.sort_by_key(|b| b.from_ns);
     out
 }
 
@@ -496,12 +476,24 @@ mod tests {
         h.holder("b/s1", 6, 40, Outcome::Ok);
         let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
         assert_eq!(c.overlaps, 1, "{:?}", c.violations);
-        assert_eq!(rules(&c), [Rule::Overlap]);
-        assert_eq!(c.history_violations(), 1);
+        assert_eq!(rules(&c), [Rule::Overlap, Rule::GrantOverlap]);
+        assert_eq!(c.history_violations(), 2);
     }
 
     #[test]
-    fn an_overlap_the_fence_covered_is_allowed_and_counted() {
+    fn a_grant_after_the_earlier_belief_ended_is_no_grant_overlap() {
+        let mut h = H::default();
+        h.session("a/s1", true);
+        h.grant("a/s1", 5, 0, 70);
+        // Granted after a's deadline (a was killed: it never released).
+        h.holder("b/s1", 6, 71, Outcome::Ok);
+        let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
+        assert!(c.holds(), "{:?}", c.violations);
+        assert_eq!(c.grant_overlaps, 0);
+    }
+
+    #[test]
+    fn an_overlap_the_fence_covered_passes_rule_4_and_fails_the_lock_rule() {
         let mut h = H::default();
         h.session("a/s1", false);
         h.grant("a/s1", 5, 0, 70);
@@ -514,8 +506,12 @@ mod tests {
         );
         h.holder("b/s1", 6, 40, Outcome::Ok);
         let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
-        assert!(c.holds(), "{:?}", c.violations);
+        // The payment rules forgive it: the fence caught token 5.
         assert_eq!(c.fenced_overlaps, 1);
+        assert_eq!(c.overlaps, 0);
+        // The lock rule does not: the service granted 6 while 5 was live.
+        assert_eq!(rules(&c), [Rule::GrantOverlap], "{:?}", c.violations);
+        assert_eq!(c.grant_overlaps, 1);
     }
 
     #[test]

@@ -4,10 +4,14 @@
 //! [`ChaosSpawner`] with their history files and self-freezes, and the
 //! driver's faults are applied at their times over the live cell — signals
 //! to worker processes and the lock-server, a lock-server restart on its
-//! durable store, the proxy's delay and loss. Every fault the driver applies
-//! is recorded with its start and end on the history's clock
-//! ([`bench_history::mono_ns`]). When the schedule is done every process
-//! runs again and the proxy is back to no delay, no loss.
+//! durable store, the proxy's delay and loss; over replicas, a kill -9 or a
+//! SIGSTOP of the replica that leads (found by `/readyz`), a kill -9 of a
+//! standby, each killed replica restarted in its place when its fault ends,
+//! and a PostgreSQL crash restart. Every fault the driver applies is
+//! recorded with its start and end on the history's clock
+//! ([`bench_history::mono_ns`]) and the replica it hit. When the schedule is
+//! done every process runs again (killed replicas restarted) and the proxy
+//! is back to no delay, no loss.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -131,7 +135,16 @@ pub struct ChaosDrive {
     pub applied: Vec<Applied>,
     /// Start times of faults in progress, by schedule index.
     started: HashMap<usize, (u64, Option<String>)>,
+    /// The replica each replica fault in progress hit, by schedule index.
+    hit: HashMap<usize, usize>,
+    /// The PostgreSQL cluster directory, for its restarts.
+    pg_dir: Option<PathBuf>,
+    /// Asks the replicas which one serves.
+    probe: reqwest::Client,
 }
+
+/// How long a leader fault waits for a replica to lead (one may be taking over).
+const LEADER_WAIT: Duration = Duration::from_secs(5);
 
 impl ChaosDrive {
     /// The drive of `schedule` with `workers` processes for `duration`.
@@ -140,8 +153,15 @@ impl ChaosDrive {
         workers: u64,
         duration: Duration,
         pids: Arc<Mutex<HashMap<u64, u32>>>,
+        pg_dir: Option<PathBuf>,
     ) -> Self {
         ChaosDrive {
+            hit: HashMap::new(),
+            pg_dir,
+            probe: reqwest::Client::builder()
+                .timeout(Duration::from_millis(200))
+                .build()
+                .expect("plain-HTTP client builds"),
             schedule,
             workers,
             duration,
@@ -167,6 +187,23 @@ impl ChaosDrive {
         let (idx, pid) = self.pid_of(slot)?;
         let _ = kill(Pid::from_raw(pid), signal);
         Some(format!("w{idx}"))
+    }
+
+    /// The replica that serves now (`/readyz` 200), waiting up to
+    /// [`LEADER_WAIT`] for one; `None` if none did.
+    async fn leader(&self, run: &CellRun<'_>) -> Option<usize> {
+        let urls = run.stack.replica_urls();
+        let t = Instant::now();
+        while t.elapsed() < LEADER_WAIT {
+            for (i, u) in urls.iter().enumerate() {
+                let ok = self.probe.get(format!("{u}/readyz")).send().await;
+                if ok.is_ok_and(|r| r.status() == 200) {
+                    return Some(i);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
     }
 
     async fn start(
@@ -218,6 +255,49 @@ impl ChaosDrive {
                     c.set_loss(f.loss.unwrap_or(0.0));
                 }
             }
+            FaultKind::LeaderKill9 | FaultKind::LeaderSigstop => {
+                let Some(l) = self.leader(run).await else {
+                    // No replica led for LEADER_WAIT: nothing to hit, not counted.
+                    return Ok(());
+                };
+                let done = if f.kind == FaultKind::LeaderKill9 {
+                    run.stack.kill_replica(l)
+                } else {
+                    run.stack.pause_replica(l)
+                };
+                if !done {
+                    return Ok(());
+                }
+                self.hit.insert(i, l);
+                target = Some(format!("r{l}"));
+            }
+            FaultKind::StandbyKill9 => {
+                let leader = self.leader(run).await;
+                let standbys: Vec<usize> = (0..run.stack.replica_urls().len())
+                    .filter(|r| Some(*r) != leader)
+                    .collect();
+                let pick = f.worker.unwrap_or(0) as usize;
+                let Some(&s) = standbys.get(pick % standbys.len().max(1)) else {
+                    return Ok(());
+                };
+                if !run.stack.kill_replica(s) {
+                    return Ok(());
+                }
+                self.hit.insert(i, s);
+                target = Some(format!("r{s}"));
+            }
+            FaultKind::PostgresRestart => {
+                let Some(dir) = self.pg_dir.clone() else {
+                    return Ok(());
+                };
+                tokio::task::spawn_blocking(move || {
+                    crate::failover::faults::restart_postgres(&dir, "immediate")
+                })
+                .await
+                .map_err(CellError::schedule)?
+                .map_err(CellError::schedule)?;
+                target = Some("postgres".into());
+            }
         }
         if f.for_ms == 0 {
             self.applied.push(Applied {
@@ -232,10 +312,11 @@ impl ChaosDrive {
         Ok(())
     }
 
-    fn end(&mut self, i: usize, run: &mut CellRun<'_>) {
+    async fn end(&mut self, i: usize, run: &mut CellRun<'_>) -> Result<(), CellError> {
         let Some((from_ns, target)) = self.started.remove(&i) else {
-            return;
+            return Ok(());
         };
+        let hit = self.hit.remove(&i);
         let f = &self.schedule.faults[i];
         // Another fault of the same kind (on the same worker) still runs: it
         // keeps its hold, and its own end lifts it.
@@ -265,6 +346,19 @@ impl ChaosDrive {
                     c.set_loss(0.0);
                 }
             }
+            FaultKind::LeaderSigstop => {
+                if let Some(r) = hit {
+                    run.stack.resume_replica(r);
+                }
+            }
+            FaultKind::LeaderKill9 | FaultKind::StandbyKill9 => {
+                if let Some(r) = hit {
+                    run.stack
+                        .restart_replica(r)
+                        .await
+                        .map_err(CellError::schedule)?;
+                }
+            }
             _ => {}
         }
         self.applied.push(Applied {
@@ -273,13 +367,17 @@ impl ChaosDrive {
             to_ns: mono_ns(),
             target,
         });
+        Ok(())
     }
 
     /// Every process running again, the proxy clean (also after an error).
-    fn heal(&mut self, run: &mut CellRun<'_>) {
+    async fn heal(&mut self, run: &mut CellRun<'_>) -> Result<(), CellError> {
         let pending: Vec<usize> = self.started.keys().copied().collect();
+        let mut failed = Ok(());
         for i in pending {
-            self.end(i, run);
+            if let Err(e) = self.end(i, run).await {
+                failed = Err(e);
+            }
         }
         for pid in self.pids.lock().unwrap_or_else(|e| e.into_inner()).values() {
             let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGCONT);
@@ -291,6 +389,7 @@ impl ChaosDrive {
             c.set_spike(None);
             c.set_loss(0.0);
         }
+        failed
     }
 
     async fn apply_all(
@@ -322,7 +421,7 @@ impl ChaosDrive {
             }
             match action {
                 Action::Start(i) => self.start(i, run, backlog).await?,
-                Action::End(i) => self.end(i, run),
+                Action::End(i) => self.end(i, run).await?,
             }
         }
         let rest = (opened + self.duration).saturating_duration_since(Instant::now());
@@ -339,7 +438,8 @@ impl Schedule for ChaosDrive {
         }
         run.open_window().await?;
         let ended = self.apply_all(run, backlog).await;
-        self.heal(run);
-        ended
+        let healed = self.heal(run).await;
+        let ended = ended?;
+        healed.map(|()| ended)
     }
 }

@@ -15,6 +15,7 @@
 //! (`rail-stub --sabotage no-fences`): the checker must then find
 //! violations — a checker that cannot fail is no checker.
 
+pub mod coverage;
 pub mod drive;
 pub mod model;
 pub mod report;
@@ -33,6 +34,7 @@ use fencepost_api::rail::LedgerView;
 use tokio::time::Instant;
 
 use crate::cli::{ChaosArgs, ChaosRuntime, SabotageMode};
+use crate::failover::faults::fresh_schema;
 use crate::output::{RunDir, RunDirError, block_on, exit_code};
 use drive::{Applied, ChaosDrive, ChaosSpawner};
 use schedule::{FaultKind, draw};
@@ -49,12 +51,12 @@ pub enum ChaosError {
          are not implemented); use --runtime process"
     )]
     DockerRuntime,
-    /// More than one lock-server replica was asked for: use `--replicas 1`.
+    /// Replicas without a PostgreSQL to share: give `--pg-url`.
     #[error(
-        "--replicas {replicas} is refused: lock-server replicas are not in this build yet \
-         (leader kill/freeze faults come with them); use --replicas 1"
+        "--replicas {replicas} runs the replicas on PostgreSQL: give --pg-url (or \
+         FENCEPOST_TEST_PG_URL; scripts/pg-test-cluster.sh start prints one), or use --replicas 1"
     )]
-    Replicas {
+    ReplicasNeedPostgres {
         /// The replicas asked for.
         replicas: u32,
     },
@@ -69,6 +71,9 @@ pub enum ChaosError {
     /// The output directory could not be made or written; [`RunDirError`] says what to do.
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// A replicated run's fresh schema could not be made; the error names the URL.
+    #[error(transparent)]
+    Schema(#[from] crate::failover::FailoverError),
     /// The rail latency of the configuration is not a spec: a bug (it is a constant).
     #[error(transparent)]
     Latency(#[from] LatencySpecError),
@@ -96,6 +101,14 @@ pub enum ChaosError {
     /// An operation could not be serialised into the history: a bug, report it.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+}
+
+/// The PostgreSQL of replicated runs (neither is recorded: the URL may hold a password).
+struct PgTarget {
+    /// Each run makes a fresh schema in it.
+    url: Option<String>,
+    /// Its cluster directory, when PostgreSQL restarts are drawn.
+    dir: Option<PathBuf>,
 }
 
 /// A history larger than this is written gzipped.
@@ -165,6 +178,7 @@ fn write_history(dir: &Path, ops: &[Op], ledger: &LedgerView) -> Result<PathBuf,
 /// Runs run `run` with seed `seed` under `cfg`, in `dir`.
 async fn one_run(
     cfg: &ChaosConfig,
+    pg: &PgTarget,
     run: u32,
     seed: u64,
     dir: &Path,
@@ -173,12 +187,18 @@ async fn one_run(
     let started = Instant::now();
     let schedule = draw(run, seed, &cfg.params());
     let plan = cfg.plan(run, seed)?;
+    let store = match (&pg.url, cfg.replicated()) {
+        (Some(url), true) => Some(fresh_schema(url, "chaos", seed).await?),
+        _ => None,
+    };
     let mut spec = plan.stack_spec(&Runtime::Process {
-        store: None,
-        replicas: 1,
+        store,
+        replicas: cfg.replicas,
     });
-    if let Some(s) = &cfg.sabotage {
-        spec.rail_args = vec!["--sabotage".into(), s.clone()];
+    match cfg.sabotage.as_deref() {
+        Some(s @ "early-expiry") => spec.lock_args = vec!["--sabotage".into(), s.into()],
+        Some(s) => spec.rail_args = vec!["--sabotage".into(), s.into()],
+        None => {}
     }
     let mut stack = Stack::start(&spec, dir).await?;
     let pids = Arc::new(Mutex::new(Default::default()));
@@ -193,6 +213,7 @@ async fn one_run(
         u64::from(cfg.workers),
         plan.duration,
         pids,
+        pg.dir.clone(),
     );
     let hooks = Hooks {
         spawn: Spawn::Remote(&spawner),
@@ -211,19 +232,22 @@ async fn one_run(
     let ledger = ledger.expect("read after a measured run")?;
     let ops = load(&read_events(&spawner.history_files())?)?;
     let check = check(&ops, &ledger, m.fences.believed_held());
+    let mut applied = drive.applied.clone();
+    applied.extend(recorded_freezes(&ops));
+    applied.sort_by_key(|a| a.from_ns);
+    let mut covered = coverage::from_history(&ops, &applied);
+    coverage::from_logs(&mut covered, dir);
+    let epoch_conflicts = coverage::epoch_conflicts(dir);
     write_history(dir, &ops, &ledger)?;
     for f in spawner.history_files() {
         let _ = std::fs::remove_file(f);
     }
-    if check.holds() {
+    if check.holds() && epoch_conflicts.is_empty() {
         // The lock store is only evidence when something is wrong.
         for f in ["lock.sqlite", "lock.sqlite-wal", "lock.sqlite-shm"] {
             let _ = std::fs::remove_file(dir.join(f));
         }
     }
-    let mut applied = drive.applied.clone();
-    applied.extend(recorded_freezes(&ops));
-    applied.sort_by_key(|a| a.from_ns);
     Ok(Some(RunResult {
         run,
         seed,
@@ -234,6 +258,8 @@ async fn one_run(
         fenced_out: m.ledger.fenced_out_total,
         workers_unreported: m.workers.late,
         check,
+        coverage: covered,
+        epoch_conflicts,
         elapsed_s: started.elapsed().as_secs_f64(),
     }))
 }
@@ -243,8 +269,8 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
     if args.runtime == ChaosRuntime::Docker {
         return Err(ChaosError::DockerRuntime);
     }
-    if args.replicas > 1 {
-        return Err(ChaosError::Replicas {
+    if args.replicas > 1 && args.pg_url.is_none() {
+        return Err(ChaosError::ReplicasNeedPostgres {
             replicas: args.replicas,
         });
     }
@@ -258,11 +284,17 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
     }
     let seed = args.seed.unwrap_or_else(rand::random);
     let cfg = ChaosConfig::resolve(args, seed);
+    let pg = PgTarget {
+        url: args.pg_url.clone(),
+        dir: args.pg_dir.clone().filter(|_| cfg.pg_restart),
+    };
     let run_dir = RunDir::create("chaos", args.out.as_deref(), seed, &cfg)?;
     if let Some(s) = &cfg.sabotage {
-        println!(
-            "SABOTAGE {s}: every rail-stub runs with both fences off; the checker must report violations"
-        );
+        let what = match s.as_str() {
+            "early-expiry" => "every lock-server ends its grants at half the lease it answers",
+            _ => "every rail-stub runs with both fences off",
+        };
+        println!("SABOTAGE {s}: {what}; the checker must report violations");
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -273,7 +305,8 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
     let t0 = Instant::now();
     let mut result = ChaosResult {
         runs: 0,
-        faults: FaultKind::PROCESS
+        faults: cfg
+            .kinds()
             .iter()
             .map(|k| (k.as_str().to_string(), 0))
             .collect(),
@@ -285,6 +318,9 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
         stale_paid: 0,
         token_regressions: 0,
         history_violations: 0,
+        grant_overlaps: 0,
+        epoch_conflicts: 0,
+        coverage: Default::default(),
         trigger4_events: 0,
         paid: 0,
         fenced_out: 0,
@@ -300,7 +336,7 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
     for (n, i) in runs.into_iter().enumerate() {
         let run_seed = seed.wrapping_add(u64::from(i));
         let dir = run_dir.path(&format!("runs/run-{i:04}"));
-        let Some(r) = one_run(&cfg, i, run_seed, &dir, &rx).await? else {
+        let Some(r) = one_run(&cfg, &pg, i, run_seed, &dir, &rx).await? else {
             println!(
                 "interrupted: {} run(s) done; chaos.json covers them",
                 result.runs
@@ -310,6 +346,9 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
         println!("{}", report::progress_line(n + 1, total, &r));
         for v in &r.check.violations {
             println!("    VIOLATION {}", describe(v));
+        }
+        for c in &r.epoch_conflicts {
+            println!("    VIOLATION EpochConflict: {c}");
         }
         result.add(r);
         result.elapsed_s = t0.elapsed().as_secs_f64();
@@ -341,6 +380,7 @@ impl SabotageMode {
     pub fn as_str(self) -> &'static str {
         match self {
             SabotageMode::NoFences => "no-fences",
+            SabotageMode::EarlyExpiry => "early-expiry",
         }
     }
 }

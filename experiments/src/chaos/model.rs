@@ -30,8 +30,14 @@ pub struct ChaosConfig {
     pub only_run: Option<u32>,
     /// `process` (docker is refused for now).
     pub runtime: String,
-    /// Lock-server replicas (1).
+    /// Lock-server replicas (more than 1: on PostgreSQL).
     pub replicas: u32,
+    /// Replicated runs: the replicas' leader lease, ms.
+    #[serde(default)]
+    pub leader_lease_ms: u64,
+    /// Replicated runs: whether PostgreSQL restarts are drawn (`--pg-dir` given).
+    #[serde(default)]
+    pub pg_restart: bool,
     /// Lease per acquire, ms (the session TTL too).
     pub ttl_ms: u64,
     /// Each run's window, ms.
@@ -66,8 +72,13 @@ impl ChaosConfig {
             only_run: args.only_run,
             runtime: "process".into(),
             replicas: args.replicas,
+            leader_lease_ms: bench_driver::cell::stack::REPLICA_LEADER_LEASE.as_millis() as u64,
+            pg_restart: args.replicas > 1 && args.pg_dir.is_some(),
             ttl_ms: args.ttl.as_millis() as u64,
-            duration_ms: args.duration.as_millis() as u64,
+            duration_ms: args
+                .duration
+                .unwrap_or(Duration::from_secs(if args.replicas > 1 { 6 } else { 3 }))
+                .as_millis() as u64,
             workers: args.workers,
             payouts: args.payouts,
             margin: args.margin,
@@ -84,14 +95,32 @@ impl ChaosConfig {
         Duration::from_millis(self.ttl_ms)
     }
 
+    /// Whether the runs are replicated (PostgreSQL, no proxy).
+    pub fn replicated(&self) -> bool {
+        self.replicas > 1
+    }
+
+    /// The fault kinds the runs draw from.
+    pub fn kinds(&self) -> Vec<FaultKind> {
+        if !self.replicated() {
+            return FaultKind::PROCESS.to_vec();
+        }
+        FaultKind::REPLICATED
+            .into_iter()
+            .filter(|k| *k != FaultKind::PostgresRestart || self.pg_restart)
+            .collect()
+    }
+
     /// The schedule parameters of every run.
     pub fn params(&self) -> ScheduleParams {
         ScheduleParams {
             lease_ms: self.ttl_ms,
             duration_ms: self.duration_ms,
             workers: u64::from(self.workers),
-            kinds: FaultKind::PROCESS.to_vec(),
+            kinds: self.kinds(),
             extra: self.extra_faults.0..=self.extra_faults.1,
+            leader_lease_ms: self.leader_lease_ms,
+            replicas: u64::from(self.replicas),
         }
     }
 
@@ -117,9 +146,11 @@ impl ChaosConfig {
             payout_prefix: PAYOUT_PREFIX.into(),
             seed,
             repeat: 0,
-            // A zero-delay proxy: the delay and loss spikes, and the restart's new port.
+            // One lock-server: a zero-delay proxy (the delay and loss spikes,
+            // and the restart's new port). Replicas: none (the workers get
+            // every URL, and a replica restarts on its own port).
             conditions: Conditions {
-                net_delay: Some(LatencySpec::Fixed(Duration::ZERO)),
+                net_delay: (!self.replicated()).then_some(LatencySpec::Fixed(Duration::ZERO)),
                 server_pause: None,
             },
             // Every operation of the run is checked, from the first one.
@@ -151,8 +182,23 @@ pub struct RunResult {
     pub workers_unreported: u32,
     /// The checker's counts and violations.
     pub check: HistoryCheck,
+    /// How often each guarded situation occurred ([`super::coverage`]).
+    #[serde(default)]
+    pub coverage: super::coverage::Coverage,
+    /// Epochs two replicas both took, from their logs. Must be empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub epoch_conflicts: Vec<String>,
     /// Seconds the run took (start of the stack to its stop).
     pub elapsed_s: f64,
+}
+
+/// One guarded situation over all runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SituationCount {
+    /// Runs in which it occurred at least once.
+    pub runs: u32,
+    /// Times it occurred, all runs.
+    pub occurrences: u64,
 }
 
 /// `chaos.json`.
@@ -176,8 +222,20 @@ pub struct ChaosResult {
     pub stale_paid: u64,
     /// Grants whose token did not rise. Must be 0.
     pub token_regressions: u64,
-    /// Belief overlaps and unreported trigger-4 fence-outs. Must be 0.
+    /// Belief overlaps, unreported trigger-4 fence-outs and overlapping
+    /// grants (rules 4–6). Must be 0.
     pub history_violations: u64,
+    /// Epochs two replicas both took (their logs' `leader_takeover`). Must be 0.
+    #[serde(default)]
+    pub epoch_conflicts: u64,
+    /// Per guarded situation ([`super::coverage::Situation`]): in how many
+    /// runs it occurred, and how often in all.
+    #[serde(default)]
+    pub coverage: BTreeMap<String, SituationCount>,
+    /// Of those, grants the lock service acknowledged while a lower token's
+    /// grant was live (rule 6, lock-level). Must be 0.
+    #[serde(default)]
+    pub grant_overlaps: u64,
     /// Fence-outs of submits the client believed held (trigger-4 events; not violations).
     pub trigger4_events: u64,
     /// Payouts paid, all runs.
@@ -195,7 +253,11 @@ pub struct ChaosResult {
 impl ChaosResult {
     /// Every violation count summed.
     pub fn violations(&self) -> u64 {
-        self.paid_twice + self.stale_paid + self.token_regressions + self.history_violations
+        self.paid_twice
+            + self.stale_paid
+            + self.token_regressions
+            + self.history_violations
+            + self.epoch_conflicts
     }
 
     pub(crate) fn add(&mut self, r: RunResult) {
@@ -211,6 +273,14 @@ impl ChaosResult {
         self.stale_paid += c.stale_paid;
         self.token_regressions += c.token_regressions;
         self.history_violations += c.history_violations();
+        self.grant_overlaps += c.grant_overlaps;
+        self.epoch_conflicts += r.epoch_conflicts.len() as u64;
+        for s in super::coverage::Situation::ALL {
+            let n = r.coverage.get(s.as_str()).copied().unwrap_or(0);
+            let e = self.coverage.entry(s.as_str().to_string()).or_default();
+            e.occurrences += n;
+            e.runs += u32::from(n > 0);
+        }
         self.trigger4_events += c.believed_fence_outs;
         self.paid += r.paid;
         self.fenced_out += r.fenced_out;

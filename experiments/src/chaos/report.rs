@@ -33,7 +33,7 @@ pub fn progress_line(n: usize, total: usize, r: &RunResult) -> String {
 pub fn table(r: &ChaosResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "| counter | value |\n|---|---|");
-    let rows: [(&str, String); 12] = [
+    let rows: [(&str, String); 14] = [
         ("runs", r.runs.to_string()),
         ("operations_checked", r.operations_checked.to_string()),
         (
@@ -44,6 +44,14 @@ pub fn table(r: &ChaosResult) -> String {
         ("stale_paid", r.stale_paid.to_string()),
         ("token_regressions", r.token_regressions.to_string()),
         ("history_violations", r.history_violations.to_string()),
+        (
+            "of which grant_overlaps (lock-level)",
+            r.grant_overlaps.to_string(),
+        ),
+        (
+            "epoch_conflicts (two replicas took one epoch)",
+            r.epoch_conflicts.to_string(),
+        ),
         (
             "trigger-4 events (believed-held fence-outs)",
             r.trigger4_events.to_string(),
@@ -59,6 +67,14 @@ pub fn table(r: &ChaosResult) -> String {
     let _ = writeln!(s, "\n| fault | applied |\n|---|---|");
     for (k, n) in &r.faults {
         let _ = writeln!(s, "| {k} | {n} |");
+    }
+    let _ = writeln!(
+        s,
+        "\n| guarded situation | runs with it (of {}) | occurrences |\n|---|---|---|",
+        r.runs
+    );
+    for (k, c) in &r.coverage {
+        let _ = writeln!(s, "| {k} | {} | {} |", c.runs, c.occurrences);
     }
     s
 }
@@ -86,13 +102,34 @@ pub fn report_section(r: &ChaosResult) -> String {
         .config
         .sabotage
         .as_deref()
-        .map(|s| format!(" **SABOTAGED: rail-stub --sabotage {s}.**"))
+        .map(|s| {
+            let who = if s == "early-expiry" {
+                "lock-server"
+            } else {
+                "rail-stub"
+            };
+            format!(" **SABOTAGED: {who} --sabotage {s}.**")
+        })
         .unwrap_or_default();
     format!(
         "## Chaos: {} seeded fault schedules, history checked\n\n\
-         Seed {}, lease {} ms, {} worker processes, {} ms per run, {:.0} s in all.{sabotage}\n\n{}",
+         Seed {}, {}, lease {} ms, {} worker processes, {} ms per run, {:.0} s in all.{sabotage}\n\n{}",
         r.runs,
         r.config.seed,
+        if r.config.replicas > 1 {
+            format!(
+                "{} lock-server replicas on PostgreSQL (leader lease {} ms{})",
+                r.config.replicas,
+                r.config.leader_lease_ms,
+                if r.config.pg_restart {
+                    ", PostgreSQL crash restarts drawn"
+                } else {
+                    ", no PostgreSQL restart: no --pg-dir"
+                }
+            )
+        } else {
+            "one lock-server on SQLite behind the delay proxy".to_string()
+        },
         r.config.ttl_ms,
         r.config.workers,
         r.config.duration_ms,

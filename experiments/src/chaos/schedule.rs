@@ -34,6 +34,17 @@ pub enum FaultKind {
     DelaySpike,
     /// The proxy loses a fraction of the lock requests.
     LossSpike,
+    /// Replicas: kill -9 of the replica that leads; after `for_ms` it is
+    /// restarted in its place and rejoins as a standby.
+    LeaderKill9,
+    /// Replicas: SIGSTOP of the replica that leads for longer than the
+    /// leader lease (another takes over), then SIGCONT: it must not serve.
+    LeaderSigstop,
+    /// Replicas: kill -9 of a standby, restarted after `for_ms`.
+    StandbyKill9,
+    /// Replicas: PostgreSQL restarted in immediate mode (a crash: no
+    /// checkpoint, every connection cut), with `--pg-dir`.
+    PostgresRestart,
 }
 
 impl FaultKind {
@@ -49,6 +60,20 @@ impl FaultKind {
         FaultKind::LossSpike,
     ];
 
+    /// Every kind a replicated run (`--replicas N` on PostgreSQL) draws
+    /// from: the worker faults and the replicas' own; no proxy, so no delay
+    /// or loss spikes (the proxy fronts one lock-server).
+    pub const REPLICATED: [FaultKind; 8] = [
+        FaultKind::WorkerFreezeInCs,
+        FaultKind::WorkerFreezeOutsideCs,
+        FaultKind::WorkerSigstop,
+        FaultKind::WorkerKill9,
+        FaultKind::LeaderKill9,
+        FaultKind::LeaderSigstop,
+        FaultKind::StandbyKill9,
+        FaultKind::PostgresRestart,
+    ];
+
     /// The name in `chaos.json` and the tables.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -60,6 +85,10 @@ impl FaultKind {
             FaultKind::LockServerRestart => "lock_server_kill9_restart",
             FaultKind::DelaySpike => "delay_spike",
             FaultKind::LossSpike => "loss_spike",
+            FaultKind::LeaderKill9 => "leader_kill9",
+            FaultKind::LeaderSigstop => "leader_sigstop",
+            FaultKind::StandbyKill9 => "standby_kill9",
+            FaultKind::PostgresRestart => "postgres_restart",
         }
     }
 
@@ -81,7 +110,8 @@ pub struct PlannedFault {
     pub at_ms: u64,
     /// How long it lasts, ms (0: an instant, kill -9).
     pub for_ms: u64,
-    /// The worker it targets (worker faults).
+    /// The worker it targets (worker faults); for a standby kill, which
+    /// standby (0-based, in replica order, the leader skipped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<u64>,
     /// Freezes: at the N-th time the worker reaches the step.
@@ -157,10 +187,15 @@ pub struct ScheduleParams {
     pub kinds: Vec<FaultKind>,
     /// Faults drawn besides the one freeze in the critical section every run has.
     pub extra: std::ops::RangeInclusive<u64>,
+    /// The replicas' leader lease, ms: a leader freeze outlasts it.
+    pub leader_lease_ms: u64,
+    /// Lock-server replicas (standby kills pick one of the others).
+    pub replicas: u64,
 }
 
 /// Draws run `run`'s schedule from `seed`: one worker frozen inside its
-/// critical section (the fault the fences exist for), plus `extra` faults
+/// critical section (the fault the fences exist for), over replicas one
+/// leader kill -9 or freeze (the fault the epoch exists for), plus `extra` faults
 /// of kinds drawn uniformly, at uniform times in the first 60 % of the
 /// window, lasting 0.5–3 leases; every fault ends within 80 % of it.
 pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
@@ -170,6 +205,16 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
     let mut faults = Vec::new();
     let extra = rng.random_range(p.extra.clone());
     let mut kinds = vec![FaultKind::WorkerFreezeInCs];
+    if p.replicas > 1 {
+        // Steered: every replicated run changes leader at least once, so the
+        // situations a leader change creates (a regrant across it, a deposed
+        // leader's refused write) occur in most runs, not by luck.
+        kinds.push(if rng.random_bool(0.5) {
+            FaultKind::LeaderKill9
+        } else {
+            FaultKind::LeaderSigstop
+        });
+    }
     for _ in 0..extra {
         if p.kinds.is_empty() {
             break;
@@ -213,8 +258,21 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
                 f.for_ms = span(&mut rng, 0.5, 2.0);
                 f.loss = Some((rng.random_range(0.1..=0.6f64) * 100.0).round() / 100.0);
             }
+            FaultKind::LeaderKill9 => f.for_ms = span(&mut rng, 1.0, 3.0),
+            FaultKind::LeaderSigstop => {}
+            FaultKind::StandbyKill9 => {
+                f.for_ms = span(&mut rng, 1.0, 4.0);
+                f.worker = Some(rng.random_range(0..p.replicas.saturating_sub(1).max(1)));
+            }
+            FaultKind::PostgresRestart => {}
         }
         f.for_ms = f.for_ms.min(horizon.saturating_sub(f.at_ms));
+        if kind == FaultKind::LeaderSigstop {
+            // Longer than the leader lease, whatever the window: a standby
+            // must take over while this one is frozen.
+            let lease = p.leader_lease_ms as f64;
+            f.for_ms = (lease * rng.random_range(1.3..=2.2f64)).round() as u64;
+        }
         faults.push(f);
     }
     faults.sort_by_key(|f| (f.at_ms, f.kind));
@@ -302,6 +360,8 @@ mod tests {
             workers: 3,
             kinds: FaultKind::PROCESS.to_vec(),
             extra: 1..=3,
+            leader_lease_ms: 1000,
+            replicas: 1,
         }
     }
 
@@ -332,6 +392,31 @@ mod tests {
             );
         }
         assert_eq!(seen.len(), FaultKind::PROCESS.len());
+    }
+
+    #[test]
+    fn replicated_runs_draw_every_replica_kind_and_freeze_leaders_past_their_lease() {
+        let p = ScheduleParams {
+            kinds: FaultKind::REPLICATED.to_vec(),
+            replicas: 3,
+            ..params()
+        };
+        let mut seen = std::collections::BTreeMap::new();
+        for i in 0..200 {
+            for f in draw(i, 1 + u64::from(i), &p).faults {
+                *seen.entry(f.kind).or_insert(0u32) += 1;
+                match f.kind {
+                    FaultKind::LeaderSigstop => assert!(f.for_ms > p.leader_lease_ms, "{f:?}"),
+                    FaultKind::StandbyKill9 => assert!(f.worker.is_some_and(|w| w < 2), "{f:?}"),
+                    FaultKind::DelaySpike | FaultKind::LossSpike => panic!("no proxy: {f:?}"),
+                    _ => {}
+                }
+            }
+        }
+        for k in FaultKind::REPLICATED {
+            // 200 runs of 1-3 extra faults over 8 kinds: each about 50 times.
+            assert!(seen.get(&k).copied().unwrap_or(0) >= 20, "{k:?}: {seen:?}");
+        }
     }
 
     #[test]

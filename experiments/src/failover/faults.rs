@@ -13,9 +13,13 @@ use tokio::time::Instant;
 use crate::failover::error::{FailoverError, PgRestartError};
 use crate::failover::model::{FaultRecord, LEADER_PATIENCE};
 
-/// Creates a fresh schema in `pg_url`; returns the store URL that uses it.
-pub(crate) async fn fresh_schema(pg_url: &str, seed: u64) -> Result<String, FailoverError> {
-    let schema = format!("failover_{seed}_{}", std::process::id());
+/// Creates a fresh schema `PREFIX_SEED_PID` in `pg_url`; returns the store URL that uses it.
+pub(crate) async fn fresh_schema(
+    pg_url: &str,
+    prefix: &str,
+    seed: u64,
+) -> Result<String, FailoverError> {
+    let schema = format!("{prefix}_{seed}_{}", std::process::id());
     let (client, conn) = tokio_postgres::connect(pg_url, tokio_postgres::NoTls)
         .await
         .map_err(|error| FailoverError::Connect {
@@ -76,8 +80,10 @@ pub(crate) async fn await_leader(
     None
 }
 
-/// `pg_ctl restart` of the cluster in `dir` (the layout of scripts/pg-test-cluster.sh).
-pub(crate) fn restart_postgres(dir: &Path) -> Result<(), PgRestartError> {
+/// `pg_ctl restart -m MODE` of the cluster in `dir` (the layout of
+/// scripts/pg-test-cluster.sh): `fast` (a clean shutdown) or `immediate`
+/// (a crash: no checkpoint, recovery from the WAL at start).
+pub(crate) fn restart_postgres(dir: &Path, mode: &str) -> Result<(), PgRestartError> {
     let io = |path: &str| {
         let path = PathBuf::from(path);
         move |error| PgRestartError::Io { path, error }
@@ -102,7 +108,7 @@ pub(crate) fn restart_postgres(dir: &Path) -> Result<(), PgRestartError> {
     let out = cmd
         .arg("-D")
         .arg(&data)
-        .args(["-m", "fast", "-w", "-t", "60", "restart"])
+        .args(["-m", mode, "-w", "-t", "60", "restart"])
         .stdout(std::process::Stdio::null())
         .output()
         .map_err(|error| PgRestartError::Io {
@@ -237,7 +243,7 @@ impl Faults {
             }
             Some(dir) => {
                 let dir = dir.clone();
-                match tokio::task::spawn_blocking(move || restart_postgres(&dir)).await {
+                match tokio::task::spawn_blocking(move || restart_postgres(&dir, "fast")).await {
                     Ok(Ok(())) => {
                         if let Some((new, took)) = await_leader(&c, &self.urls, None).await {
                             r.leader_after = Some(new);

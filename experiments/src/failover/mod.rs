@@ -20,7 +20,7 @@
 //! [`report`] what it prints and draws.
 
 pub mod error;
-mod faults;
+pub(crate) mod faults;
 pub mod model;
 pub mod report;
 
@@ -80,7 +80,7 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
     });
     let run_dir = RunDir::create("failover", args.out.as_deref(), seed, &config)?;
     let dir = run_dir.dir.clone();
-    let store = fresh_schema(&args.pg_url, seed).await?;
+    let store = fresh_schema(&args.pg_url, "failover", seed).await?;
     let lease = fencepost_api::format_duration(args.leader_lease);
     let mut nodes = Vec::new();
     for i in 0..3 {

@@ -1,7 +1,10 @@
 //! `experiments chaos` against real processes: a short healthy run finds no
 //! violation (and exercises the freeze inside the critical section and the
-//! trigger-4 report), and the same schedules against a rail-stub with its
-//! fences off (`--sabotage no-fences`) are caught and exit 1.
+//! trigger-4 report); the same schedules against a rail-stub with its
+//! fences off (`--sabotage no-fences`), or a lock-server that cuts its
+//! leases short (`--sabotage early-expiry`), are caught and exit 1; and
+//! three replicas on PostgreSQL (`FENCEPOST_TEST_PG_URL`, required under
+//! `CI=true`) come through leader and standby faults with every counter 0.
 
 use std::process::Command;
 
@@ -9,9 +12,15 @@ use experiments::chaos::ChaosResult;
 
 fn run_chaos(name: &str, extra: &[&str]) -> (bool, ChaosResult) {
     let out = crate::scratch(name);
+    let runs: &[&str] = if extra.contains(&"--runs") {
+        &[]
+    } else {
+        &["--runs", "2"]
+    };
     let status = Command::new(crate::bin())
-        .args(["chaos", "--runs", "2", "--seed", "1", "--out"])
+        .args(["chaos", "--seed", "1", "--out"])
         .arg(&out)
+        .args(runs)
         .args(extra)
         .status()
         .expect("run experiments chaos");
@@ -51,19 +60,85 @@ fn chaos_against_a_rail_without_fences_reports_violations_and_exits_1() {
 }
 
 #[test]
-fn replicas_and_docker_are_refused_with_a_reason() {
+fn chaos_against_a_lock_server_that_cuts_its_leases_short_fails_the_lock_rule() {
+    let (ok, r) = run_chaos(
+        "chaos-early-expiry",
+        &["--sabotage", "early-expiry", "--runs", "4"],
+    );
+    assert!(!ok, "a sabotaged chaos run must exit 1");
+    // The lock-level rule sees the second grant while the first holder's
+    // deadline was ahead, whether or not the fences saved the payment.
+    assert!(r.grant_overlaps > 0, "{:#?}", r.per_run);
+    assert!(r.per_run.iter().any(|run| {
+        run.check
+            .violations
+            .iter()
+            .any(|v| v.rule == bench_history::check::Rule::GrantOverlap)
+    }));
+    assert_eq!(r.config.sabotage.as_deref(), Some("early-expiry"));
+}
+
+#[test]
+fn replicas_without_postgres_and_docker_are_refused_with_a_reason() {
     for (args, why) in [
-        (&["--replicas", "3"][..], "--replicas 3"),
+        (&["--replicas", "3"][..], "--pg-url"),
         (&["--runtime", "docker"][..], "--runtime docker"),
         (&["--only-run", "5", "--runs", "2"][..], "--only-run 5"),
     ] {
         let out = Command::new(crate::bin())
             .arg("chaos")
             .args(args)
+            .env_remove("FENCEPOST_TEST_PG_URL")
             .output()
             .expect("run experiments chaos");
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(why), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn replicated_chaos_on_postgres_finds_no_violation_through_leader_faults() {
+    let url = match std::env::var("FENCEPOST_TEST_PG_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but FENCEPOST_TEST_PG_URL is not set: .ci/run must start PostgreSQL")
+        }
+        _ => {
+            eprintln!("skipping: set FENCEPOST_TEST_PG_URL (scripts/pg-test-cluster.sh start)");
+            return;
+        }
+    };
+    let out = crate::scratch("chaos-replicas");
+    // No --pg-dir: a PostgreSQL restart would cut the other tests' connections
+    // (.ci/run runs those after the suite).
+    let status = Command::new(crate::bin())
+        .args(["chaos", "--replicas", "3", "--runs", "3", "--seed", "2"])
+        .args(["--duration", "6s", "--pg-url", &url, "--out"])
+        .arg(&out)
+        .env_remove("FENCEPOST_PG_DIR")
+        .status()
+        .expect("run experiments chaos");
+    let json = std::fs::read(out.join("chaos.json")).expect("chaos.json written");
+    let r: ChaosResult = serde_json::from_slice(&json).expect("chaos.json parses");
+    assert!(status.success(), "{:#?}", r.per_run);
+    assert_eq!(r.runs, 3);
+    assert_eq!(r.violations(), 0, "{:#?}", r.per_run);
+    assert!(
+        !r.config.pg_restart,
+        "no --pg-dir, no restart: {:?}",
+        r.config
+    );
+    assert!(!r.faults.contains_key("postgres_restart"), "{:?}", r.faults);
+    let replica_faults: u64 = ["leader_kill9", "leader_sigstop", "standby_kill9"]
+        .iter()
+        .map(|k| r.faults.get(*k).copied().unwrap_or(0))
+        .sum();
+    assert!(
+        replica_faults >= 1,
+        "no replica fault applied: {:?}",
+        r.faults
+    );
+    assert!(r.operations_checked > 100, "{}", r.operations_checked);
+    let _ = std::fs::remove_dir_all(&out);
 }

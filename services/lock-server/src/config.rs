@@ -65,6 +65,11 @@ pub struct Args {
     #[arg(long, env = "LOCK_TTL_MAX", default_value = "10m")]
     pub ttl_max: String,
 
+    /// TEST ONLY: break safety on purpose, so a checker can show it catches
+    /// it. early-expiry ends every grant at half the lease it answers.
+    #[arg(long, value_enum)]
+    pub sabotage: Option<Sabotage>,
+
     /// lock.server.grace: a fixed grace for every grant. Without it grace is
     /// derived per grant: offset-max + 2 * drift-ppm * 1e-6 * lease + quantum.
     #[arg(long, env = "LOCK_SERVER_GRACE", conflicts_with_all = ["clock_offset_max", "clock_drift_ppm", "clock_quantum"])]
@@ -94,6 +99,13 @@ pub struct Args {
     /// last renewal. Ignored (single-node) on memory: and sqlite:.
     #[arg(long, env = "LOCK_LEADER_LEASE", default_value = "5s")]
     pub leader_lease: String,
+}
+
+/// `lock-server --sabotage`: a known way to break safety, for checkers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sabotage {
+    /// Every grant ends on the server at half the lease it was answered with.
+    EarlyExpiry,
 }
 
 /// A configuration value that was refused; the message names the key.
@@ -213,6 +225,7 @@ impl Args {
             ttl_min,
             ttl_max,
             grace,
+            early_expiry: self.sabotage == Some(Sabotage::EarlyExpiry),
         })
     }
 }

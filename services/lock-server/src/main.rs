@@ -26,6 +26,13 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    if limits.early_expiry {
+        tracing::warn!(
+            event = "sabotage",
+            mode = "early-expiry",
+            "SABOTAGE early-expiry: every grant ends at half the lease it answers; NOT SAFE, for checkers only"
+        );
+    }
     let listener = match lock_server::listen(args.listen) {
         Ok(l) => l,
         Err(e) => {

@@ -201,6 +201,7 @@ impl CellPlan {
             net_delay: self.conditions.net_delay,
             faults: self.conditions.faults(),
             rail_args: Vec::new(),
+            lock_args: Vec::new(),
         }
     }
 }

@@ -33,6 +33,8 @@ use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
 use crate::rail::RailClient;
 use bench_core::overhead::ProxyOverhead;
 
+mod replicas;
+
 /// The read timeout of the stack's own rail client (R6/R7 only; workers have their own).
 const DRIVER_RAIL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -137,11 +139,18 @@ pub enum StackError {
     /// the process runtime and the delay proxy (`--net-delay`).
     #[error("a lock-server restart needs --runtime process and the proxy in front of it")]
     RestartNeedsProxy,
+    /// A replica fault named a replica the stack does not have (or a stack
+    /// of another runtime): a bug in the fault schedule.
+    #[error("lock-server replica {replica} is not one of this stack's (process runtime only)")]
+    NoSuchReplica {
+        /// The index asked for.
+        replica: usize,
+    },
 }
 
 /// The leader lease of replicas the bench starts: short, so a cell whose
 /// predecessor's replicas were killed is served soon.
-const REPLICA_LEADER_LEASE: &str = "1s";
+pub const REPLICA_LEADER_LEASE: Duration = Duration::from_secs(1);
 
 /// How long a started lock-server may take to serve (`/readyz`).
 const READY_PATIENCE: Duration = Duration::from_secs(60);
@@ -192,6 +201,8 @@ pub struct StackSpec {
     pub faults: Vec<Fault>,
     /// Extra rail-stub arguments (the chaos experiment's `--sabotage`).
     pub rail_args: Vec<String>,
+    /// Extra lock-server arguments (process runtime; the chaos experiment's `--sabotage`).
+    pub lock_args: Vec<String>,
 }
 
 /// The services themselves, by runtime.
@@ -242,9 +253,17 @@ pub struct Stack {
     metrics_targets: Vec<(&'static str, String)>,
 }
 
-fn start_child(package: &str, args: Vec<String>, log: PathBuf) -> Result<ChildService, StackError> {
+fn start_child(
+    package: &str,
+    args: Vec<String>,
+    log: PathBuf,
+    listen: Option<SocketAddr>,
+) -> Result<ChildService, StackError> {
     let bin = fencepost_harness::binary(package, package)?;
-    Ok(ChildService::start(&bin, args, &log)?)
+    Ok(match listen {
+        Some(addr) => ChildService::start_on(&bin, args, &log, addr)?,
+        None => ChildService::start(&bin, args, &log)?,
+    })
 }
 
 /// Starts a child on a blocking thread (it waits for the `listening on` line).
@@ -255,19 +274,32 @@ pub async fn spawn_child(
     args: Vec<String>,
     log: PathBuf,
 ) -> Result<ChildService, StackError> {
-    tokio::task::spawn_blocking(move || start_child(package, args, log)).await?
+    tokio::task::spawn_blocking(move || start_child(package, args, log, None)).await?
+}
+
+/// [`spawn_child`] listening on `addr` (a replica restarted in its place).
+pub async fn spawn_child_on(
+    package: &'static str,
+    args: Vec<String>,
+    log: PathBuf,
+    addr: SocketAddr,
+) -> Result<ChildService, StackError> {
+    tokio::task::spawn_blocking(move || start_child(package, args, log, Some(addr))).await?
 }
 
 impl Stack {
     /// Starts the services of `spec`, with logs (and the embedded lock store) in `dir`.
     pub async fn start(spec: &StackSpec, dir: &Path) -> Result<Stack, StackError> {
         std::fs::create_dir_all(dir).map_err(StackError::Dir)?;
-        let lock_args = vec![
+        let lock_args: Vec<String> = [
             "--default-ttl".to_string(),
             fencepost_api::format_duration(spec.lease),
             "--session-ttl".into(),
             fencepost_api::format_duration(spec.session_ttl),
-        ];
+        ]
+        .into_iter()
+        .chain(spec.lock_args.iter().cloned())
+        .collect();
         let rail_args = vec![
             "--latency".to_string(),
             spec.rail_latency.to_string(),
@@ -300,7 +332,10 @@ impl Stack {
                 let mut args = vec!["--store".to_string(), store];
                 args.extend(lock_args);
                 if replicated {
-                    args.extend(["--leader-lease".to_string(), REPLICA_LEADER_LEASE.into()]);
+                    args.extend([
+                        "--leader-lease".to_string(),
+                        fencepost_api::format_duration(REPLICA_LEADER_LEASE),
+                    ]);
                 }
                 restart_args = args.clone();
                 let lock =
@@ -618,6 +653,7 @@ mod tests {
             net_delay: None,
             faults: Vec::new(),
             rail_args: Vec::new(),
+            lock_args: Vec::new(),
         }
     }
 

@@ -19,6 +19,12 @@ pub struct Limits {
     pub ttl_max: Duration,
     /// How grace is sized.
     pub grace: GracePolicy,
+    /// TEST (`--sabotage early-expiry`): every grant ends on the server at
+    /// half the lease it was answered with — the lease a client is promised
+    /// is cut short, so a successor is granted while the holder still
+    /// (rightly, by its conservative deadline) believes it holds. The
+    /// checker's lock-level rule must catch it. Never set in production.
+    pub early_expiry: bool,
 }
 
 impl Default for Limits {
@@ -30,6 +36,7 @@ impl Default for Limits {
             ttl_min: Duration::from_millis(100),
             ttl_max: Duration::from_secs(600),
             grace: GracePolicy::default(),
+            early_expiry: false,
         }
     }
 }

@@ -280,7 +280,11 @@ impl LockTable {
             self.evict_if_empty(key);
             return Err(session_unknown());
         }
-        let lease_end = started.saturating_add(plan.lease);
+        let lease_end = started.saturating_add(if self.limits.early_expiry {
+            plan.lease / 2
+        } else {
+            plan.lease
+        });
         let grant = Grant {
             token,
             session_id: session_id.to_string(),

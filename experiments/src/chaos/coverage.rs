@@ -1,0 +1,294 @@
+//! What a chaos run actually exercised, and the replicas' own account of
+//! their epochs. A safety rule that held proves little if the situation it
+//! guards never arose, so each run counts, from its history, its applied
+//! faults and its lock-server logs, how often each guarded situation
+//! occurred ([`Situation`]); `chaos.json` sums them as "in how many runs".
+//! The same logs give one more rule: **at most one replica took each
+//! epoch** ([`epoch_conflicts`]) — two takeovers of one epoch would be two
+//! replicas serving at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use bench_history::{Op, OpKind, Outcome};
+use serde::{Deserialize, Serialize};
+
+use super::drive::Applied;
+use super::schedule::FaultKind;
+
+/// A situation a safety rule guards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Situation {
+    /// A holder submitted after a newer grant of its key had been
+    /// acknowledged (the stale write fence 2 and rules 1–2 exist for).
+    StaleSubmitAfterNewerGrant,
+    /// A key was granted anew while its previous holder had not released
+    /// it: a takeover by expiry (rules 4 and 6).
+    TakeoverByExpiry,
+    /// A key granted before a lock-service fault (restart, freeze, leader
+    /// kill or freeze, PostgreSQL restart) was granted again after it
+    /// (rule 3: tokens keep rising across restarts and leaders).
+    RegrantAcrossLockFault,
+    /// A leader found itself deposed: it stepped down on a renewal or a
+    /// write the epoch refused (the replicas' logs).
+    DeposedLeaderSteppedDown,
+    /// Of those, a write the epoch fence refused.
+    DeposedLeaderWriteFenced,
+    /// A replica took over from another (takeovers after the run's first).
+    LeaderChange,
+}
+
+impl Situation {
+    /// Every situation, in `chaos.json`'s order.
+    pub const ALL: [Situation; 6] = [
+        Situation::StaleSubmitAfterNewerGrant,
+        Situation::TakeoverByExpiry,
+        Situation::RegrantAcrossLockFault,
+        Situation::DeposedLeaderSteppedDown,
+        Situation::DeposedLeaderWriteFenced,
+        Situation::LeaderChange,
+    ];
+
+    /// The name in `chaos.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Situation::StaleSubmitAfterNewerGrant => "stale_submit_after_newer_grant",
+            Situation::TakeoverByExpiry => "takeover_by_expiry",
+            Situation::RegrantAcrossLockFault => "regrant_across_lock_fault",
+            Situation::DeposedLeaderSteppedDown => "deposed_leader_stepped_down",
+            Situation::DeposedLeaderWriteFenced => "deposed_leader_write_fenced",
+            Situation::LeaderChange => "leader_change",
+        }
+    }
+}
+
+/// Occurrences per situation in one run (`chaos.json` keys by name).
+pub type Coverage = BTreeMap<String, u64>;
+
+/// The faults that hit the lock service itself.
+fn lock_fault(k: FaultKind) -> bool {
+    matches!(
+        k,
+        FaultKind::LockServerRestart
+            | FaultKind::LockServerSigstop
+            | FaultKind::LeaderKill9
+            | FaultKind::LeaderSigstop
+            | FaultKind::PostgresRestart
+    )
+}
+
+/// Counts the situations of one run from its operations and faults
+/// ([`from_logs`] adds the replicas' own).
+pub fn from_history(ops: &[Op], applied: &[Applied]) -> Coverage {
+    let mut n: HashMap<Situation, u64> = HashMap::new();
+    let mut by_payout: HashMap<&str, Vec<&Op>> = HashMap::new();
+    for op in ops {
+        if let Some(p) = op.payout.as_deref() {
+            by_payout.entry(p).or_default().push(op);
+        }
+    }
+    let faults: Vec<u64> = applied
+        .iter()
+        .filter(|a| lock_fault(a.kind))
+        .map(|a| a.from_ns)
+        .collect();
+    for ops in by_payout.values() {
+        let grants: Vec<(&Op, u64, u64)> = ops
+            .iter()
+            .filter(|o| o.kind == OpKind::Grant && o.is(Outcome::Ok))
+            .filter_map(|o| Some((*o, o.token?, o.ok_ns?)))
+            .collect();
+        for s in ops.iter().filter(|o| o.kind == OpKind::Submit) {
+            let Some(t) = s.token else { continue };
+            if grants.iter().any(|(_, t2, ok)| *t2 > t && *ok < s.inv_ns) {
+                *n.entry(Situation::StaleSubmitAfterNewerGrant).or_default() += 1;
+            }
+        }
+        for (g, t, _) in &grants {
+            // The grant just below this one, and whether its holder let go first.
+            let Some((prev, pt, _)) = grants
+                .iter()
+                .filter(|(_, t2, _)| t2 < t)
+                .max_by_key(|(_, t2, _)| *t2)
+            else {
+                continue;
+            };
+            let released = ops.iter().any(|o| {
+                o.kind == OpKind::Release
+                    && o.session == prev.session
+                    && o.token == Some(*pt)
+                    && o.inv_ns < g.inv_ns
+            });
+            if !released {
+                *n.entry(Situation::TakeoverByExpiry).or_default() += 1;
+            }
+        }
+        for f in &faults {
+            let before = grants.iter().any(|(_, _, ok)| ok < f);
+            let after = grants.iter().any(|(g, _, _)| g.inv_ns > *f);
+            if before && after {
+                *n.entry(Situation::RegrantAcrossLockFault).or_default() += 1;
+            }
+        }
+    }
+    n.into_iter()
+        .map(|(s, c)| (s.as_str().to_string(), c))
+        .collect()
+}
+
+/// One `leader_takeover` or `leader_step_down` line of a lock-server log.
+#[derive(Debug, Deserialize)]
+struct LogLine {
+    #[serde(default)]
+    fields: LogFields,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct LogFields {
+    event: Option<String>,
+    epoch: Option<u64>,
+    why: Option<String>,
+}
+
+/// The leadership events of every lock-server log in `dir`
+/// (`lock-server*.log`): (file, epoch) per takeover, and the step-downs'
+/// reasons. A log that cannot be read is skipped (the run's check does not
+/// rest on it; [`epoch_conflicts`] only ever finds more with more logs).
+fn leadership(dir: &Path) -> (Vec<(String, u64)>, Vec<String>) {
+    let mut takeovers = Vec::new();
+    let mut step_downs = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (takeovers, step_downs);
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("lock-server") && name.ends_with(".log")) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Ok(l) = serde_json::from_str::<LogLine>(line) else {
+                continue;
+            };
+            match (l.fields.event.as_deref(), l.fields.epoch) {
+                (Some("leader_takeover"), Some(epoch)) => takeovers.push((name.clone(), epoch)),
+                (Some("leader_step_down"), _) => step_downs.push(l.fields.why.unwrap_or_default()),
+                _ => {}
+            }
+        }
+    }
+    (takeovers, step_downs)
+}
+
+/// Adds the replicas' situations from their logs in `dir` to `c`.
+pub fn from_logs(c: &mut Coverage, dir: &Path) {
+    let (takeovers, step_downs) = leadership(dir);
+    let mut add = |s: Situation, k: u64| {
+        if k > 0 {
+            *c.entry(s.as_str().to_string()).or_default() += k;
+        }
+    };
+    add(
+        Situation::LeaderChange,
+        takeovers.len().saturating_sub(1) as u64,
+    );
+    add(Situation::DeposedLeaderSteppedDown, step_downs.len() as u64);
+    // StoreError::Fenced from a commit: "epoch N is over: …".
+    let fenced = step_downs.iter().filter(|w| w.contains("is over")).count();
+    add(Situation::DeposedLeaderWriteFenced, fenced as u64);
+}
+
+/// Epochs two takeovers claimed (at most one replica may take each).
+pub fn epoch_conflicts(dir: &Path) -> Vec<String> {
+    let (takeovers, _) = leadership(dir);
+    let mut by_epoch: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for (file, epoch) in takeovers {
+        by_epoch.entry(epoch).or_default().push(file);
+    }
+    by_epoch
+        .into_iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(epoch, files)| format!("epoch {epoch} was taken by {}", files.join(" and ")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(kind: OpKind, session: &str, token: u64, inv: u64, ok: u64) -> Op {
+        Op {
+            proc: session.into(),
+            id: inv,
+            kind,
+            session: session.into(),
+            payout: Some("p1".into()),
+            token: Some(token),
+            inv_ns: inv,
+            ok_ns: Some(ok),
+            outcome: Some(Outcome::Ok),
+            deadline_ns: None,
+            client_check: None,
+        }
+    }
+
+    #[test]
+    fn a_frozen_holder_taken_over_and_submitting_late_is_counted() {
+        let ops = vec![
+            op(OpKind::Grant, "a", 1, 0, 1),
+            // a froze; b took the key over without a release by a.
+            op(OpKind::Grant, "b", 2, 50, 51),
+            op(OpKind::Submit, "b", 2, 52, 53),
+            op(OpKind::Release, "b", 2, 54, 55),
+            op(OpKind::Submit, "a", 1, 80, 81),
+        ];
+        let applied = [Applied {
+            kind: FaultKind::LeaderKill9,
+            from_ns: 10,
+            to_ns: 20,
+            target: Some("r0".into()),
+        }];
+        let c = from_history(&ops, &applied);
+        assert_eq!(c["stale_submit_after_newer_grant"], 1, "{c:?}");
+        assert_eq!(c["takeover_by_expiry"], 1, "{c:?}");
+        assert_eq!(c["regrant_across_lock_fault"], 1, "{c:?}");
+    }
+
+    #[test]
+    fn a_release_before_the_next_grant_is_no_takeover() {
+        let ops = vec![
+            op(OpKind::Grant, "a", 1, 0, 1),
+            op(OpKind::Release, "a", 1, 5, 6),
+            op(OpKind::Grant, "b", 2, 7, 8),
+        ];
+        let c = from_history(&ops, &[]);
+        assert!(c.is_empty(), "{c:?}");
+    }
+
+    #[test]
+    fn two_takeovers_of_one_epoch_are_a_conflict() {
+        let dir = std::env::temp_dir().join(format!("fp-coverage-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = |epoch: u64| {
+            format!(
+                "{{\"fields\":{{\"event\":\"leader_takeover\",\"epoch\":{epoch}}}}}\n\
+                 {{\"fields\":{{\"event\":\"leader_step_down\",\"epoch\":{epoch},\"why\":\"epoch {epoch} is over: another replica leads\"}}}}\n"
+            )
+        };
+        std::fs::write(dir.join("lock-server.log"), line(1) + &line(2)).unwrap();
+        std::fs::write(dir.join("lock-server-1.log"), line(3)).unwrap();
+        assert!(epoch_conflicts(&dir).is_empty());
+        let mut c = Coverage::new();
+        from_logs(&mut c, &dir);
+        assert_eq!(c["leader_change"], 2);
+        assert_eq!(c["deposed_leader_write_fenced"], 3);
+        std::fs::write(dir.join("lock-server-2.log"), line(2)).unwrap();
+        let conflicts = epoch_conflicts(&dir);
+        assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+        assert!(conflicts[0].contains("epoch 2"), "{conflicts:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
