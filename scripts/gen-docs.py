@@ -526,6 +526,45 @@ def gen_chaos(here: Path) -> str:
     )
 
 
+def gen_chaos_replicas(here: Path) -> str:
+    """`experiments chaos --replicas 3` over PostgreSQL (data/chaos-replicas/)."""
+    c = read_run("chaos-replicas", "chaos.json")
+    m = read_run("chaos-replicas", "manifest.json")
+    cfg = c["config"]
+    counters = [
+        ("runs", c["runs"]), ("operations checked", c["operations_checked"]),
+        ("indeterminate (killed mid-operation)", c["indeterminate"]),
+        ("paid twice", c["paid_twice"]), ("stale paid", c["stale_paid"]),
+        ("token regressions", c["token_regressions"]),
+        ("history violations (rules 4–6)", c["history_violations"]),
+        ("of which grants overlapping in the lock's time (rule 6)", c.get("grant_overlaps", 0)),
+        ("epochs taken by two replicas", c.get("epoch_conflicts", 0)),
+        ("trigger-4 events (fence-outs of believed-held submits)", c["trigger4_events"]),
+        ("fence refusals (ledger)", c["fenced_out"]), ("payouts paid", c["paid"]),
+        ("overlapping fault pairs", c["overlaps"]),
+    ]
+    faults = sorted(c["faults"].items())
+    cov = sorted(c.get("coverage", {}).items())
+    runs = c["runs"]
+    return (
+        table(["counter", "value"], [[k, f(v, 0)] for k, v in counters], ["l", "r"])
+        + "\n\n"
+        + table(["fault", "applied"], [[f"`{k}`", str(v)] for k, v in faults], ["l", "r"])
+        + "\n\n"
+        + table(
+            ["guarded situation", f"runs with it (of {runs})", "occurrences"],
+            [[f"`{k}`", str(v["runs"]), f(v["occurrences"], 0)] for k, v in cov],
+            ["l", "r", "r"],
+        )
+        + f"\n\n`--replicas {cfg['replicas']} --runs {cfg['runs']} --seed {cfg['seed']}`, leader lease "
+        f"{cfg['leader_lease_ms']} ms, PostgreSQL restarts {'drawn' if cfg.get('pg_restart') else 'not drawn'}, "
+        f"lease {cfg['ttl_ms']} ms, {cfg['workers']} worker processes, {cfg['duration_ms']} ms per run, "
+        f"{f(c['elapsed_s'], 0)} s in all, {m['versions']['profile']} build. Source: "
+        + ", ".join(link(here, f"data/chaos-replicas/{n}") for n in ("chaos.json", "manifest.json"))
+        + " (written by `experiments chaos`)."
+    )
+
+
 def gen_failover(here: Path) -> str:
     fo = read_json("failover/failover.json")
     rows = []
@@ -692,6 +731,7 @@ GENERATORS = {
     "clock": gen_clock,
     "throttle": gen_throttle,
     "chaos": gen_chaos,
+    "chaos-replicas": gen_chaos_replicas,
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,
     "toolchain": gen_toolchain,

@@ -299,7 +299,8 @@ pub struct ChaosArgs {
     pub pg_dir: Option<PathBuf>,
 
     /// TEST: `no-fences` starts every rail-stub with both fences off,
-    /// `early-expiry` every lock-server cutting its leases in half; the checker must then fail.
+    /// `early-expiry` every lock-server cutting its leases in half,
+    /// `skip-epoch-fence` every replica writing without the epoch fence; the checker must then fail.
     #[arg(long, value_enum)]
     pub sabotage: Option<SabotageMode>,
 
@@ -346,6 +347,9 @@ pub enum SabotageMode {
     /// Every grant ends on the lock-server at half the lease it answers
     /// (`lock-server --sabotage early-expiry`): the lock-level rule must fire.
     EarlyExpiry,
+    /// Replicas write without the epoch fence after a takeover
+    /// (`lock-server --sabotage skip-epoch-fence`; needs --replicas above 1).
+    SkipEpochFence,
 }
 
 /// `experiments worker` (internal): one `bench_driver::worker::Worker` in this process.

@@ -71,6 +71,11 @@ pub enum ChaosError {
     /// The output directory could not be made or written; [`RunDirError`] says what to do.
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// `--sabotage skip-epoch-fence` on one lock-server, which has no epoch: add `--replicas 3`.
+    #[error(
+        "--sabotage skip-epoch-fence breaks the replicas' epoch fence: add --replicas 3 (and --pg-url)"
+    )]
+    FenceSabotageNeedsReplicas,
     /// A replicated run's fresh schema could not be made; the error names the URL.
     #[error(transparent)]
     Schema(#[from] crate::failover::FailoverError),
@@ -196,7 +201,9 @@ async fn one_run(
         replicas: cfg.replicas,
     });
     match cfg.sabotage.as_deref() {
-        Some(s @ "early-expiry") => spec.lock_args = vec!["--sabotage".into(), s.into()],
+        Some(s @ ("early-expiry" | "skip-epoch-fence")) => {
+            spec.lock_args = vec!["--sabotage".into(), s.into()]
+        }
         Some(s) => spec.rail_args = vec!["--sabotage".into(), s.into()],
         None => {}
     }
@@ -269,6 +276,9 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
     if args.runtime == ChaosRuntime::Docker {
         return Err(ChaosError::DockerRuntime);
     }
+    if args.sabotage == Some(SabotageMode::SkipEpochFence) && args.replicas < 2 {
+        return Err(ChaosError::FenceSabotageNeedsReplicas);
+    }
     if args.replicas > 1 && args.pg_url.is_none() {
         return Err(ChaosError::ReplicasNeedPostgres {
             replicas: args.replicas,
@@ -292,6 +302,7 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
     if let Some(s) = &cfg.sabotage {
         let what = match s.as_str() {
             "early-expiry" => "every lock-server ends its grants at half the lease it answers",
+            "skip-epoch-fence" => "every replica writes without the epoch fence after a takeover",
             _ => "every rail-stub runs with both fences off",
         };
         println!("SABOTAGE {s}: {what}; the checker must report violations");
@@ -381,6 +392,7 @@ impl SabotageMode {
         match self {
             SabotageMode::NoFences => "no-fences",
             SabotageMode::EarlyExpiry => "early-expiry",
+            SabotageMode::SkipEpochFence => "skip-epoch-fence",
         }
     }
 }

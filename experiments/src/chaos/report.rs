@@ -103,7 +103,7 @@ pub fn report_section(r: &ChaosResult) -> String {
         .sabotage
         .as_deref()
         .map(|s| {
-            let who = if s == "early-expiry" {
+            let who = if s != "no-fences" {
                 "lock-server"
             } else {
                 "rail-stub"

@@ -265,7 +265,7 @@ fn run_case(p: &SimParams, c: &Case, grace: Duration) -> CaseOutcome {
         ttl_min: Duration::from_millis(1),
         ttl_max: Duration::from_secs(86_400),
         grace: GracePolicy::Fixed(grace),
-        early_expiry: false,
+        sabotage: None,
     };
     // ---- server: the lock table on its own fake clock --------------------
     let server_clock = FakeClock::new(MonoTime::ZERO);

@@ -10,6 +10,7 @@ use fencepost_api::duration::parse_duration;
 use fencepost_api::grace::{GraceParams, GracePolicy};
 
 use crate::core::Limits;
+pub use crate::core::Sabotage;
 
 /// lock-server: sessions, leases and fencing tokens over SQLite or PostgreSQL (fencepost C1).
 ///
@@ -66,7 +67,8 @@ pub struct Args {
     pub ttl_max: String,
 
     /// TEST ONLY: break safety on purpose, so a checker can show it catches
-    /// it. early-expiry ends every grant at half the lease it answers.
+    /// it. early-expiry ends every grant at half the lease it answers;
+    /// skip-epoch-fence writes without the epoch fence after a takeover.
     #[arg(long, value_enum)]
     pub sabotage: Option<Sabotage>,
 
@@ -99,13 +101,6 @@ pub struct Args {
     /// last renewal. Ignored (single-node) on memory: and sqlite:.
     #[arg(long, env = "LOCK_LEADER_LEASE", default_value = "5s")]
     pub leader_lease: String,
-}
-
-/// `lock-server --sabotage`: a known way to break safety, for checkers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Sabotage {
-    /// Every grant ends on the server at half the lease it was answered with.
-    EarlyExpiry,
 }
 
 /// A configuration value that was refused; the message names the key.
@@ -225,7 +220,7 @@ impl Args {
             ttl_min,
             ttl_max,
             grace,
-            early_expiry: self.sabotage == Some(Sabotage::EarlyExpiry),
+            sabotage: self.sabotage,
         })
     }
 }

@@ -26,11 +26,12 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if limits.early_expiry {
+    if let Some(s) = limits.sabotage {
         tracing::warn!(
             event = "sabotage",
-            mode = "early-expiry",
-            "SABOTAGE early-expiry: every grant ends at half the lease it answers; NOT SAFE, for checkers only"
+            mode = s.as_str(),
+            "SABOTAGE {}: safety is broken on purpose; NOT SAFE, for checkers only",
+            s.as_str()
         );
     }
     let listener = match lock_server::listen(args.listen) {

@@ -19,12 +19,33 @@ pub struct Limits {
     pub ttl_max: Duration,
     /// How grace is sized.
     pub grace: GracePolicy,
-    /// TEST (`--sabotage early-expiry`): every grant ends on the server at
-    /// half the lease it was answered with — the lease a client is promised
-    /// is cut short, so a successor is granted while the holder still
-    /// (rightly, by its conservative deadline) believes it holds. The
-    /// checker's lock-level rule must catch it. Never set in production.
-    pub early_expiry: bool,
+    /// TEST (`--sabotage`): a known way to break safety, for checkers to
+    /// show they catch it. Never set in production.
+    pub sabotage: Option<Sabotage>,
+}
+
+/// `lock-server --sabotage`: a known way to break safety, on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sabotage {
+    /// Every grant ends on the server at half the lease it was answered
+    /// with: the lease a client is promised is cut short, so a successor is
+    /// granted while the holder still (rightly, by its conservative
+    /// deadline) believes it holds.
+    EarlyExpiry,
+    /// A replica that takes over writes without the epoch fence
+    /// (PostgreSQL): a deposed leader's in-flight writes commit after a
+    /// successor took over.
+    SkipEpochFence,
+}
+
+impl Sabotage {
+    /// As the flag spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sabotage::EarlyExpiry => "early-expiry",
+            Sabotage::SkipEpochFence => "skip-epoch-fence",
+        }
+    }
 }
 
 impl Default for Limits {
@@ -36,7 +57,7 @@ impl Default for Limits {
             ttl_min: Duration::from_millis(100),
             ttl_max: Duration::from_secs(600),
             grace: GracePolicy::default(),
-            early_expiry: false,
+            sabotage: None,
         }
     }
 }

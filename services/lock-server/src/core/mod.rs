@@ -41,6 +41,6 @@ mod table;
 
 pub use error::CoreError;
 pub use expiry::{Swept, TableSizes};
-pub use limits::{Caps, Limits};
+pub use limits::{Caps, Limits, Sabotage};
 pub use model::{AcquirePlan, Grant, KeyEntry, Session, SessionStatus};
 pub use table::{LockTable, ceil_ms};

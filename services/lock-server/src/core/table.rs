@@ -12,7 +12,7 @@ use fencepost_api::clock::MonoTime;
 use fencepost_api::lock::{LockErrorCode, LockInfo, LockState};
 
 use super::error::{CoreError, lock_held, lock_unknown, lost, session_expired, session_unknown};
-use super::limits::{Caps, Limits};
+use super::limits::{Caps, Limits, Sabotage};
 use super::model::{AcquirePlan, Grant, KeyEntry, Session, SessionStatus};
 
 /// The whole in-memory state of a serving lock-server.
@@ -280,11 +280,12 @@ impl LockTable {
             self.evict_if_empty(key);
             return Err(session_unknown());
         }
-        let lease_end = started.saturating_add(if self.limits.early_expiry {
-            plan.lease / 2
-        } else {
-            plan.lease
-        });
+        let lease_end =
+            started.saturating_add(if self.limits.sabotage == Some(Sabotage::EarlyExpiry) {
+                plan.lease / 2
+            } else {
+                plan.lease
+            });
         let grant = Grant {
             token,
             session_id: session_id.to_string(),

@@ -63,9 +63,16 @@ impl LockService {
     /// Became the leader of `epoch`: fence writes with it, load the store,
     /// restart every lease and TTL from now, then serve.
     async fn take_over(self: &Arc<Self>, cfg: &LeaderConfig, epoch: u64, send: MonoTime) {
-        self.store().set_fence(Fence::Leader {
-            epoch,
-            idle_limit: cfg.idle_limit(),
+        let sabotaged =
+            self.table().limits().sabotage == Some(crate::core::Sabotage::SkipEpochFence);
+        self.store().set_fence(if sabotaged {
+            // TEST (`--sabotage skip-epoch-fence`): writes as if single-node.
+            Fence::Unfenced
+        } else {
+            Fence::Leader {
+                epoch,
+                idle_limit: cfg.idle_limit(),
+            }
         });
         let snapshot = match self.store().load_live().await {
             Ok(s) => s,

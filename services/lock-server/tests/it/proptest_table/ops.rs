@@ -20,7 +20,7 @@ pub(super) fn limits() -> Limits {
         ttl_min: Duration::from_millis(100),
         ttl_max: Duration::from_millis(5_000),
         grace: GracePolicy::default(),
-        early_expiry: false,
+        sabotage: None,
     }
 }
 
