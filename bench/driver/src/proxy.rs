@@ -24,7 +24,12 @@
 //! loopback in practice) and a lost one blackholes its connection: nothing
 //! more is forwarded either way, so the client sees a timeout, as it would
 //! from a packet that never arrives, and the upstream can be moved (a restarted
-//! lock-server on a new port) for the connections opened afterwards.
+//! lock-server on a new port) for the connections opened afterwards. A *cut*
+//! holds every chunk, both ways, on every connection, until it is lifted (a
+//! partition that heals before TCP gives up: what was sent arrives late, in
+//! order); new connections are accepted but carry nothing meanwhile. The
+//! replicated chaos runs put one proxy in front of each replica's PostgreSQL
+//! and cut or delay the leader's.
 //!
 //! [`measure_overhead`] is the zero-delay baseline: heartbeats sent directly
 //! and through a zero-delay proxy, interleaved, so the proxy's own cost is
@@ -76,6 +81,8 @@ pub struct ProxyControl {
     loss_ppm: AtomicU32,
     /// Draws the losses (seeded, apart from the latency samples).
     loss_rng: Mutex<ChaCha8Rng>,
+    /// True while the proxy is cut; every writer waits for it to be false.
+    cut: tokio::sync::watch::Sender<bool>,
 }
 
 impl ProxyControl {
@@ -85,7 +92,14 @@ impl ProxyControl {
             spike: Mutex::new(None),
             loss_ppm: AtomicU32::new(0),
             loss_rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed ^ 0x1055)),
+            cut: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Cuts (`true`) or heals (`false`) every connection, both ways: while
+    /// cut, nothing is forwarded; what was held goes on in order once healed.
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.send_replace(cut);
     }
 
     /// Where new connections are forwarded to.
@@ -281,13 +295,16 @@ async fn pipe<S>(
     let schedule = Arc::new(Mutex::new(exchanges));
     // Set once a request is lost: the connection forwards nothing more.
     let lost = Arc::new(AtomicBool::new(false));
+    let cut = control.cut.subscribe();
     let request = Link {
         control: Some(control),
         lost: lost.clone(),
+        cut: cut.clone(),
     };
     let reply = Link {
         control: None,
         lost,
+        cut,
     };
     tokio::join!(
         one_way(c_read, s_write, Leg::Request, schedule.clone(), request),
@@ -301,6 +318,8 @@ struct Link {
     control: Option<Arc<ProxyControl>>,
     /// The connection's blackhole flag.
     lost: Arc<AtomicBool>,
+    /// The proxy's cut ([`ProxyControl::set_cut`]).
+    cut: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Reads `from`, stamps each chunk with its due time, writes it to `to` when due.
@@ -315,6 +334,7 @@ async fn one_way<S>(
 {
     // Chunks with their due time; the writer waits until each is due.
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let mut cut = link.cut.clone();
     let reader = async move {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -346,6 +366,8 @@ async fn one_way<S>(
             if due > Instant::now() {
                 tokio::time::sleep_until(due).await;
             }
+            // Held while the proxy is cut (a closed sender: never cut again).
+            let _ = cut.wait_for(|c| !*c).await;
             if to.write_all(&bytes).await.is_err() {
                 break;
             }

@@ -115,3 +115,42 @@ async fn a_spike_delays_exchanges_until_lifted_and_a_loss_blackholes_the_connect
         "a blackholed connection stays silent"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_holds_every_byte_until_it_heals_and_then_delivers_them_in_order() {
+    let (upstream, mut seen) = pong_server().await;
+    let proxy = DelayProxy::start(upstream, "fixed:0ms".parse().unwrap(), 1)
+        .await
+        .unwrap();
+    let control = proxy.control();
+    let mut client = TcpStream::connect(proxy.addr()).await.unwrap();
+    client.set_nodelay(true).unwrap();
+    assert!(
+        exchange(&mut client, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
+    let _ = seen.recv().await;
+    control.set_cut(true);
+    // Cut: the request never reaches the upstream, so no reply comes.
+    client.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    let held = tokio::time::timeout(Duration::from_millis(300), client.read_exact(&mut buf)).await;
+    assert!(held.is_err(), "a reply crossed the cut");
+    assert!(
+        seen.try_recv().is_err(),
+        "the upstream read a request through the cut"
+    );
+    // Healed: the held request goes on, and its reply comes back.
+    control.set_cut(false);
+    tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut buf))
+        .await
+        .expect("the held exchange completes once healed")
+        .unwrap();
+    assert_eq!(&buf, b"pong");
+    assert!(
+        exchange(&mut client, Duration::from_secs(10))
+            .await
+            .is_some()
+    );
+}

@@ -27,7 +27,7 @@ pub enum Situation {
     /// it: a takeover by expiry (rules 4 and 6).
     TakeoverByExpiry,
     /// A key granted before a lock-service fault (restart, freeze, leader
-    /// kill or freeze, PostgreSQL restart) was granted again after it
+    /// kill, freeze, database cut or delay, PostgreSQL restart) was granted again after it
     /// (rule 3: tokens keep rising across restarts and leaders).
     RegrantAcrossLockFault,
     /// A leader found itself deposed: it stepped down on a renewal or a
@@ -74,6 +74,8 @@ fn lock_fault(k: FaultKind) -> bool {
             | FaultKind::LockServerSigstop
             | FaultKind::LeaderKill9
             | FaultKind::LeaderSigstop
+            | FaultKind::LeaderDbCut
+            | FaultKind::LeaderDbDelay
             | FaultKind::PostgresRestart
     )
 }

@@ -255,15 +255,25 @@ impl ChaosDrive {
                     c.set_loss(f.loss.unwrap_or(0.0));
                 }
             }
-            FaultKind::LeaderKill9 | FaultKind::LeaderSigstop => {
+            FaultKind::LeaderKill9
+            | FaultKind::LeaderSigstop
+            | FaultKind::LeaderDbCut
+            | FaultKind::LeaderDbDelay => {
                 let Some(l) = self.leader(run).await else {
                     // No replica led for LEADER_WAIT: nothing to hit, not counted.
                     return Ok(());
                 };
-                let done = if f.kind == FaultKind::LeaderKill9 {
-                    run.stack.kill_replica(l)
-                } else {
-                    run.stack.pause_replica(l)
+                let db = run.stack.replica_db(l);
+                let done = match f.kind {
+                    FaultKind::LeaderKill9 => run.stack.kill_replica(l),
+                    FaultKind::LeaderSigstop => run.stack.pause_replica(l),
+                    FaultKind::LeaderDbCut => db.map(|c| c.set_cut(true)).is_some(),
+                    _ => db
+                        .map(|c| {
+                            let d = Duration::from_millis(f.delay_ms.unwrap_or(0));
+                            c.set_spike(Some(LatencySpec::Fixed(d)))
+                        })
+                        .is_some(),
                 };
                 if !done {
                     return Ok(());
@@ -351,6 +361,16 @@ impl ChaosDrive {
                     run.stack.resume_replica(r);
                 }
             }
+            FaultKind::LeaderDbCut => {
+                if let Some(c) = hit.and_then(|r| run.stack.replica_db(r)) {
+                    c.set_cut(false);
+                }
+            }
+            FaultKind::LeaderDbDelay => {
+                if let Some(c) = hit.and_then(|r| run.stack.replica_db(r)) {
+                    c.set_spike(None);
+                }
+            }
             FaultKind::LeaderKill9 | FaultKind::StandbyKill9 => {
                 if let Some(r) = hit {
                     run.stack
@@ -388,6 +408,12 @@ impl ChaosDrive {
         if let Some(c) = run.stack.proxy_control() {
             c.set_spike(None);
             c.set_loss(0.0);
+        }
+        for r in 0..run.stack.replica_urls().len() {
+            if let Some(c) = run.stack.replica_db(r) {
+                c.set_cut(false);
+                c.set_spike(None);
+            }
         }
         failed
     }

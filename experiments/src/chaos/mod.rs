@@ -200,6 +200,7 @@ async fn one_run(
         store,
         replicas: cfg.replicas,
     });
+    spec.db_relays = cfg.replicated();
     match cfg.sabotage.as_deref() {
         Some(s @ ("early-expiry" | "skip-epoch-fence")) => {
             spec.lock_args = vec!["--sabotage".into(), s.into()]

@@ -45,6 +45,13 @@ pub enum FaultKind {
     /// Replicas: PostgreSQL restarted in immediate mode (a crash: no
     /// checkpoint, every connection cut), with `--pg-dir`.
     PostgresRestart,
+    /// Replicas: the leader cut off from PostgreSQL (its relay holds every
+    /// byte) while its clients still reach it, for longer than the leader
+    /// lease; healed, what it had sent arrives late.
+    LeaderDbCut,
+    /// Replicas: every exchange on the leader's PostgreSQL connections
+    /// delayed by `delay_ms` (a round trip), up to 3 leader leases.
+    LeaderDbDelay,
 }
 
 impl FaultKind {
@@ -63,7 +70,7 @@ impl FaultKind {
     /// Every kind a replicated run (`--replicas N` on PostgreSQL) draws
     /// from: the worker faults and the replicas' own; no proxy, so no delay
     /// or loss spikes (the proxy fronts one lock-server).
-    pub const REPLICATED: [FaultKind; 8] = [
+    pub const REPLICATED: [FaultKind; 10] = [
         FaultKind::WorkerFreezeInCs,
         FaultKind::WorkerFreezeOutsideCs,
         FaultKind::WorkerSigstop,
@@ -72,6 +79,8 @@ impl FaultKind {
         FaultKind::LeaderSigstop,
         FaultKind::StandbyKill9,
         FaultKind::PostgresRestart,
+        FaultKind::LeaderDbCut,
+        FaultKind::LeaderDbDelay,
     ];
 
     /// The name in `chaos.json` and the tables.
@@ -89,6 +98,8 @@ impl FaultKind {
             FaultKind::LeaderSigstop => "leader_sigstop",
             FaultKind::StandbyKill9 => "standby_kill9",
             FaultKind::PostgresRestart => "postgres_restart",
+            FaultKind::LeaderDbCut => "leader_db_cut",
+            FaultKind::LeaderDbDelay => "leader_db_delay",
         }
     }
 
@@ -264,10 +275,15 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
                 f.for_ms = span(&mut rng, 1.0, 4.0);
                 f.worker = Some(rng.random_range(0..p.replicas.saturating_sub(1).max(1)));
             }
-            FaultKind::PostgresRestart => {}
+            FaultKind::PostgresRestart | FaultKind::LeaderDbCut => {}
+            FaultKind::LeaderDbDelay => {
+                let lease = p.leader_lease_ms as f64;
+                f.for_ms = (lease * rng.random_range(1.0..=2.0f64)).round() as u64;
+                f.delay_ms = Some((lease * rng.random_range(0.1..=3.0f64)).round() as u64);
+            }
         }
         f.for_ms = f.for_ms.min(horizon.saturating_sub(f.at_ms));
-        if kind == FaultKind::LeaderSigstop {
+        if matches!(kind, FaultKind::LeaderSigstop | FaultKind::LeaderDbCut) {
             // Longer than the leader lease, whatever the window: a standby
             // must take over while this one is frozen.
             let lease = p.leader_lease_ms as f64;
@@ -406,7 +422,10 @@ mod tests {
             for f in draw(i, 1 + u64::from(i), &p).faults {
                 *seen.entry(f.kind).or_insert(0u32) += 1;
                 match f.kind {
-                    FaultKind::LeaderSigstop => assert!(f.for_ms > p.leader_lease_ms, "{f:?}"),
+                    FaultKind::LeaderSigstop | FaultKind::LeaderDbCut => {
+                        assert!(f.for_ms > p.leader_lease_ms, "{f:?}")
+                    }
+                    FaultKind::LeaderDbDelay => assert!(f.delay_ms.is_some(), "{f:?}"),
                     FaultKind::StandbyKill9 => assert!(f.worker.is_some_and(|w| w < 2), "{f:?}"),
                     FaultKind::DelaySpike | FaultKind::LossSpike => panic!("no proxy: {f:?}"),
                     _ => {}
@@ -414,7 +433,7 @@ mod tests {
             }
         }
         for k in FaultKind::REPLICATED {
-            // 200 runs of 1-3 extra faults over 8 kinds: each about 50 times.
+            // 200 runs of 1-3 extra faults over 10 kinds: each about 40 times.
             assert!(seen.get(&k).copied().unwrap_or(0) >= 20, "{k:?}: {seen:?}");
         }
     }

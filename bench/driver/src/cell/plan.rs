@@ -202,6 +202,7 @@ impl CellPlan {
             faults: self.conditions.faults(),
             rail_args: Vec::new(),
             lock_args: Vec::new(),
+            db_relays: false,
         }
     }
 }

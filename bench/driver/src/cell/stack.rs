@@ -139,6 +139,9 @@ pub enum StackError {
     /// the process runtime and the delay proxy (`--net-delay`).
     #[error("a lock-server restart needs --runtime process and the proxy in front of it")]
     RestartNeedsProxy,
+    /// A replica's PostgreSQL relay could not listen on loopback.
+    #[error("the PostgreSQL relay of a lock-server replica could not listen on 127.0.0.1: {0}")]
+    Relay(std::io::Error),
     /// A replica fault named a replica the stack does not have (or a stack
     /// of another runtime): a bug in the fault schedule.
     #[error("lock-server replica {replica} is not one of this stack's (process runtime only)")]
@@ -203,6 +206,9 @@ pub struct StackSpec {
     pub rail_args: Vec<String>,
     /// Extra lock-server arguments (process runtime; the chaos experiment's `--sabotage`).
     pub lock_args: Vec<String>,
+    /// Replicas (process runtime, PostgreSQL): each reaches PostgreSQL
+    /// through a delay proxy of its own, which faults can cut or delay.
+    pub db_relays: bool,
 }
 
 /// The services themselves, by runtime.
@@ -248,6 +254,10 @@ pub struct Stack {
     lock_args: Vec<String>,
     /// Lock-server restarts so far (each logs to its own file).
     lock_restarts: u32,
+    /// Per replica, its arguments (its own store URL when it has a relay).
+    replica_args: Vec<Vec<String>>,
+    /// Per replica, the delay proxy in front of its PostgreSQL (`db_relays`).
+    db_relays: Vec<DelayProxy>,
     /// The services' own addresses (never the proxy's), by Prometheus job:
     /// `--metrics-listen`'s discovery answer.
     metrics_targets: Vec<(&'static str, String)>,
@@ -314,6 +324,7 @@ impl Stack {
         .chain(spec.rail_args.iter().cloned())
         .collect::<Vec<_>>();
         let mut restart_args = Vec::new();
+        let (mut db_relays, mut replica_args) = (Vec::new(), Vec::new());
         let (services, lock_url, rail_url) = match &spec.runtime {
             Runtime::Process { store, replicas } => {
                 let store = store
@@ -338,13 +349,11 @@ impl Stack {
                     ]);
                 }
                 restart_args = args.clone();
-                let lock =
-                    spawn_child("lock-server", args.clone(), dir.join("lock-server.log")).await?;
-                let mut standbys = Vec::new();
-                for i in 1..*replicas {
-                    let log = dir.join(format!("lock-server-{i}.log"));
-                    standbys.push(spawn_child("lock-server", args.clone(), log).await?);
-                }
+                let relays = replicated && spec.db_relays;
+                let spawned = replicas::spawn(&args, *replicas, relays, spec.seed, dir).await?;
+                let (lock, standbys) = (spawned.lock, spawned.standbys);
+                db_relays = spawned.relays;
+                replica_args = spawned.args;
                 let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
                 let lock_urls: Vec<String> = std::iter::once(lock.url())
                     .chain(standbys.iter().map(|s| s.url()))
@@ -434,6 +443,8 @@ impl Stack {
             backend,
             dir: dir.to_path_buf(),
             lock_args: restart_args,
+            replica_args,
+            db_relays,
             lock_restarts: 0,
             metrics_targets,
         };
@@ -654,6 +665,7 @@ mod tests {
             faults: Vec::new(),
             rail_args: Vec::new(),
             lock_args: Vec::new(),
+            db_relays: false,
         }
     }
 

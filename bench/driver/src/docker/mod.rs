@@ -30,7 +30,7 @@
 
 mod api_shim;
 mod error;
-mod pg_relay;
+pub(crate) mod pg_relay;
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -13,7 +13,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::error::DockerError;
 
 /// The `host:port` of a `postgres://[user[:pass]@]host[:port][/db][?opts]` URL, resolved by the bench.
-pub(super) async fn pg_addr(url: &str) -> Result<SocketAddr, DockerError> {
+pub(crate) async fn pg_addr(url: &str) -> Result<SocketAddr, DockerError> {
     let (_, authority, _) = split_pg_url(url)?;
     let hostport = authority
         .rsplit_once('@')
