@@ -33,7 +33,7 @@ pub enum Situation {
     /// A leader found itself deposed: it stepped down on a renewal or a
     /// write the epoch refused (the replicas' logs).
     DeposedLeaderSteppedDown,
-    /// Of those, a write the epoch fence refused.
+    /// A write the epoch fence refused (a deposed leader's late write).
     DeposedLeaderWriteFenced,
     /// A replica took over from another (takeovers after the run's first).
     LeaderChange,
@@ -150,18 +150,27 @@ struct LogLine {
 struct LogFields {
     event: Option<String>,
     epoch: Option<u64>,
-    why: Option<String>,
 }
 
 /// The leadership events of every lock-server log in `dir`
-/// (`lock-server*.log`): (file, epoch) per takeover, and the step-downs'
-/// reasons. A log that cannot be read is skipped (the run's check does not
-/// rest on it; [`epoch_conflicts`] only ever finds more with more logs).
-fn leadership(dir: &Path) -> (Vec<(String, u64)>, Vec<String>) {
-    let mut takeovers = Vec::new();
-    let mut step_downs = Vec::new();
+/// (`lock-server*.log`).
+#[derive(Default)]
+struct Leadership {
+    /// (file, epoch) per `leader_takeover`.
+    takeovers: Vec<(String, u64)>,
+    /// `leader_step_down` lines.
+    step_downs: u64,
+    /// `write_fenced` lines: writes the epoch fence refused.
+    fenced_writes: u64,
+}
+
+/// Reads [`Leadership`] from `dir`. A log that cannot be read is skipped (the
+/// run's check does not rest on it; [`epoch_conflicts`] only ever finds more
+/// with more logs).
+fn leadership(dir: &Path) -> Leadership {
+    let mut out = Leadership::default();
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return (takeovers, step_downs);
+        return out;
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -176,18 +185,19 @@ fn leadership(dir: &Path) -> (Vec<(String, u64)>, Vec<String>) {
                 continue;
             };
             match (l.fields.event.as_deref(), l.fields.epoch) {
-                (Some("leader_takeover"), Some(epoch)) => takeovers.push((name.clone(), epoch)),
-                (Some("leader_step_down"), _) => step_downs.push(l.fields.why.unwrap_or_default()),
+                (Some("leader_takeover"), Some(epoch)) => out.takeovers.push((name.clone(), epoch)),
+                (Some("leader_step_down"), _) => out.step_downs += 1,
+                (Some("write_fenced"), _) => out.fenced_writes += 1,
                 _ => {}
             }
         }
     }
-    (takeovers, step_downs)
+    out
 }
 
 /// Adds the replicas' situations from their logs in `dir` to `c`.
 pub fn from_logs(c: &mut Coverage, dir: &Path) {
-    let (takeovers, step_downs) = leadership(dir);
+    let l = leadership(dir);
     let mut add = |s: Situation, k: u64| {
         if k > 0 {
             *c.entry(s.as_str().to_string()).or_default() += k;
@@ -195,17 +205,15 @@ pub fn from_logs(c: &mut Coverage, dir: &Path) {
     };
     add(
         Situation::LeaderChange,
-        takeovers.len().saturating_sub(1) as u64,
+        l.takeovers.len().saturating_sub(1) as u64,
     );
-    add(Situation::DeposedLeaderSteppedDown, step_downs.len() as u64);
-    // StoreError::Fenced from a commit: "epoch N is over: …".
-    let fenced = step_downs.iter().filter(|w| w.contains("is over")).count();
-    add(Situation::DeposedLeaderWriteFenced, fenced as u64);
+    add(Situation::DeposedLeaderSteppedDown, l.step_downs);
+    add(Situation::DeposedLeaderWriteFenced, l.fenced_writes);
 }
 
 /// Epochs two takeovers claimed (at most one replica may take each).
 pub fn epoch_conflicts(dir: &Path) -> Vec<String> {
-    let (takeovers, _) = leadership(dir);
+    let takeovers = leadership(dir).takeovers;
     let mut by_epoch: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for (file, epoch) in takeovers {
         by_epoch.entry(epoch).or_default().push(file);
@@ -277,6 +285,7 @@ mod tests {
         let line = |epoch: u64| {
             format!(
                 "{{\"fields\":{{\"event\":\"leader_takeover\",\"epoch\":{epoch}}}}}\n\
+                 {{\"fields\":{{\"event\":\"write_fenced\",\"epoch\":{epoch},\"why\":\"epoch {epoch} is over\"}}}}\n\
                  {{\"fields\":{{\"event\":\"leader_step_down\",\"epoch\":{epoch},\"why\":\"epoch {epoch} is over: another replica leads\"}}}}\n"
             )
         };

@@ -220,10 +220,14 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
         // Steered: every replicated run changes leader at least once, so the
         // situations a leader change creates (a regrant across it, a deposed
         // leader's refused write) occur in most runs, not by luck.
-        kinds.push(if rng.random_bool(0.5) {
-            FaultKind::LeaderKill9
-        } else {
-            FaultKind::LeaderSigstop
+        // Half the time the leader's database is cut while its clients
+        // still reach it: its writes in flight are held past the takeover
+        // and refused by the epoch fence when they land (the deposed
+        // leader's write); else a kill -9 or a SIGSTOP.
+        kinds.push(match rng.random_range(0..4u8) {
+            0 => FaultKind::LeaderKill9,
+            1 => FaultKind::LeaderSigstop,
+            _ => FaultKind::LeaderDbCut,
         });
     }
     for _ in 0..extra {

@@ -366,6 +366,14 @@ impl LockStore for PostgresStore {
             commit.as_mut().await;
             return Err(match (&fence, e.code()) {
                 (Some((epoch, _)), Some(&SqlState::DIVISION_BY_ZERO)) => {
+                    // Logged here, where it is known: the request that
+                    // waited for it may be gone (its client gave up).
+                    tracing::warn!(
+                        event = "write_fenced",
+                        epoch,
+                        writes = writes.len(),
+                        "a write batch was refused by the epoch fence: another replica leads"
+                    );
                     StoreError::Fenced(format!(
                         "epoch {epoch} is over: another replica leads, or its leader lease ran out"
                     ))
