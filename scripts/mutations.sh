@@ -13,22 +13,22 @@
 # A patch file: free text, then `run: <experiments subcommand and flags>`
 # and `expect: <text>` lines, then a unified diff against the tree.
 # The replicated runs need FENCEPOST_TEST_PG_URL (scripts/pg-test-cluster.sh
-# start); PostgreSQL is never restarted here. The copies build into the
-# same target directory as the tree (only the workspace's own crates are
-# rebuilt), so each mutant's binaries are copied out at once, and the tree's
-# own are rebuilt on exit.
+# start); PostgreSQL is never restarted here. The copies build into a
+# target directory of their own, TARGET/mutants (FENCEPOST_MUTANTS_TARGET_DIR
+# to move it): the first build there is a whole one, the later ones rebuild
+# only what a patch touched. Each mutant's binaries are copied out at once.
 set -euo pipefail
 
 root=$(git rev-parse --show-toplevel)
 cd "$root"
 target=${CARGO_TARGET_DIR:-$root/target}
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-mutations.XXXXXX")
-restore() {
-  # The mutants' binaries replaced the tree's in $target/debug: rebuild them.
-  cargo build --locked -q -p lock-server -p rail-stub -p experiments || true
-  rm -rf "$scratch"
-}
-trap restore EXIT
+trap 'rm -rf "$scratch"' EXIT
+# A target directory of the mutants' own: cargo hashes a workspace's crates
+# by their path relative to the workspace, so a copy building into the
+# tree's target directory would overwrite the tree's artifacts with the
+# mutant's and leave them looking fresh to the tree.
+mtarget=${FENCEPOST_MUTANTS_TARGET_DIR:-$target/mutants}
 
 patches=()
 if [ $# -gt 0 ]; then
@@ -58,14 +58,14 @@ for patch in "${patches[@]}"; do
     continue
   fi
   (cd "$copy" && git apply -p1 "$root/$patch")
-  if ! (cd "$copy" && CARGO_TARGET_DIR=$target cargo build --locked -q -p lock-server -p rail-stub -p experiments); then
+  if ! (cd "$copy" && CARGO_TARGET_DIR=$mtarget cargo build --locked -q -p lock-server -p rail-stub -p experiments); then
     echo "mutations: $name: the mutant does not build" >&2
     failed=1
     continue
   fi
   bin="$scratch/bin-$name"
   mkdir -p "$bin"
-  cp "$target/debug/lock-server" "$target/debug/rail-stub" "$target/debug/experiments" "$bin/"
+  cp "$mtarget/debug/lock-server" "$mtarget/debug/rail-stub" "$mtarget/debug/experiments" "$bin/"
   rc=0
   # shellcheck disable=SC2086  # the header's flags are words
   env -u FENCEPOST_PG_DIR "$bin/experiments" $run --out "$scratch/out-$name" \

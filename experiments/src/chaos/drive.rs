@@ -327,12 +327,16 @@ impl ChaosDrive {
             return Ok(());
         };
         let hit = self.hit.remove(&i);
-        let f = &self.schedule.faults[i];
-        // Another fault of the same kind (on the same worker) still runs: it
-        // keeps its hold, and its own end lifts it.
+        let f = self.schedule.faults[i].clone();
+        // Another fault of the same kind on the same target (worker, or
+        // replica) still runs: it keeps its hold, and its own end lifts it.
         let still = self.started.keys().any(|&j| {
             let g = &self.schedule.faults[j];
-            g.kind == f.kind && g.worker == f.worker
+            g.kind == f.kind
+                && match hit {
+                    Some(r) => self.hit.get(&j) == Some(&r),
+                    None => g.worker == f.worker,
+                }
         });
         match f.kind {
             _ if still => {}
@@ -373,6 +377,10 @@ impl ChaosDrive {
             }
             FaultKind::LeaderKill9 | FaultKind::StandbyKill9 => {
                 if let Some(r) = hit {
+                    // A replica starts only once it reaches its database:
+                    // a cut or delay of that database ends here, or the
+                    // restart would wait on a fault whose end waits on it.
+                    self.end_db_faults_of(r, run);
                     run.stack
                         .restart_replica(r)
                         .await
@@ -388,6 +396,41 @@ impl ChaosDrive {
             target,
         });
         Ok(())
+    }
+
+    /// Ends, now, every database cut or delay in progress on replica `r`
+    /// (recorded as ending now; their own ends then find nothing to do).
+    fn end_db_faults_of(&mut self, r: usize, run: &mut CellRun<'_>) {
+        let db: Vec<usize> = self
+            .hit
+            .iter()
+            .filter(|&(j, &hit)| {
+                hit == r
+                    && matches!(
+                        self.schedule.faults[*j].kind,
+                        FaultKind::LeaderDbCut | FaultKind::LeaderDbDelay
+                    )
+            })
+            .map(|(j, _)| *j)
+            .collect();
+        if db.is_empty() {
+            return;
+        }
+        if let Some(c) = run.stack.replica_db(r) {
+            c.set_cut(false);
+            c.set_spike(None);
+        }
+        for j in db {
+            self.hit.remove(&j);
+            if let Some((from_ns, target)) = self.started.remove(&j) {
+                self.applied.push(Applied {
+                    kind: self.schedule.faults[j].kind,
+                    from_ns,
+                    to_ns: mono_ns(),
+                    target,
+                });
+            }
+        }
     }
 
     /// Every process running again, the proxy clean (also after an error).
