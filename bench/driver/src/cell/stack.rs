@@ -22,18 +22,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencepost_api::latency::LatencySpec;
-use fencepost_harness::{ChildService, HarnessError};
+use fencepost_harness::ChildService;
 use serde::Serialize;
 
 use crate::backend::BackendKind;
-use crate::backend::etcd::server::{EtcdServer, EtcdServerError};
+use crate::backend::etcd::server::EtcdServer;
 use crate::cell::faults::{Fault, FaultTargets, FaultTasks};
-use crate::docker::{self, DockerError, DockerServices, DockerSpec};
+use crate::docker::{self, DockerServices, DockerSpec};
 use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
 use crate::rail::RailClient;
 use bench_core::overhead::ProxyOverhead;
 
+mod error;
+mod launch;
 mod replicas;
+
+use error::READY_PATIENCE;
+pub use error::StackError;
+pub use launch::{spawn_child, spawn_child_on};
 
 /// The read timeout of the stack's own rail client (R6/R7 only; workers have their own).
 const DRIVER_RAIL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -76,87 +82,9 @@ pub enum Runtime {
     },
 }
 
-/// Why a [`Stack`] could not start its services, or restart its lock-server.
-#[derive(Debug, thiserror::Error)]
-pub enum StackError {
-    /// The stack's directory could not be made: fix its path or permissions.
-    #[error(transparent)]
-    Dir(std::io::Error),
-    /// A service's binary is missing, or its child did not start: the
-    /// harness's error names the binary and ends with the child's stderr.
-    /// Build the services, or read the service's log in the stack's directory.
-    #[error(transparent)]
-    Child(#[from] HarnessError),
-    /// The thread starting a child panicked or was cancelled (the runtime is
-    /// shutting down): nothing to retry.
-    #[error(transparent)]
-    Join(#[from] tokio::task::JoinError),
-    /// `--replicas` above 1 on a single-node store: pass a `postgres://` `--store`.
-    #[error(
-        "--replicas {replicas} needs a postgres:// --store (memory: and sqlite: are single-node)"
-    )]
-    ReplicasNeedPostgres {
-        /// The replicas asked for.
-        replicas: u32,
-    },
-    /// `--net-delay` with replicas: the proxy fronts one lock-server; drop one of the two.
-    #[error("--net-delay proxies one lock-server; it needs --replicas 1")]
-    NetDelayNeedsOneReplica,
-    /// The readiness client could not be built (a broken installation): report it.
-    #[error(transparent)]
-    Client(#[from] reqwest::Error),
-    /// No replica served `/readyz` in time: check the lock-servers' logs and
-    /// the PostgreSQL they share.
-    #[error("no lock-server of {urls:?} served within {READY_PATIENCE:?}")]
-    NotReady {
-        /// The replicas' URLs.
-        urls: Vec<String>,
-    },
-    /// The docker runtime could not start its containers; its own doc says what to do.
-    #[error(transparent)]
-    Docker(#[from] DockerError),
-    /// etcd could not be found or started; its own doc says what to do.
-    #[error(transparent)]
-    Etcd(#[from] EtcdServerError),
-    /// A fault of the spec cannot act on this runtime (the message says what
-    /// it needs): change the runtime or drop the fault.
-    #[error("{0}")]
-    UnsupportedFault(&'static str),
-    /// The lock-server's URL could not be resolved to a socket address (the
-    /// OS error says why): pass an `http://IP:PORT` URL.
-    #[error(transparent)]
-    Resolve(std::io::Error),
-    /// The lock-server's URL resolves to no address: pass an `http://IP:PORT` URL.
-    #[error("cannot resolve {url}")]
-    Unresolved {
-        /// The URL.
-        url: String,
-    },
-    /// The delay proxy could not listen on loopback: free a port and retry.
-    #[error(transparent)]
-    Proxy(std::io::Error),
-    /// A lock-server restart was asked of a stack that cannot do it: it needs
-    /// the process runtime and the delay proxy (`--net-delay`).
-    #[error("a lock-server restart needs --runtime process and the proxy in front of it")]
-    RestartNeedsProxy,
-    /// A replica's PostgreSQL relay could not listen on loopback.
-    #[error("the PostgreSQL relay of a lock-server replica could not listen on 127.0.0.1: {0}")]
-    Relay(std::io::Error),
-    /// A replica fault named a replica the stack does not have (or a stack
-    /// of another runtime): a bug in the fault schedule.
-    #[error("lock-server replica {replica} is not one of this stack's (process runtime only)")]
-    NoSuchReplica {
-        /// The index asked for.
-        replica: usize,
-    },
-}
-
 /// The leader lease of replicas the bench starts: short, so a cell whose
 /// predecessor's replicas were killed is served soon.
 pub const REPLICA_LEADER_LEASE: Duration = Duration::from_secs(1);
-
-/// How long a started lock-server may take to serve (`/readyz`).
-const READY_PATIENCE: Duration = Duration::from_secs(60);
 
 /// Waits until one of `urls` answers `/readyz` 200 (a replica on PostgreSQL
 /// first takes the leader row, which after a killed predecessor waits out its
@@ -263,40 +191,6 @@ pub struct Stack {
     metrics_targets: Vec<(&'static str, String)>,
 }
 
-fn start_child(
-    package: &str,
-    args: Vec<String>,
-    log: PathBuf,
-    listen: Option<SocketAddr>,
-) -> Result<ChildService, StackError> {
-    let bin = fencepost_harness::binary(package, package)?;
-    Ok(match listen {
-        Some(addr) => ChildService::start_on(&bin, args, &log, addr)?,
-        None => ChildService::start(&bin, args, &log)?,
-    })
-}
-
-/// Starts a child on a blocking thread (it waits for the `listening on` line).
-/// The harness forks from one long-lived thread of its own, so
-/// `PR_SET_PDEATHSIG` does not fire when this pool thread retires.
-pub async fn spawn_child(
-    package: &'static str,
-    args: Vec<String>,
-    log: PathBuf,
-) -> Result<ChildService, StackError> {
-    tokio::task::spawn_blocking(move || start_child(package, args, log, None)).await?
-}
-
-/// [`spawn_child`] listening on `addr` (a replica restarted in its place).
-pub async fn spawn_child_on(
-    package: &'static str,
-    args: Vec<String>,
-    log: PathBuf,
-    addr: SocketAddr,
-) -> Result<ChildService, StackError> {
-    tokio::task::spawn_blocking(move || start_child(package, args, log, Some(addr))).await?
-}
-
 impl Stack {
     /// Starts the services of `spec`, with logs (and the embedded lock store) in `dir`.
     pub async fn start(spec: &StackSpec, dir: &Path) -> Result<Stack, StackError> {
@@ -350,7 +244,7 @@ impl Stack {
                 }
                 restart_args = args.clone();
                 let relays = replicated && spec.db_relays;
-                let spawned = replicas::spawn(&args, *replicas, relays, spec.seed, dir).await?;
+                let spawned = launch::spawn(&args, *replicas, relays, spec.seed, dir).await?;
                 let (lock, standbys) = (spawned.lock, spawned.standbys);
                 db_relays = spawned.relays;
                 replica_args = spawned.args;
