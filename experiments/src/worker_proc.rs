@@ -305,10 +305,14 @@ fn freeze_hook(freezes: Freezes, history: Option<Arc<Recorder>>) -> StepHook {
         let n = seen[slot].fetch_add(1, Ordering::SeqCst) + 1;
         for p in freezes.0.iter().filter(|p| p.step == step && p.nth == n) {
             let pid = std::process::id();
+            // Only its own parent, still alive: a worker killed while frozen
+            // leaves the helper behind (reparented), and its pid may belong
+            // to another process by then (pid_max is 32768 here).
             let waker = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(format!(
-                    "sleep {:.3}; kill -CONT {pid}",
+                    "sleep {:.3}; read -r _ _ _ ppid _ < /proc/$$/stat; \
+                     [ \"$ppid\" = {pid} ] && kill -CONT {pid}",
                     p.for_ms as f64 / 1e3
                 ))
                 .spawn();

@@ -224,9 +224,19 @@ impl ChildService {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
-    /// Sends `signal` to the child.
+    /// Sends `signal` to the child. A child already killed and reaped has no
+    /// pid: that is `ESRCH`, never `kill(-1, …)`, which would signal every
+    /// process this user may signal (a SIGCONT to -1 once thawed another
+    /// test's frozen worker).
     pub fn signal(&mut self, signal: Signal) -> Result<(), HarnessError> {
         let pid = self.pid();
+        if pid <= 0 {
+            return Err(HarnessError::Signal {
+                signal,
+                pid,
+                source: nix::Error::ESRCH,
+            });
+        }
         kill(Pid::from_raw(pid), signal).map_err(|source| HarnessError::Signal {
             signal,
             pid,
@@ -495,6 +505,47 @@ mod tests {
         }
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    #[test]
+    fn a_killed_child_is_signalled_never_and_nobody_else_instead() {
+        // A bystander, stopped: kill(-1, SIGCONT) would thaw it.
+        let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = bystander.id() as i32;
+        kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+        let state = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            stat.rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        for _ in 0..200 {
+            if state() == "T" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(state(), "T");
+        let mut gone = ChildService {
+            name: "gone".into(),
+            child: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stderr_path: PathBuf::from("/dev/null"),
+            stopped: true,
+        };
+        assert!(
+            gone.resume().is_err(),
+            "a reaped child has no pid to signal"
+        );
+        assert!(gone.pause().is_err());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(state(), "T", "the bystander was thawed");
+        let _ = bystander.kill();
+        let _ = bystander.wait();
     }
 
     #[test]

@@ -442,8 +442,12 @@ impl ChaosDrive {
                 failed = Err(e);
             }
         }
-        for pid in self.pids.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGCONT);
+        // The workers that fill a slot now: a killed one's pid may be reused.
+        let slots: Vec<u64> = self.slots.keys().copied().collect();
+        for slot in slots {
+            if let Some((_, pid)) = self.pid_of(slot) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+            }
         }
         if let Some(lock) = run.stack.lock_child() {
             let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).resume();
