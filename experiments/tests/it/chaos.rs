@@ -100,15 +100,8 @@ fn replicas_without_postgres_and_docker_are_refused_with_a_reason() {
 
 #[test]
 fn replicated_chaos_on_postgres_finds_no_violation_through_leader_faults() {
-    let url = match std::env::var("FENCEPOST_TEST_PG_URL") {
-        Ok(u) if !u.is_empty() => u,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but FENCEPOST_TEST_PG_URL is not set: .ci/run must start PostgreSQL")
-        }
-        _ => {
-            eprintln!("skipping: set FENCEPOST_TEST_PG_URL (scripts/pg-test-cluster.sh start)");
-            return;
-        }
+    let Some(url) = crate::pg_url() else {
+        return;
     };
     let out = crate::scratch("chaos-replicas");
     // No --pg-dir: a PostgreSQL restart would cut the other tests' connections

@@ -8,15 +8,8 @@ use std::process::Command;
 
 #[test]
 fn failover_elects_a_new_leader_after_kill9_and_sigstop_and_nothing_is_paid_twice() {
-    let url = match std::env::var("FENCEPOST_TEST_PG_URL") {
-        Ok(u) if !u.is_empty() => u,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but FENCEPOST_TEST_PG_URL is not set: .ci/run must start PostgreSQL")
-        }
-        _ => {
-            eprintln!("skipping: set FENCEPOST_TEST_PG_URL (scripts/pg-test-cluster.sh start)");
-            return;
-        }
+    let Some(url) = crate::pg_url() else {
+        return;
     };
     let out = crate::scratch("failover");
     let run = Command::new(crate::bin())

@@ -27,6 +27,21 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `FENCEPOST_TEST_PG_URL`, or `None` (the test skips, saying so); under
+/// `CI=true` a missing one is a failure, never a skip.
+pub fn pg_url() -> Option<String> {
+    match std::env::var("FENCEPOST_TEST_PG_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but FENCEPOST_TEST_PG_URL is not set: .ci/run must start PostgreSQL")
+        }
+        _ => {
+            eprintln!("skipping: set FENCEPOST_TEST_PG_URL (scripts/pg-test-cluster.sh start)");
+            None
+        }
+    }
+}
+
 /// The `experiments` binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_experiments")
