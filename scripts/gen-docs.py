@@ -528,8 +528,23 @@ def gen_chaos(here: Path) -> str:
 
 def gen_chaos_replicas(here: Path) -> str:
     """`experiments chaos --replicas 3` over PostgreSQL (data/chaos-replicas/)."""
-    c = read_run("chaos-replicas", "chaos.json")
-    m = read_run("chaos-replicas", "manifest.json")
+    return gen_chaos_run(here, "chaos-replicas")
+
+
+def gen_chaos_docker(here: Path) -> str:
+    """`experiments chaos --runtime docker` (data/chaos-docker/)."""
+    return gen_chaos_run(here, "chaos-docker")
+
+
+def gen_chaos_docker_replicas(here: Path) -> str:
+    """`experiments chaos --runtime docker --replicas 3` (data/chaos-docker-replicas/)."""
+    return gen_chaos_run(here, "chaos-docker-replicas")
+
+
+def gen_chaos_run(here: Path, name: str) -> str:
+    """The counters, faults and coverage of one recorded chaos run (data/NAME/)."""
+    c = read_run(name, "chaos.json")
+    m = read_run(name, "manifest.json")
     cfg = c["config"]
     counters = [
         ("runs", c["runs"]), ("operations checked", c["operations_checked"]),
@@ -556,11 +571,14 @@ def gen_chaos_replicas(here: Path) -> str:
             [[f"`{k}`", str(v["runs"]), f(v["occurrences"], 0)] for k, v in cov],
             ["l", "r", "r"],
         )
-        + f"\n\n`--replicas {cfg['replicas']} --runs {cfg['runs']} --seed {cfg['seed']}`, leader lease "
-        f"{cfg['leader_lease_ms']} ms, PostgreSQL restarts {'drawn' if cfg.get('pg_restart') else 'not drawn'}, "
+        + f"\n\n`--runtime {cfg['runtime']} --replicas {cfg['replicas']} --runs {cfg['runs']} --seed {cfg['seed']}`"
+        + (f", PostgreSQL in a container per run ({cfg['images']['postgres']})"
+           if (cfg.get("images") or {}).get("postgres") else "")
+        + f", leader lease {cfg['leader_lease_ms']} ms, PostgreSQL restarts "
+        f"{'drawn' if cfg.get('pg_restart') else 'not drawn'}, "
         f"lease {cfg['ttl_ms']} ms, {cfg['workers']} worker processes, {cfg['duration_ms']} ms per run, "
-        f"{f(c['elapsed_s'], 0)} s in all, {m['versions']['profile']} build. Source: "
-        + ", ".join(link(here, f"data/chaos-replicas/{n}") for n in ("chaos.json", "manifest.json"))
+        f"{f(c['elapsed_s'], 0)} s in all, {m['versions']['profile']} build, commit {m.get('git_commit', 'unknown')}. Source: "
+        + ", ".join(link(here, f"data/{name}/{n}") for n in ("chaos.json", "manifest.json"))
         + " (written by `experiments chaos`)."
     )
 
@@ -732,6 +750,8 @@ GENERATORS = {
     "throttle": gen_throttle,
     "chaos": gen_chaos,
     "chaos-replicas": gen_chaos_replicas,
+    "chaos-docker": gen_chaos_docker,
+    "chaos-docker-replicas": gen_chaos_docker_replicas,
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,
     "toolchain": gen_toolchain,

@@ -276,9 +276,27 @@ pub struct ChaosArgs {
     #[arg(long)]
     pub only_run: Option<u32>,
 
-    /// Where the services run: process (docker is refused for now).
+    /// Where the services run. process: child processes (one lock-server
+    /// on SQLite, or replicas on --pg-url). docker: containers from
+    /// scripts/build-images.sh on a private network per run, always on
+    /// PostgreSQL — a container of the run's own (scripts/build-postgres-image.sh)
+    /// unless --pg-url is given — where a SIGSTOP is `docker pause`, a kill
+    /// -9 `docker kill` (then `docker start`), and a PostgreSQL restart a
+    /// `docker kill` of its container.
     #[arg(long, value_enum, default_value = "process")]
     pub runtime: ChaosRuntime,
+
+    /// The lock-server image for --runtime docker.
+    #[arg(long, default_value = bench_driver::docker::DEFAULT_LOCK_IMAGE)]
+    pub lock_image: String,
+
+    /// The rail-stub image for --runtime docker.
+    #[arg(long, default_value = bench_driver::docker::DEFAULT_RAIL_IMAGE)]
+    pub rail_image: String,
+
+    /// The PostgreSQL image for --runtime docker without --pg-url.
+    #[arg(long, default_value = bench_driver::docker::DEFAULT_PG_IMAGE)]
+    pub pg_image: String,
 
     /// Lock-server replicas. 1: one lock-server on SQLite behind the delay
     /// proxy. 2 or more: replicas on PostgreSQL (--pg-url, a fresh schema per
@@ -288,7 +306,9 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub replicas: u32,
 
-    /// The PostgreSQL replicated runs share (scripts/pg-test-cluster.sh start prints it).
+    /// The PostgreSQL replicated runs share (scripts/pg-test-cluster.sh
+    /// start prints it); with --runtime docker, optional (default: a
+    /// PostgreSQL container per run).
     #[arg(long, env = "FENCEPOST_TEST_PG_URL")]
     pub pg_url: Option<String>,
 
@@ -335,7 +355,7 @@ pub struct ChaosArgs {
 pub enum ChaosRuntime {
     /// Child processes, the lock-server on SQLite.
     Process,
-    /// Containers beside PostgreSQL (refused for now).
+    /// Containers on a private network, on PostgreSQL.
     Docker,
 }
 

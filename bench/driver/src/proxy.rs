@@ -149,7 +149,18 @@ impl DelayProxy {
         spec: LatencySpec,
         seed: u64,
     ) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        Self::start_on(std::net::Ipv4Addr::LOCALHOST.into(), upstream, spec, seed).await
+    }
+
+    /// [`DelayProxy::start`] listening on `bind:0` (a docker network's
+    /// gateway, for containers on it).
+    pub async fn start_on(
+        bind: std::net::IpAddr,
+        upstream: SocketAddr,
+        spec: LatencySpec,
+        seed: u64,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind((bind, 0)).await?;
         let addr = listener.local_addr()?;
         // One RNG for the proxy: samples are drawn in the order exchanges start.
         let rng = Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(seed)));

@@ -195,9 +195,11 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
                 ));
             }
             Runtime::Docker {
-                pg_url,
+                pg_url: Some(pg_url),
                 lock_image: args.lock_image.clone(),
                 rail_image: args.rail_image.clone(),
+                pg_image: bench_driver::docker::DEFAULT_PG_IMAGE.into(),
+                replicas: 1,
             }
         }
         other => {

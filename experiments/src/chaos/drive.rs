@@ -7,7 +7,9 @@
 //! durable store, the proxy's delay and loss; over replicas, a kill -9 or a
 //! SIGSTOP of the replica that leads (found by `/readyz`), a kill -9 of a
 //! standby, each killed replica restarted in its place when its fault ends,
-//! and a PostgreSQL crash restart. Every fault the driver applies is
+//! and a PostgreSQL crash restart. Over containers the same faults are
+//! `docker pause`/`unpause`, `docker kill`/`start`, and a `docker kill` of
+//! the run's PostgreSQL container. Every fault the driver applies is
 //! recorded with its start and end on the history's clock
 //! ([`bench_history::mono_ns`]) and the replica it hit. When the schedule is
 //! done every process runs again (killed replicas restarted) and the proxy
@@ -233,11 +235,17 @@ impl ChaosDrive {
                     self.slots.insert(slot, idx);
                 }
             }
-            FaultKind::LockServerSigstop => {
-                if let Some(lock) = run.stack.lock_child() {
+            FaultKind::LockServerSigstop => match run.stack.lock_child() {
+                Some(lock) => {
                     let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).pause();
                 }
-            }
+                // A container: docker pause (not recorded if the engine refused).
+                None => {
+                    if !run.stack.pause_replica(0).await {
+                        return Ok(());
+                    }
+                }
+            },
             // The fault's own failure: the schedule's error, not the driver's.
             FaultKind::LockServerRestart => run
                 .stack
@@ -265,8 +273,8 @@ impl ChaosDrive {
                 };
                 let db = run.stack.replica_db(l);
                 let done = match f.kind {
-                    FaultKind::LeaderKill9 => run.stack.kill_replica(l),
-                    FaultKind::LeaderSigstop => run.stack.pause_replica(l),
+                    FaultKind::LeaderKill9 => run.stack.kill_replica(l).await,
+                    FaultKind::LeaderSigstop => run.stack.pause_replica(l).await,
                     FaultKind::LeaderDbCut => db.map(|c| c.set_cut(true)).is_some(),
                     _ => db
                         .map(|c| {
@@ -290,22 +298,33 @@ impl ChaosDrive {
                 let Some(&s) = standbys.get(pick % standbys.len().max(1)) else {
                     return Ok(());
                 };
-                if !run.stack.kill_replica(s) {
+                if !run.stack.kill_replica(s).await {
                     return Ok(());
                 }
                 self.hit.insert(i, s);
                 target = Some(format!("r{s}"));
             }
             FaultKind::PostgresRestart => {
-                let Some(dir) = self.pg_dir.clone() else {
-                    return Ok(());
-                };
-                tokio::task::spawn_blocking(move || {
-                    crate::failover::faults::restart_postgres(&dir, "immediate")
-                })
-                .await
-                .map_err(CellError::schedule)?
-                .map_err(CellError::schedule)?;
+                if let Some(addr) = run.stack.postgres_container_addr() {
+                    // docker kill + docker start; done when it accepts again.
+                    run.stack
+                        .crash_postgres_container()
+                        .await
+                        .map_err(CellError::schedule)?;
+                    crate::failover::faults::await_postgres(addr)
+                        .await
+                        .map_err(CellError::schedule)?;
+                } else {
+                    let Some(dir) = self.pg_dir.clone() else {
+                        return Ok(());
+                    };
+                    tokio::task::spawn_blocking(move || {
+                        crate::failover::faults::restart_postgres(&dir, "immediate")
+                    })
+                    .await
+                    .map_err(CellError::schedule)?
+                    .map_err(CellError::schedule)?;
+                }
                 target = Some("postgres".into());
             }
         }
@@ -345,11 +364,14 @@ impl ChaosDrive {
                     self.signal_worker(w, Signal::SIGCONT);
                 }
             }
-            FaultKind::LockServerSigstop => {
-                if let Some(lock) = run.stack.lock_child() {
+            FaultKind::LockServerSigstop => match run.stack.lock_child() {
+                Some(lock) => {
                     let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).resume();
                 }
-            }
+                None => {
+                    run.stack.resume_replica(0).await;
+                }
+            },
             FaultKind::DelaySpike => {
                 if let Some(c) = run.stack.proxy_control() {
                     c.set_spike(None);
@@ -362,7 +384,7 @@ impl ChaosDrive {
             }
             FaultKind::LeaderSigstop => {
                 if let Some(r) = hit {
-                    run.stack.resume_replica(r);
+                    run.stack.resume_replica(r).await;
                 }
             }
             FaultKind::LeaderDbCut => {
@@ -457,6 +479,10 @@ impl ChaosDrive {
             c.set_loss(0.0);
         }
         for r in 0..run.stack.replica_urls().len() {
+            if run.stack.lock_child().is_none() {
+                // Containers: unpause whatever is still paused.
+                run.stack.resume_replica(r).await;
+            }
             if let Some(c) = run.stack.replica_db(r) {
                 c.set_cut(false);
                 c.set_spike(None);

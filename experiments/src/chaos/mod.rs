@@ -11,6 +11,12 @@
 //! `token_regressions`, `history_violations`, and per run its seed and
 //! schedule, so `--only-run I` replays one alone. Any violation: exit 1.
 //!
+//! `--runtime docker` runs the same over containers (`bench_driver::docker`):
+//! the lock-servers always on PostgreSQL — a container of each run's own
+//! unless `--pg-url` is given — with SIGSTOP as `docker pause`, kill -9 as
+//! `docker kill` and `docker start` of the same container, and a PostgreSQL
+//! restart as `docker kill` and `docker start` of its container.
+//!
 //! `--sabotage no-fences` starts every rail-stub with both fences off
 //! (`rail-stub --sabotage no-fences`): the checker must then find
 //! violations — a checker that cannot fail is no checker.
@@ -26,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bench_driver::cell::{CellError, Hooks, Runtime, Spawn, Stack, StackError, measure};
+use bench_driver::docker::RunCleanup;
 use bench_driver::rail::RailError;
 use bench_history::check::{HistoryViolation, check};
 use bench_history::{HistoryError, Op, OpKind, load, read_events};
@@ -45,12 +52,6 @@ pub use model::{ChaosConfig, ChaosResult, PAYOUT_PREFIX, RAIL_LATENCY, RunResult
 /// tells them apart).
 #[derive(Debug, thiserror::Error)]
 pub enum ChaosError {
-    /// `--runtime docker` was asked for: use `--runtime process`.
-    #[error(
-        "--runtime docker is not supported by chaos yet (PostgreSQL restart and docker pause \
-         are not implemented); use --runtime process"
-    )]
-    DockerRuntime,
     /// Replicas without a PostgreSQL to share: give `--pg-url`.
     #[error(
         "--replicas {replicas} runs the replicas on PostgreSQL: give --pg-url (or \
@@ -192,14 +193,24 @@ async fn one_run(
     let started = Instant::now();
     let schedule = draw(run, seed, &cfg.params());
     let plan = cfg.plan(run, seed)?;
-    let store = match (&pg.url, cfg.replicated()) {
+    let store = match (&pg.url, cfg.on_postgres()) {
         (Some(url), true) => Some(fresh_schema(url, "chaos", seed).await?),
         _ => None,
     };
-    let mut spec = plan.stack_spec(&Runtime::Process {
-        store,
-        replicas: cfg.replicas,
-    });
+    let runtime = match &cfg.images {
+        Some(images) => Runtime::Docker {
+            pg_url: store,
+            lock_image: images.lock.clone(),
+            rail_image: images.rail.clone(),
+            pg_image: images.postgres.clone().unwrap_or_default(),
+            replicas: cfg.replicas,
+        },
+        None => Runtime::Process {
+            store,
+            replicas: cfg.replicas,
+        },
+    };
+    let mut spec = plan.stack_spec(&runtime);
     spec.db_relays = cfg.replicated();
     match cfg.sabotage.as_deref() {
         Some(s @ ("early-expiry" | "skip-epoch-fence")) => {
@@ -274,13 +285,10 @@ async fn one_run(
 
 /// Runs the experiment; returns the result and the output directory.
 pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError> {
-    if args.runtime == ChaosRuntime::Docker {
-        return Err(ChaosError::DockerRuntime);
-    }
     if args.sabotage == Some(SabotageMode::SkipEpochFence) && args.replicas < 2 {
         return Err(ChaosError::FenceSabotageNeedsReplicas);
     }
-    if args.replicas > 1 && args.pg_url.is_none() {
+    if args.replicas > 1 && args.pg_url.is_none() && args.runtime == ChaosRuntime::Process {
         return Err(ChaosError::ReplicasNeedPostgres {
             replicas: args.replicas,
         });
@@ -300,6 +308,8 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
         dir: args.pg_dir.clone().filter(|_| cfg.pg_restart),
     };
     let run_dir = RunDir::create("chaos", args.out.as_deref(), seed, &cfg)?;
+    // Whatever a run left in the engine (an interrupted one) goes at the end.
+    let _docker_cleanup = (args.runtime == ChaosRuntime::Docker).then_some(RunCleanup);
     if let Some(s) = &cfg.sabotage {
         let what = match s.as_str() {
             "early-expiry" => "every lock-server ends its grants at half the lease it answers",

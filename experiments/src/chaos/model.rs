@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chaos::drive::Applied;
 use crate::chaos::schedule::{FaultKind, RunSchedule, ScheduleParams};
-use crate::cli::ChaosArgs;
+use crate::cli::{ChaosArgs, ChaosRuntime};
 
 /// The R7 prefix of every run's backlog.
 pub const PAYOUT_PREFIX: &str = "chaos";
@@ -28,14 +28,19 @@ pub struct ChaosConfig {
     pub seed: u64,
     /// Only this run, if given.
     pub only_run: Option<u32>,
-    /// `process` (docker is refused for now).
+    /// `process` or `docker`.
     pub runtime: String,
+    /// Docker runtime: the lock-server, rail-stub and (without `--pg-url`)
+    /// PostgreSQL images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<Images>,
     /// Lock-server replicas (more than 1: on PostgreSQL).
     pub replicas: u32,
     /// Replicated runs: the replicas' leader lease, ms.
     #[serde(default)]
     pub leader_lease_ms: u64,
-    /// Replicated runs: whether PostgreSQL restarts are drawn (`--pg-dir` given).
+    /// Whether PostgreSQL restarts are drawn: replicated runs with
+    /// `--pg-dir`, and docker runs on a PostgreSQL container of their own.
     #[serde(default)]
     pub pg_restart: bool,
     /// Lease per acquire, ms (the session TTL too).
@@ -62,6 +67,17 @@ pub struct ChaosConfig {
     pub extra_faults: (u64, u64),
 }
 
+/// The images of a docker-runtime chaos.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Images {
+    /// The lock-server image.
+    pub lock: String,
+    /// The rail-stub image.
+    pub rail: String,
+    /// The PostgreSQL image (each run its own container), when no `--pg-url` was given.
+    pub postgres: Option<String>,
+}
+
 impl ChaosConfig {
     /// Resolves `args` with `seed`.
     pub fn resolve(args: &ChaosArgs, seed: u64) -> Self {
@@ -70,10 +86,21 @@ impl ChaosConfig {
             runs: args.runs,
             seed,
             only_run: args.only_run,
-            runtime: "process".into(),
+            runtime: match args.runtime {
+                ChaosRuntime::Process => "process".into(),
+                ChaosRuntime::Docker => "docker".into(),
+            },
+            images: (args.runtime == ChaosRuntime::Docker).then(|| Images {
+                lock: args.lock_image.clone(),
+                rail: args.rail_image.clone(),
+                postgres: args.pg_url.is_none().then(|| args.pg_image.clone()),
+            }),
             replicas: args.replicas,
             leader_lease_ms: bench_driver::cell::stack::REPLICA_LEADER_LEASE.as_millis() as u64,
-            pg_restart: args.replicas > 1 && args.pg_dir.is_some(),
+            pg_restart: match args.runtime {
+                ChaosRuntime::Process => args.replicas > 1 && args.pg_dir.is_some(),
+                ChaosRuntime::Docker => args.pg_url.is_none() || args.pg_dir.is_some(),
+            },
             ttl_ms: args.ttl.as_millis() as u64,
             duration_ms: args
                 .duration
@@ -100,10 +127,20 @@ impl ChaosConfig {
         self.replicas > 1
     }
 
+    /// Whether the lock-servers store in PostgreSQL (replicas, or containers).
+    pub fn on_postgres(&self) -> bool {
+        self.replicated() || self.runtime == "docker"
+    }
+
     /// The fault kinds the runs draw from.
     pub fn kinds(&self) -> Vec<FaultKind> {
         if !self.replicated() {
-            return FaultKind::PROCESS.to_vec();
+            let mut kinds = FaultKind::PROCESS.to_vec();
+            if self.pg_restart {
+                // One lock-server on a PostgreSQL container of the run's own.
+                kinds.push(FaultKind::PostgresRestart);
+            }
+            return kinds;
         }
         FaultKind::REPLICATED
             .into_iter()

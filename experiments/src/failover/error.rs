@@ -108,6 +108,19 @@ pub enum PgRestartError {
         /// What `pg_ctl` wrote on stderr.
         stderr: String,
     },
+    /// A PostgreSQL container started again after a kill did not accept a
+    /// query within its time: read `postgres.log` in the run's directory.
+    #[error(
+        "PostgreSQL at {addr} did not accept a query within {patience:?} of its restart: {last}"
+    )]
+    NotBack {
+        /// Where it was asked.
+        addr: std::net::SocketAddr,
+        /// How long it was given.
+        patience: std::time::Duration,
+        /// The last answer (the connection's error).
+        last: String,
+    },
 }
 
 #[cfg(test)]

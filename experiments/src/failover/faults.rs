@@ -124,6 +124,42 @@ pub(crate) fn restart_postgres(dir: &Path, mode: &str) -> Result<(), PgRestartEr
     Ok(())
 }
 
+/// How long a PostgreSQL container started again may take to accept a query
+/// (pg_ctl restart's `-t 60` waits as long).
+const PG_BACK_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits until the PostgreSQL at `addr` (user `postgres`, no password: the
+/// run's own container) answers `SELECT 1`: after a crash it first replays
+/// its WAL and refuses connections while it does ("the database system is
+/// starting up"), as `pg_ctl restart -w` waits for.
+pub(crate) async fn await_postgres(addr: std::net::SocketAddr) -> Result<(), PgRestartError> {
+    let url = format!("postgres://postgres@{addr}/postgres?connect_timeout=2");
+    let t = Instant::now();
+    loop {
+        let last = match tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+            Ok((client, conn)) => {
+                let conn = tokio::spawn(conn);
+                let ok = client.simple_query("SELECT 1").await;
+                drop(client);
+                conn.abort();
+                match ok {
+                    Ok(_) => return Ok(()),
+                    Err(e) => e.to_string(),
+                }
+            }
+            Err(e) => e.to_string(),
+        };
+        if t.elapsed() >= PG_BACK_PATIENCE {
+            return Err(PgRestartError::NotBack {
+                addr,
+                patience: PG_BACK_PATIENCE,
+                last,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Probes a thawed old leader with L1, L2 and L4; counts 2xx replies.
 pub(crate) async fn probe_thawed(c: &reqwest::Client, url: &str) -> u64 {
     let sid = "00000000000000000000000000000000";

@@ -79,11 +79,10 @@ fn chaos_against_a_lock_server_that_cuts_its_leases_short_fails_the_lock_rule() 
 }
 
 #[test]
-fn replicas_without_postgres_and_docker_are_refused_with_a_reason() {
+fn replicas_without_postgres_and_bad_run_numbers_are_refused_with_a_reason() {
     for (args, why) in [
         (&["--replicas", "3"][..], "--pg-url"),
         (&["--sabotage", "skip-epoch-fence"][..], "add --replicas 3"),
-        (&["--runtime", "docker"][..], "--runtime docker"),
         (&["--only-run", "5", "--runs", "2"][..], "--only-run 5"),
     ] {
         let out = Command::new(crate::bin())

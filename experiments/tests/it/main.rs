@@ -6,6 +6,7 @@
 mod chaos;
 mod cli;
 mod clock;
+mod docker;
 mod failover;
 mod pause;
 mod throttle;

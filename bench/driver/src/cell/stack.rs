@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::backend::BackendKind;
 use crate::backend::etcd::server::EtcdServer;
 use crate::cell::faults::{Fault, FaultTargets, FaultTasks};
-use crate::docker::{self, DockerServices, DockerSpec};
+use crate::docker::{self, DockerServices, DockerSpec, Postgres};
 use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
 use crate::rail::RailClient;
 use bench_core::overhead::ProxyOverhead;
@@ -56,15 +56,22 @@ pub enum Runtime {
         /// `postgres://`). Workers get every URL; the first started leads.
         replicas: u32,
     },
-    /// Containers (testcontainers) on a private network, one fresh pair per
-    /// stack, the lock-server on PostgreSQL ([`crate::docker`]).
+    /// Containers (testcontainers) on a private network, fresh ones per
+    /// stack: a rail-stub and lock-server replicas on PostgreSQL
+    /// ([`crate::docker`]), leader lease [`REPLICA_LEADER_LEASE`].
     Docker {
-        /// The PostgreSQL the lock-server uses, as the bench reaches it (relayed into the network).
-        pg_url: String,
+        /// The PostgreSQL the lock-servers use, as the bench reaches it
+        /// (relayed into the network); `None` runs one in a container of the
+        /// stack's own, from `pg_image`.
+        pg_url: Option<String>,
         /// The lock-server image.
         lock_image: String,
         /// The rail-stub image.
         rail_image: String,
+        /// The PostgreSQL image, when `pg_url` is `None`.
+        pg_image: String,
+        /// Lock-server replicas, each a container.
+        replicas: u32,
     },
     /// etcd as the lock service (issue 15) and a rail-stub child: etcd is
     /// started as a child (`etcd` on PATH, data in the stack's directory)
@@ -271,16 +278,37 @@ impl Stack {
                 pg_url,
                 lock_image,
                 rail_image,
+                pg_image,
+                replicas,
             } => {
+                if *replicas > 1 && spec.net_delay.is_some() {
+                    return Err(StackError::NetDelayNeedsOneReplica);
+                }
+                let mut lock_args = lock_args;
+                // Always on PostgreSQL, so always elected: a short lease, so a
+                // lock-server started again after a kill serves soon.
+                lock_args.extend([
+                    "--leader-lease".to_string(),
+                    fencepost_api::format_duration(REPLICA_LEADER_LEASE),
+                ]);
                 let d = docker::start(&DockerSpec {
                     lock_image: lock_image.clone(),
                     rail_image: rail_image.clone(),
-                    pg_url: pg_url.clone(),
+                    postgres: match pg_url {
+                        Some(url) => Postgres::Url(url.clone()),
+                        None => Postgres::Container {
+                            image: pg_image.clone(),
+                        },
+                    },
+                    replicas: (*replicas).max(1),
+                    db_relays: spec.db_relays,
+                    seed: spec.seed,
                     lock_args,
                     rail_args,
                     log_dir: dir.to_path_buf(),
                 })
                 .await?;
+                await_ready(&d.replica_urls()).await?;
                 let urls = (d.lock_url.clone(), d.rail_url.clone());
                 (Services::Docker(Box::new(d)), urls.0, urls.1)
             }
@@ -434,8 +462,13 @@ impl Stack {
 
     /// kill -9 of the lock-server, then a new one on the same durable store
     /// (process runtime, behind the proxy, which is pointed at the new port:
-    /// workers keep one URL). Returns when the new one listens.
+    /// workers keep one URL; docker runtime: `docker kill` and `docker
+    /// start` of its container, on the same port). Returns when the new one
+    /// listens.
     pub async fn restart_lock(&mut self) -> Result<(), StackError> {
+        if let Some(Services::Docker(_)) = &self.services {
+            return self.restart_replica(0).await;
+        }
         let (Some(lock), Some(proxy)) = (self.lock_child(), self.proxy.as_ref()) else {
             return Err(StackError::RestartNeedsProxy);
         };

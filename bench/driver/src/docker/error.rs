@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use testcontainers::TestcontainersError;
 use testcontainers::bollard::errors::Error as BollardError;
@@ -128,6 +129,36 @@ pub enum DockerError {
         /// testcontainers' error.
         #[source]
         source: TestcontainersError,
+    },
+    /// The PostgreSQL container did not start or print that it accepts
+    /// connections: build its image (`scripts/build-postgres-image.sh`) and
+    /// read `postgres.log` in the cell's directory.
+    #[error("starting the PostgreSQL container")]
+    StartPostgres {
+        /// testcontainers' error.
+        #[source]
+        source: TestcontainersError,
+    },
+    /// A fault named a replica the cell does not have: a bug in the caller.
+    #[error("the cell has no lock-server replica {replica}")]
+    NoSuchReplica {
+        /// The index asked for.
+        replica: usize,
+    },
+    /// The cell runs no PostgreSQL container of its own (it was given
+    /// `--pg-url`): restart that PostgreSQL with its own tools.
+    #[error("the cell runs no PostgreSQL container (it was given --pg-url)")]
+    NoPostgresContainer,
+    /// A container started again after a kill did not answer within its
+    /// time: read its log (named in the message).
+    #[error("{what} did not answer within {patience:?} of docker start (its log: {})", log.display())]
+    NotBack {
+        /// Which container, e.g. `lock-server replica 1 (http://127.0.0.1:40001/healthz)`.
+        what: String,
+        /// How long it was given.
+        patience: Duration,
+        /// Its log.
+        log: PathBuf,
     },
     /// A started container's published port could not be read: the engine
     /// lost it (the container died); read the cell's logs.

@@ -1,11 +1,14 @@
-//! `--runtime docker` (C4): each cell gets a fresh lock-server and rail-stub
-//! container, started with the `testcontainers` crate from the locally built
-//! images (`scripts/build-images.sh`), on a private bridge network of its own,
-//! with the lock-server on PostgreSQL. Everything it starts carries the labels
+//! `--runtime docker` (C4): each cell gets fresh containers, started with the
+//! `testcontainers` crate from the locally built images
+//! (`scripts/build-images.sh`), on a private bridge network of its own: a
+//! rail-stub and one lock-server per replica on PostgreSQL — the one the
+//! bench is given, or (chaos) a PostgreSQL container of the cell's own
+//! (`scripts/build-postgres-image.sh`). Everything it starts carries the labels
 //! `fencepost.bench=1` and `fencepost.run=<this process's run id>`, and is
 //! removed when the cell's [`DockerServices`] is dropped (error, Ctrl-C, panic
 //! unwinding); [`RunCleanup`] removes whatever is left with the run's label
-//! when the run ends.
+//! when the run ends. Faults act on the containers one by one (`cluster.rs`:
+//! `docker pause`, `docker kill`, `docker start`, and the relays' cuts).
 //!
 //! Three things this module does because of the machine, each documented where
 //! it lives:
@@ -20,25 +23,29 @@
 //!   the host. A TCP relay in the bench listens on the network's gateway
 //!   address (a host address on that bridge) and forwards to it; the
 //!   lock-server's store URL names the gateway IP, so no name resolution is
-//!   involved.
+//!   involved. With `db_relays`, each replica has a delay proxy of its own
+//!   there instead, which a fault can cut or delay.
 //! - **Loopback-only ports.** The services' ports are published on 127.0.0.1
-//!   only, on ephemeral host ports; the bench reaches them there.
+//!   only, on host ports the bench picks (so a container started again after
+//!   a kill keeps its URL); each lock-server advertises that URL.
 //!
-//! The shim lives in `api_shim.rs`, the relay in `pg_relay.rs`, what can fail
-//! in `error.rs` ([`DockerError`]); this module owns the containers, their
-//! network and their cleanup.
+//! The shim lives in `api_shim.rs`, the relay in `pg_relay.rs`, the faults in
+//! `cluster.rs`, what can fail in `error.rs` ([`DockerError`]); this module
+//! owns the containers, their network and their cleanup.
 
 mod api_shim;
+mod cluster;
 mod error;
 pub(crate) mod pg_relay;
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use fencepost_api::latency::LatencySpec;
 use testcontainers::bollard::Docker;
 use testcontainers::bollard::models::{HostConfig, NetworkCreateRequest, PortBinding};
 use testcontainers::core::logs::LogFrame;
@@ -46,6 +53,8 @@ use testcontainers::core::{IntoContainerPort, WaitFor};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use tokio::task::JoinHandle;
+
+use crate::proxy::DelayProxy;
 
 pub use api_shim::{engine, engine_docker_host};
 pub use error::{DockerError, ProbeError};
@@ -66,6 +75,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_LOCK_IMAGE: &str = "fencepost/lock-server:dev";
 /// The default rail-stub image (built by `scripts/build-images.sh`).
 pub const DEFAULT_RAIL_IMAGE: &str = "fencepost/rail-stub:dev";
+/// The default PostgreSQL image (built by `scripts/build-postgres-image.sh`).
+pub const DEFAULT_PG_IMAGE: &str = "fencepost/postgres:dev";
 
 /// This process's run id: the value of [`LABEL_RUN`] on everything it starts.
 pub fn run_id() -> &'static str {
@@ -79,6 +90,19 @@ pub fn run_id() -> &'static str {
     })
 }
 
+/// The PostgreSQL a cell's lock-servers store in.
+#[derive(Clone, Debug)]
+pub enum Postgres {
+    /// One the bench is given (`--pg-url`), as the bench reaches it; relayed into the network.
+    Url(String),
+    /// A container of its own on the cell's network, started from `image`
+    /// (`scripts/build-postgres-image.sh`), so a fault can `docker kill` it.
+    Container {
+        /// The image, `REPO:TAG`.
+        image: String,
+    },
+}
+
 /// What one cell's containers need.
 #[derive(Clone, Debug)]
 pub struct DockerSpec {
@@ -86,38 +110,75 @@ pub struct DockerSpec {
     pub lock_image: String,
     /// The rail-stub image, `REPO:TAG`.
     pub rail_image: String,
-    /// The PostgreSQL the lock-server stores tokens in, as the bench reaches it.
-    pub pg_url: String,
-    /// lock-server arguments besides `--store` (`--default-ttl`, ...).
+    /// The PostgreSQL the lock-servers store tokens in.
+    pub postgres: Postgres,
+    /// Lock-server replicas (each its own container; 1 is one lock-server).
+    pub replicas: u32,
+    /// Each replica reaches PostgreSQL through a delay proxy of its own
+    /// (on the network's gateway), which a fault can cut or delay.
+    pub db_relays: bool,
+    /// The relays' seed.
+    pub seed: u64,
+    /// lock-server arguments besides `--store` and `--advertise` (`--default-ttl`, ...).
     pub lock_args: Vec<String>,
     /// rail-stub arguments (`--latency`, `--seed`).
     pub rail_args: Vec<String>,
-    /// Where the containers' stderr logs go (`lock-server.log`, `rail-stub.log`).
+    /// Where the containers' stderr logs go (`lock-server.log`,
+    /// `lock-server-I.log` for replica I, `rail-stub.log`, `postgres.log`).
     pub log_dir: PathBuf,
 }
 
-/// One cell's containers; dropping it removes them, the relay and the network.
+/// One lock-server replica's container.
+struct LockReplica {
+    /// The container (removed by testcontainers on drop).
+    container: ContainerAsync<GenericImage>,
+    /// Its base URL on the host's loopback (a port fixed for its life, so a
+    /// `docker start` after a kill keeps it).
+    url: String,
+    /// Its log file: the container's whole stderr, every start of it,
+    /// written when the cell ends.
+    log: PathBuf,
+    /// Paused (`docker pause`) and not yet unpaused.
+    paused: bool,
+}
+
+/// The cell's PostgreSQL container.
+struct PgContainer {
+    /// The container.
+    container: ContainerAsync<GenericImage>,
+    /// `host:port` on the host's loopback.
+    addr: SocketAddr,
+    /// Its log file, written when the cell ends.
+    log: PathBuf,
+}
+
+/// One cell's containers; dropping it removes them, the relays and the network.
 pub struct DockerServices {
-    /// The lock-server container (removed by testcontainers on drop).
-    lock: Option<ContainerAsync<GenericImage>>,
+    /// The lock-server replicas; 0 is the one started first.
+    locks: Vec<LockReplica>,
     /// The rail-stub container (removed by testcontainers on drop).
     rail: Option<ContainerAsync<GenericImage>>,
-    /// The PostgreSQL relay's accept loop; aborting it drops its connections.
+    /// The PostgreSQL container, when the cell runs its own.
+    pg: Option<PgContainer>,
+    /// The shared PostgreSQL relay's accept loop (no per-replica relays);
+    /// aborting it drops its connections.
     relay: Option<JoinHandle<()>>,
+    /// Per replica, the delay proxy in front of its PostgreSQL (`db_relays`).
+    db_relays: Vec<DelayProxy>,
     /// The private network, removed after the containers.
     network: String,
     /// The engine client that created the network.
     docker: Docker,
-    /// The lock-server's base URL on the host's loopback.
+    /// The lock-servers' base URLs on the host's loopback, comma-separated.
     pub lock_url: String,
     /// The rail-stub's base URL on the host's loopback.
     pub rail_url: String,
 }
 
 impl DockerServices {
-    /// The lock-server container's id (for `docker pause` and CPU quotas).
+    /// The first lock-server container's id (for CPU quotas).
     pub fn lock_container_id(&self) -> Option<&str> {
-        self.lock.as_ref().map(|c| c.id())
+        self.locks.first().map(|l| l.container.id())
     }
 
     /// The rail-stub container's id.
@@ -129,17 +190,57 @@ impl DockerServices {
     pub fn network(&self) -> &str {
         &self.network
     }
+
+    /// Writes each lock-server's and PostgreSQL's whole stderr (every start
+    /// of the container, which a log stream that ends at a kill would not
+    /// have) to its log file, through a temporary file renamed into place.
+    fn save_logs(&self) {
+        let logs = self.locks.iter().map(|l| (l.container.id(), &l.log));
+        let pg = self.pg.iter().map(|p| (p.container.id(), &p.log));
+        for (id, log) in logs.chain(pg) {
+            let tmp = log.with_extension("log.tmp");
+            let Ok(file) = std::fs::File::create(&tmp) else {
+                continue;
+            };
+            let mut cmd = std::process::Command::new("docker");
+            if let Some(host) = engine_docker_host() {
+                cmd.env("DOCKER_HOST", host);
+            }
+            let ok = cmd
+                .args(["logs", id])
+                .stdout(std::process::Stdio::null())
+                .stderr(file)
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                let _ = std::fs::rename(&tmp, log);
+            } else {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+    }
 }
 
 impl Drop for DockerServices {
     fn drop(&mut self) {
+        self.save_logs();
+        // A paused container is unpaused first, so its removal cannot wait on it.
+        for l in self.locks.iter().filter(|l| l.paused) {
+            let mut cmd = std::process::Command::new("docker");
+            if let Some(host) = engine_docker_host() {
+                cmd.env("DOCKER_HOST", host);
+            }
+            let _ = cmd.args(["unpause", l.container.id()]).output();
+        }
         // Containers first (testcontainers removes each with `rm -f` in its
-        // own Drop), then the relay, then the network they were attached to.
-        self.lock.take();
+        // own Drop), then the relays, then the network they were attached to.
+        self.locks.clear();
         self.rail.take();
+        self.pg.take();
         if let Some(relay) = self.relay.take() {
             relay.abort();
         }
+        self.db_relays.clear();
         let (docker, network) = (self.docker.clone(), self.network.clone());
         let remove = async move {
             if let Err(e) = docker.remove_network(&network).await {
@@ -156,11 +257,28 @@ impl Drop for DockerServices {
     }
 }
 
-/// Starts one cell's lock-server and rail-stub containers on a new private
-/// network, and returns once both have printed `listening on`.
+/// A free TCP port on 127.0.0.1, as the OS hands one out (the listener is
+/// closed again: a container's published port must stay the same across a
+/// `docker start`, so it is chosen here, not by the engine).
+fn free_port() -> Result<u16, DockerError> {
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
+}
+
+/// Starts one cell's containers on a new private network — PostgreSQL when
+/// the cell runs its own, the rail-stub, then each lock-server replica —
+/// and returns once each has printed its ready line.
 pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
     let docker = engine().await?;
-    for image in [&spec.lock_image, &spec.rail_image] {
+    let pg_image = match &spec.postgres {
+        Postgres::Container { image } => Some(image.clone()),
+        Postgres::Url(_) => None,
+    };
+    for image in [&spec.lock_image, &spec.rail_image]
+        .into_iter()
+        .chain(pg_image.as_ref())
+    {
         docker
             .inspect_image(image)
             .await
@@ -169,7 +287,6 @@ pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
                 detail,
             })?;
     }
-    let pg_upstream = pg_addr(&spec.pg_url).await?;
 
     static CELL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = CELL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -192,30 +309,78 @@ pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
         })?;
     // From here on the guard owns the network, so every exit path removes it.
     let mut services = DockerServices {
-        lock: None,
+        locks: Vec::new(),
         rail: None,
+        pg: None,
         relay: None,
+        db_relays: Vec::new(),
         network: network.clone(),
         docker: docker.clone(),
         lock_url: String::new(),
         rail_url: String::new(),
     };
     let gateway = network_gateway(&docker, &network).await?;
-    let (relay_addr, relay) = pg_relay(gateway, pg_upstream).await?;
-    services.relay = Some(relay);
-    let store = rewrite_pg_url(&spec.pg_url, relay_addr)?;
+    let pg_url = match (&spec.postgres, pg_image) {
+        (Postgres::Url(url), _) => url.clone(),
+        (Postgres::Container { .. }, Some(image)) => {
+            let port = free_port()?;
+            let ready = WaitFor::message_on_stderr(PG_READY_LINE);
+            let pg = container(
+                &image,
+                (5432, port),
+                ready,
+                &network,
+                "postgres",
+                &labels,
+                &[],
+            )
+            .start()
+            .await
+            .map_err(|source| DockerError::StartPostgres { source })?;
+            services.pg = Some(PgContainer {
+                container: pg,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                log: spec.log_dir.join("postgres.log"),
+            });
+            format!("postgres://postgres@127.0.0.1:{port}/postgres")
+        }
+        (Postgres::Container { .. }, None) => unreachable!("a container names its image"),
+    };
+    let pg_upstream = pg_addr(&pg_url).await?;
+    let mut stores = Vec::new();
+    if spec.db_relays {
+        for i in 0..spec.replicas {
+            let relay = DelayProxy::start_on(
+                gateway,
+                pg_upstream,
+                LatencySpec::Fixed(Duration::ZERO),
+                spec.seed ^ u64::from(i),
+            )
+            .await
+            .map_err(|source| DockerError::RelayListen {
+                bind: gateway,
+                source,
+            })?;
+            stores.push(rewrite_pg_url(&pg_url, relay.addr())?);
+            services.db_relays.push(relay);
+        }
+    } else {
+        let (relay_addr, relay) = pg_relay(gateway, pg_upstream).await?;
+        services.relay = Some(relay);
+        let store = rewrite_pg_url(&pg_url, relay_addr)?;
+        stores = vec![store; spec.replicas.max(1) as usize];
+    }
 
-    let mut lock_args = vec!["--store".to_string(), store];
-    lock_args.extend(spec.lock_args.iter().cloned());
     let rail = container(
         &spec.rail_image,
-        RAIL_PORT,
+        (RAIL_PORT, free_port()?),
+        WaitFor::message_on_stdout("listening on http://"),
         &network,
         "rail-stub",
         &labels,
         &spec.rail_args,
-        &spec.log_dir,
     )
+    .with_log_consumer(stderr_to(&spec.log_dir.join("rail-stub.log")))
     .start()
     .await
     .map_err(|source| DockerError::StartRail { source })?;
@@ -224,64 +389,102 @@ pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
         rail.get_host_port_ipv4(RAIL_PORT.tcp()).await?
     );
     services.rail = Some(rail);
-    let lock = container(
-        &spec.lock_image,
-        LOCK_PORT,
-        &network,
-        "lock-server",
-        &labels,
-        &lock_args,
-        &spec.log_dir,
-    )
-    .start()
-    .await
-    .map_err(|source| DockerError::StartLock {
-        log: spec.log_dir.join("lock-server.log"),
-        source,
-    })?;
-    services.lock_url = format!(
-        "http://127.0.0.1:{}",
-        lock.get_host_port_ipv4(LOCK_PORT.tcp()).await?
-    );
-    services.lock = Some(lock);
+    for (i, store) in stores.into_iter().enumerate() {
+        let port = free_port()?;
+        let url = format!("http://127.0.0.1:{port}");
+        let mut lock_args = vec![
+            "--store".to_string(),
+            store,
+            "--advertise".into(),
+            url.clone(),
+        ];
+        lock_args.extend(spec.lock_args.iter().cloned());
+        let name = replica_name(i);
+        let log = spec.log_dir.join(format!("{name}.log"));
+        let lock = container(
+            &spec.lock_image,
+            (LOCK_PORT, port),
+            WaitFor::message_on_stdout("listening on http://"),
+            &network,
+            &name,
+            &labels,
+            &lock_args,
+        )
+        .with_log_consumer(stderr_to(&log))
+        .start()
+        .await
+        .map_err(|source| DockerError::StartLock {
+            log: log.clone(),
+            source,
+        })?;
+        services.locks.push(LockReplica {
+            container: lock,
+            url,
+            log,
+            paused: false,
+        });
+    }
+    services.lock_url = services
+        .locks
+        .iter()
+        .map(|l| l.url.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
     Ok(services)
 }
 
-/// A container request: labelled, on `network`, `port` published on 127.0.0.1
-/// only, ready at its `listening on` line, stderr appended to `log_dir/<name>.log`.
+/// The line PostgreSQL prints on stderr when it accepts connections.
+pub const PG_READY_LINE: &str = "database system is ready to accept connections";
+
+/// Replica `i`'s container and log name, as the process runtime names its
+/// logs: `lock-server` for the first, `lock-server-I` for the others.
+fn replica_name(i: usize) -> String {
+    if i == 0 {
+        "lock-server".into()
+    } else {
+        format!("lock-server-{i}")
+    }
+}
+
+/// A log consumer appending a container's stderr to `path` while it runs.
+fn stderr_to(path: &Path) -> impl Fn(&LogFrame) + Send + Sync + 'static {
+    let log = Mutex::new(std::fs::File::create(path).ok());
+    move |frame: &LogFrame| {
+        if let (LogFrame::StdErr(bytes), Ok(mut guard)) = (frame, log.lock())
+            && let Some(file) = guard.as_mut()
+        {
+            let _ = file.write_all(bytes);
+        }
+    }
+}
+
+/// A container request: labelled, on `network`, ready at `ready`, its
+/// `port` published on 127.0.0.1:`host_port` only (its log consumer is the caller's).
 fn container(
     image: &str,
-    port: u16,
+    (port, host_port): (u16, u16),
+    ready: WaitFor,
     network: &str,
     name: &str,
     labels: &HashMap<String, String>,
     args: &[String],
-    log_dir: &Path,
 ) -> testcontainers::core::ContainerRequest<GenericImage> {
     let (repo, tag) = split_image(image);
-    let log = Mutex::new(std::fs::File::create(log_dir.join(format!("{name}.log"))).ok());
     GenericImage::new(repo, tag)
         .with_exposed_port(port.tcp())
-        .with_wait_for(WaitFor::message_on_stdout("listening on http://"))
+        .with_wait_for(ready)
         .with_network(network)
         .with_container_name(format!("{network}-{name}"))
         .with_labels(labels.clone())
         .with_cmd(args.to_vec())
         .with_startup_timeout(START_TIMEOUT)
-        .with_log_consumer(move |frame: &LogFrame| {
-            if let (LogFrame::StdErr(bytes), Ok(mut guard)) = (frame, log.lock())
-                && let Some(file) = guard.as_mut()
-            {
-                let _ = file.write_all(bytes);
-            }
-        })
         .with_host_config_modifier(move |hc: &mut HostConfig| {
             hc.publish_all_ports = Some(false);
             hc.port_bindings = Some(HashMap::from([(
                 format!("{port}/tcp"),
                 Some(vec![PortBinding {
                     host_ip: Some("127.0.0.1".into()),
-                    host_port: Some(String::new()),
+                    host_port: Some(host_port.to_string()),
                 }]),
             )]));
         })

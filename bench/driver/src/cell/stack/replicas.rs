@@ -1,8 +1,9 @@
-//! The replicas of a process-runtime stack, one by one, for fault schedules
-//! (`experiments chaos --replicas N`): by index (0 is the one started
-//! first, the rest in order), paused and resumed, killed, and restarted
-//! where it was — the same address, store and arguments — so the URL list
-//! the workers were given stays right. Which replica leads is the caller's
+//! The replicas of a stack, one by one, for fault schedules (`experiments
+//! chaos --replicas N`): by index (0 is the one started first, the rest in
+//! order), paused and resumed, killed, and restarted where it was — the
+//! same address, store and arguments — so the URL list the workers were
+//! given stays right. Child processes get signals; containers get `docker
+//! pause`, `kill` and `start` (`crate::docker`). Which replica leads is the caller's
 //! question (`/readyz` answers 200 on the one that serves).
 
 use std::sync::Arc;
@@ -12,10 +13,11 @@ use fencepost_harness::ChildService;
 use super::error::StackError;
 use super::launch::spawn_child_on;
 use super::{Services, Stack};
+use crate::docker::{DockerError, DockerServices};
 use crate::proxy::{DelayProxy, ProxyControl};
 
 impl Stack {
-    /// The lock-server replicas' URLs by index (process runtime; empty otherwise).
+    /// The lock-server replicas' URLs by index (process and docker runtimes; empty otherwise).
     pub fn replica_urls(&self) -> Vec<String> {
         match &self.services {
             Some(Services::Process { lock, standbys, .. }) => {
@@ -23,11 +25,12 @@ impl Stack {
                     .chain(standbys.iter().map(ChildService::url))
                     .collect()
             }
+            Some(Services::Docker(d)) => d.replica_urls(),
             _ => Vec::new(),
         }
     }
 
-    /// Runs `f` on replica `i`'s child, if there is one.
+    /// Runs `f` on replica `i`'s child, if there is one (process runtime).
     fn with_replica<T>(&mut self, i: usize, f: impl FnOnce(&mut ChildService) -> T) -> Option<T> {
         match self.services.as_mut()? {
             Services::Process { lock, standbys, .. } if i == 0 => {
@@ -38,25 +41,47 @@ impl Stack {
         }
     }
 
+    /// The containers, in the docker runtime.
+    fn containers(&mut self) -> Option<&mut DockerServices> {
+        match self.services.as_mut()? {
+            Services::Docker(d) => Some(d),
+            _ => None,
+        }
+    }
+
     /// The delay proxy in front of replica `i`'s PostgreSQL (stacks started
     /// with `db_relays`): cut it, or delay it with a spike.
     pub fn replica_db(&self, i: usize) -> Option<Arc<ProxyControl>> {
-        self.db_relays.get(i).map(DelayProxy::control)
+        match &self.services {
+            Some(Services::Docker(d)) => d.replica_db(i),
+            _ => self.db_relays.get(i).map(DelayProxy::control),
+        }
     }
 
-    /// SIGSTOP of replica `i`; false when there is no such replica or the signal failed.
-    pub fn pause_replica(&mut self, i: usize) -> bool {
+    /// SIGSTOP (docker: `docker pause`) of replica `i`; false when there is
+    /// no such replica or it could not be paused.
+    pub async fn pause_replica(&mut self, i: usize) -> bool {
+        if let Some(d) = self.containers() {
+            return logged(d.pause_lock(i).await, "pause", i);
+        }
         self.with_replica(i, |c| c.pause().is_ok()).unwrap_or(false)
     }
 
-    /// SIGCONT of replica `i`.
-    pub fn resume_replica(&mut self, i: usize) -> bool {
+    /// SIGCONT (docker: `docker unpause`) of replica `i`.
+    pub async fn resume_replica(&mut self, i: usize) -> bool {
+        if let Some(d) = self.containers() {
+            return logged(d.unpause_lock(i).await, "unpause", i);
+        }
         self.with_replica(i, |c| c.resume().is_ok())
             .unwrap_or(false)
     }
 
-    /// kill -9 of replica `i` (resumed first, so a paused one dies too).
-    pub fn kill_replica(&mut self, i: usize) -> bool {
+    /// kill -9 (docker: `docker kill`) of replica `i`, resumed first, so a
+    /// paused one dies too.
+    pub async fn kill_replica(&mut self, i: usize) -> bool {
+        if let Some(d) = self.containers() {
+            return logged(d.kill_lock(i).await, "kill", i);
+        }
         self.with_replica(i, |c| {
             let _ = c.resume();
             c.kill9();
@@ -65,14 +90,20 @@ impl Stack {
     }
 
     /// A fresh lock-server in replica `i`'s place (killed first if it still
-    /// runs): its address, store and arguments, its own log. Returns when it
-    /// listens; it serves as a standby until it wins the leader row.
+    /// runs): its address, store and arguments, its own log (docker: the
+    /// same container started again). Returns when it listens; it serves as
+    /// a standby until it wins the leader row.
     pub async fn restart_replica(&mut self, i: usize) -> Result<(), StackError> {
+        self.lock_restarts += 1;
+        if let Some(d) = self.containers() {
+            d.kill_lock(i).await?;
+            d.start_lock(i).await?;
+            return Ok(());
+        }
         let addr = self
             .with_replica(i, |c| c.addr())
             .ok_or(StackError::NoSuchReplica { replica: i })?;
-        self.kill_replica(i);
-        self.lock_restarts += 1;
+        self.kill_replica(i).await;
         let log = self.dir.join(format!(
             "lock-server-{i}.restart-{}.log",
             self.lock_restarts
@@ -85,5 +116,34 @@ impl Stack {
         let fresh = spawn_child_on("lock-server", args, log, addr).await?;
         self.with_replica(i, move |c| *c = fresh);
         Ok(())
+    }
+
+    /// The stack's own PostgreSQL container (docker runtime without
+    /// `pg_url`), as the host reaches it.
+    pub fn postgres_container_addr(&self) -> Option<std::net::SocketAddr> {
+        match &self.services {
+            Some(Services::Docker(d)) => d.postgres_addr(),
+            _ => None,
+        }
+    }
+
+    /// `docker kill` and `docker start` of the stack's own PostgreSQL
+    /// container; returns once it runs again (it then recovers from its WAL).
+    pub async fn crash_postgres_container(&mut self) -> Result<(), StackError> {
+        let d = self
+            .containers()
+            .ok_or(StackError::Docker(DockerError::NoPostgresContainer))?;
+        Ok(d.crash_postgres().await?)
+    }
+}
+
+/// A container fault's outcome as the process runtime's (a bool), the engine's refusal logged.
+fn logged(r: Result<(), DockerError>, what: &str, replica: usize) -> bool {
+    match r {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(replica, error = %e, "docker {what} of a lock-server replica failed");
+            false
+        }
     }
 }
