@@ -104,6 +104,15 @@ pub enum ChaosError {
         /// The OS error (in the message, so not also a `source()`).
         error: std::io::Error,
     },
+    /// The store's epoch breach audit could not be read after a run: the
+    /// run's PostgreSQL is down or its schema is gone; the error says which.
+    #[error("the epoch breach audit: {what}: {error}")]
+    Audit {
+        /// What failed.
+        what: &'static str,
+        /// The driver's error (in the message, so not also a `source()`).
+        error: tokio_postgres::Error,
+    },
     /// An operation could not be serialised into the history: a bug, report it.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
@@ -197,6 +206,7 @@ async fn one_run(
         (Some(url), true) => Some(fresh_schema(url, "chaos", seed).await?),
         _ => None,
     };
+    let store_url = store.clone();
     let runtime = match &cfg.images {
         Some(images) => Runtime::Docker {
             pg_url: store,
@@ -244,6 +254,11 @@ async fn one_run(
         Ok(Some(_)) => Some(stack.rail().ledger().await),
         _ => None,
     };
+    // Read while the store still runs (a run's own PostgreSQL container goes with the stack).
+    let breaches = match (&measured, audit_url(store_url.as_deref(), &stack)) {
+        (Ok(Some(_)), Some(url)) => Some(read_breaches(&url).await),
+        _ => None,
+    };
     stack.stop().await;
     let Some(m) = measured? else {
         return Ok(None);
@@ -257,11 +272,12 @@ async fn one_run(
     let mut covered = coverage::from_history(&ops, &applied);
     coverage::from_logs(&mut covered, dir);
     let epoch_conflicts = coverage::epoch_conflicts(dir);
+    let epoch_breaches = breaches.transpose()?.unwrap_or_default();
     write_history(dir, &ops, &ledger)?;
     for f in spawner.history_files() {
         let _ = std::fs::remove_file(f);
     }
-    if check.holds() && epoch_conflicts.is_empty() {
+    if check.holds() && epoch_conflicts.is_empty() && epoch_breaches.is_empty() {
         // The lock store is only evidence when something is wrong.
         for f in ["lock.sqlite", "lock.sqlite-wal", "lock.sqlite-shm"] {
             let _ = std::fs::remove_file(dir.join(f));
@@ -279,6 +295,7 @@ async fn one_run(
         check,
         coverage: covered,
         epoch_conflicts,
+        epoch_breaches,
         elapsed_s: started.elapsed().as_secs_f64(),
     }))
 }
@@ -342,6 +359,7 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
         history_violations: 0,
         grant_overlaps: 0,
         epoch_conflicts: 0,
+        epoch_breaches: 0,
         coverage: Default::default(),
         trigger4_events: 0,
         paid: 0,
@@ -372,6 +390,9 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
         for c in &r.epoch_conflicts {
             println!("    VIOLATION EpochConflict: {c}");
         }
+        for b in &r.epoch_breaches {
+            println!("    VIOLATION EpochBreach: {b}");
+        }
         result.add(r);
         result.elapsed_s = t0.elapsed().as_secs_f64();
         // Written after every run: an interrupted command keeps what it did.
@@ -381,6 +402,56 @@ pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError>
     run_dir.write_json("chaos.json", &result)?;
     let dir = run_dir.finish(&report::report_section(&result))?;
     Ok((result, dir))
+}
+
+/// The store whose breach audit a run reads: its fresh schema on the
+/// PostgreSQL it was given, or its own PostgreSQL container; `None` for
+/// SQLite (one lock-server, no epochs).
+fn audit_url(store: Option<&str>, stack: &Stack) -> Option<String> {
+    match (store, stack.postgres_container_addr()) {
+        (Some(url), _) => Some(url.to_string()),
+        (None, Some(addr)) => Some(format!("postgres://postgres@{addr}/postgres")),
+        (None, None) => None,
+    }
+}
+
+/// The store's epoch breach audit (`fp_epoch_breaches`, written by each
+/// leader's write transactions): one line per write a deposed epoch
+/// committed after another replica took over. A store that cannot be read
+/// fails the run: no answer is not "no breach".
+async fn read_breaches(url: &str) -> Result<Vec<String>, ChaosError> {
+    let connect = |error| ChaosError::Audit {
+        what: "connect",
+        error,
+    };
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(connect)?;
+    let conn = tokio::spawn(conn);
+    let rows = client
+        .query(
+            "SELECT writer_epoch, row_epoch, count(*), min(at)::text FROM fp_epoch_breaches \
+             GROUP BY 1, 2 ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .map_err(|error| ChaosError::Audit {
+            what: "read fp_epoch_breaches",
+            error,
+        })?;
+    conn.abort();
+    Ok(rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} write transaction(s) of epoch {} committed while the leader row had epoch {} (first at {})",
+                r.get::<_, i64>(2),
+                r.get::<_, i64>(0),
+                r.get::<_, i64>(1),
+                r.get::<_, String>(3),
+            )
+        })
+        .collect())
 }
 
 fn describe(v: &HistoryViolation) -> String {

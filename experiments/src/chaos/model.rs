@@ -225,6 +225,10 @@ pub struct RunResult {
     /// Epochs two replicas both took, from their logs. Must be empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub epoch_conflicts: Vec<String>,
+    /// Write transactions a deposed leader committed after another replica
+    /// took over, from the store's epoch breach audit (`fp_epoch_breaches`). Must be empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub epoch_breaches: Vec<String>,
     /// Seconds the run took (start of the stack to its stop).
     pub elapsed_s: f64,
 }
@@ -265,6 +269,9 @@ pub struct ChaosResult {
     /// Epochs two replicas both took (their logs' `leader_takeover`). Must be 0.
     #[serde(default)]
     pub epoch_conflicts: u64,
+    /// Committed writes of a deposed epoch (the store's breach audit), all runs.
+    #[serde(default)]
+    pub epoch_breaches: u64,
     /// Per guarded situation ([`super::coverage::Situation`]): in how many
     /// runs it occurred, and how often in all.
     #[serde(default)]
@@ -295,6 +302,7 @@ impl ChaosResult {
             + self.token_regressions
             + self.history_violations
             + self.epoch_conflicts
+            + self.epoch_breaches
     }
 
     pub(crate) fn add(&mut self, r: RunResult) {
@@ -312,6 +320,7 @@ impl ChaosResult {
         self.history_violations += c.history_violations();
         self.grant_overlaps += c.grant_overlaps;
         self.epoch_conflicts += r.epoch_conflicts.len() as u64;
+        self.epoch_breaches += r.epoch_breaches.len() as u64;
         for s in super::coverage::Situation::ALL {
             let n = r.coverage.get(s.as_str()).copied().unwrap_or(0);
             let e = self.coverage.entry(s.as_str().to_string()).or_default();

@@ -8,10 +8,12 @@ use crate::chaos::model::{ChaosResult, RunResult};
 
 /// `run 3/20 seed 4: 4 faults (2 overlapping), 812 ops, paid 57, fenced 1 — ok`.
 pub fn progress_line(n: usize, total: usize, r: &RunResult) -> String {
-    let verdict = if r.check.holds() {
+    // The history's violations, the replicas' epoch conflicts and the store's breaches.
+    let n = r.check.violations.len() + r.epoch_conflicts.len() + r.epoch_breaches.len();
+    let verdict = if n == 0 {
         "ok".to_string()
     } else {
-        format!("{} VIOLATION(S)", r.check.violations.len())
+        format!("{n} VIOLATION(S)")
     };
     let kinds: Vec<&str> = r.applied.iter().map(|a| a.kind.as_str()).collect();
     format!(
@@ -33,7 +35,7 @@ pub fn progress_line(n: usize, total: usize, r: &RunResult) -> String {
 pub fn table(r: &ChaosResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "| counter | value |\n|---|---|");
-    let rows: [(&str, String); 14] = [
+    let rows: [(&str, String); 15] = [
         ("runs", r.runs.to_string()),
         ("operations_checked", r.operations_checked.to_string()),
         (
@@ -51,6 +53,10 @@ pub fn table(r: &ChaosResult) -> String {
         (
             "epoch_conflicts (two replicas took one epoch)",
             r.epoch_conflicts.to_string(),
+        ),
+        (
+            "epoch_breaches (a deposed leader's write committed)",
+            r.epoch_breaches.to_string(),
         ),
         (
             "trigger-4 events (believed-held fence-outs)",

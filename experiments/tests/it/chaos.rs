@@ -4,7 +4,9 @@
 //! fences off (`--sabotage no-fences`), or a lock-server that cuts its
 //! leases short (`--sabotage early-expiry`), are caught and exit 1; and
 //! three replicas on PostgreSQL (`FENCEPOST_TEST_PG_URL`, required under
-//! `CI=true`) come through leader and standby faults with every counter 0.
+//! `CI=true`) come through leader and standby faults with every counter 0,
+//! unless they skip the epoch fence (`--sabotage skip-epoch-fence`), which
+//! the store's epoch breach audit catches.
 
 use std::process::Command;
 
@@ -134,4 +136,30 @@ fn replicated_chaos_on_postgres_finds_no_violation_through_leader_faults() {
     );
     assert!(r.operations_checked > 100, "{}", r.operations_checked);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--sabotage skip-epoch-fence` over replicas: a deposed leader's writes held
+/// back by the database cut land after the takeover and commit; the store's
+/// epoch breach audit records them and the run fails with the rule named.
+#[test]
+fn chaos_over_replicas_that_skip_the_epoch_fence_finds_the_deposed_leaders_writes() {
+    let Some(url) = crate::pg_url() else {
+        return;
+    };
+    let out = crate::scratch("chaos-skip-epoch-fence");
+    let o = Command::new(crate::bin())
+        .args(["chaos", "--replicas", "3", "--runs", "3", "--seed", "1"])
+        .args(["--sabotage", "skip-epoch-fence", "--pg-url", &url, "--out"])
+        .arg(&out)
+        .env_remove("FENCEPOST_PG_DIR")
+        .output()
+        .expect("run experiments chaos");
+    let json = std::fs::read(out.join("chaos.json")).expect("chaos.json written");
+    let r: ChaosResult = serde_json::from_slice(&json).expect("chaos.json parses");
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(!o.status.success(), "a sabotaged chaos run must exit 1");
+    assert!(r.epoch_breaches > 0, "{:#?}", r.per_run);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("VIOLATION EpochBreach"), "{stdout}");
+    assert_eq!(r.config.sabotage.as_deref(), Some("skip-epoch-fence"));
 }

@@ -66,8 +66,8 @@ impl LockService {
         let sabotaged =
             self.table().limits().sabotage == Some(crate::core::Sabotage::SkipEpochFence);
         self.store().set_fence(if sabotaged {
-            // TEST (`--sabotage skip-epoch-fence`): writes as if single-node.
-            Fence::Unfenced
+            // TEST (`--sabotage skip-epoch-fence`): writes without the check.
+            Fence::Unchecked { epoch }
         } else {
             Fence::Leader {
                 epoch,

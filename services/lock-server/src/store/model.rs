@@ -87,6 +87,23 @@ pub enum Fence {
         /// it (a frozen leader must not block a takeover with its row locks).
         idle_limit: Duration,
     },
+    /// TEST (`--sabotage skip-epoch-fence`): the leader of `epoch` writing
+    /// without the fence. Its writes still carry the epoch breach audit, so
+    /// what the missing fence lets through is recorded.
+    Unchecked {
+        /// The epoch this replica took.
+        epoch: u64,
+    },
+}
+
+impl Fence {
+    /// The epoch this replica writes as, if it writes as a leader.
+    pub fn writer_epoch(&self) -> Option<u64> {
+        match self {
+            Fence::Leader { epoch, .. } | Fence::Unchecked { epoch } => Some(*epoch),
+            Fence::Unfenced | Fence::Standby => None,
+        }
+    }
 }
 
 /// One attempt to take or keep the leader row ([`LockStore::claim_leadership`]).

@@ -75,6 +75,32 @@ CREATE TABLE IF NOT EXISTS fp_leader (
 );
 ";
 
+/// The epoch breach audit (issue 26): a write transaction of the leader of
+/// epoch `e` ends with [`breach_audit_sql`], which records a row here if the
+/// leader row has another epoch at that statement. The fence key-share-locks
+/// the row at the transaction's start, and a takeover must lock it `FOR
+/// UPDATE` first, so while the fence works this table stays empty; a row is
+/// a write committed by a deposed leader after another replica took over —
+/// what the fence exists to prevent, recorded by the database whatever the
+/// fence's code did. `experiments chaos` reads it after every replicated run.
+const BREACH_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS fp_epoch_breaches (
+    writer_epoch BIGINT NOT NULL,
+    row_epoch    BIGINT NOT NULL,
+    at           TIMESTAMPTZ NOT NULL
+);
+";
+
+/// The last statement of a write transaction of the leader of `epoch`
+/// (before COMMIT): inserts a breach row only if the leader row's epoch is
+/// not `epoch` (an integer formatted by us: no injection).
+fn breach_audit_sql(epoch: u64) -> String {
+    format!(
+        "INSERT INTO fp_epoch_breaches (writer_epoch, row_epoch, at) \
+         SELECT {epoch}, epoch, clock_timestamp() FROM fp_leader WHERE id = 1 AND epoch <> {epoch}"
+    )
+}
+
 /// Renews this node's lease of its epoch while it is live on the database's clock.
 const RENEW_LEADER_SQL: &str = "
 UPDATE fp_leader SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond', advertise = $2
@@ -145,6 +171,7 @@ impl PostgresStore {
         c.batch_execute(TABLES).await?;
         c.batch_execute(PG_INDEXES).await?;
         c.batch_execute(LEADER_SCHEMA).await?;
+        c.batch_execute(BREACH_SCHEMA).await?;
         Ok(store)
     }
 
@@ -158,10 +185,9 @@ impl PostgresStore {
     /// commit, which aborts the transaction, so the writes after them can be
     /// sent without waiting for the fence's answer. A standby:
     /// [`StoreError::Fenced`] before any connection is taken.
-    fn fence_sql(&self) -> Result<Option<(u64, String)>, StoreError> {
-        let fence = *self.fence.lock().unwrap_or_else(|e| e.into_inner());
+    fn fence_sql(fence: Fence) -> Result<Option<(u64, String)>, StoreError> {
         match fence {
-            Fence::Unfenced => Ok(None),
+            Fence::Unfenced | Fence::Unchecked { .. } => Ok(None),
             Fence::Standby => Err(StoreError::Fenced("this replica is a standby".into())),
             Fence::Leader { epoch, idle_limit } => Ok(Some((
                 epoch,
@@ -324,12 +350,14 @@ impl LockStore for PostgresStore {
     }
 
     async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
-        let fence = self.fence_sql()?;
+        let current = *self.fence.lock().unwrap_or_else(|e| e.into_inner());
+        let fence = Self::fence_sql(current)?;
+        let writer_epoch = current.writer_epoch();
         let plan = pg_batch::plan(writes);
         let mut out = vec![None; writes.len()];
         let c = self.client().await?;
         let prepared = Prepared::on(&c).await?;
-        if fence.is_none()
+        if writer_epoch.is_none()
             && let [s] = plan.as_slice()
         {
             // One statement is a transaction of its own: one round trip.
@@ -355,10 +383,20 @@ impl LockStore for PostgresStore {
             .iter()
             .map(|s| Box::pin(maybe_done(run(&c, &prepared, s))))
             .collect();
+        // A leader's transaction ends with the epoch breach audit (see
+        // BREACH_SCHEMA), pipelined like the rest: no round trip of its own.
+        // A query of its own, never one string with COMMIT: in an aborted
+        // transaction it fails, and a failed statement skips the rest of its
+        // query string, which would leave the connection in the transaction.
+        let audit_sql = writer_epoch.map(breach_audit_sql).unwrap_or_default();
+        let mut audit = pin!(maybe_done(c.batch_execute(&audit_sql)));
         let mut commit = pin!(maybe_done(c.batch_execute("COMMIT")));
         send(begin.as_mut()).await;
         for r in &mut ran {
             send(r.as_mut()).await;
+        }
+        if writer_epoch.is_some() {
+            send(audit.as_mut()).await;
         }
         send(commit.as_mut()).await;
         begin.as_mut().await;
@@ -391,6 +429,10 @@ impl LockStore for PostgresStore {
                     return Err(e.into());
                 }
             }
+        }
+        if writer_epoch.is_some() {
+            audit.as_mut().await;
+            audit.as_mut().take_output().expect("awaited")?;
         }
         commit.as_mut().await;
         commit.as_mut().take_output().expect("awaited")?;

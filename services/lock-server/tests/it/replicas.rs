@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::{StoreKind, open_session_over_http as open_session, post, temp_dir};
 
+mod breach;
 mod expiry;
 
 /// How long any wait for a condition may take before the test fails.
