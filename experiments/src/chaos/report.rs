@@ -9,11 +9,11 @@ use crate::chaos::model::{ChaosResult, RunResult};
 /// `run 3/20 seed 4: 4 faults (2 overlapping), 812 ops, paid 57, fenced 1 — ok`.
 pub fn progress_line(n: usize, total: usize, r: &RunResult) -> String {
     // The history's violations, the replicas' epoch conflicts and the store's breaches.
-    let n = r.check.violations.len() + r.epoch_conflicts.len() + r.epoch_breaches.len();
-    let verdict = if n == 0 {
+    let found = r.check.violations.len() + r.epoch_conflicts.len() + r.epoch_breaches.len();
+    let verdict = if found == 0 {
         "ok".to_string()
     } else {
-        format!("{n} VIOLATION(S)")
+        format!("{found} VIOLATION(S)")
     };
     let kinds: Vec<&str> = r.applied.iter().map(|a| a.kind.as_str()).collect();
     format!(
