@@ -583,6 +583,42 @@ def gen_chaos_run(here: Path, name: str) -> str:
     )
 
 
+def gen_peer_floor(here: Path) -> str:
+    """Heartbeat ÷ floor per system and clients (data/peer-floor/, issue 27)."""
+    rows = read_run("peer-floor", "peer.csv")
+    m = read_run("peer-floor", "manifest.json")
+    c = m["config"]
+
+    def label(r):
+        own = "etcd-client" if r["system"] == "etcd" else "sdk"
+        return f"{r['system']}/{r['store']}" + ("" if r["client"] == own else f" {r['client']}")
+
+    floor = {(label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
+    keys = sorted({(label(r), int(r["conc"])) for r in rows if r["op"] == "heartbeat"},
+                  key=lambda k: (k[1], k[0]))
+    out = []
+    for lab, conc in keys:
+        hb = [r for r in rows if r["op"] == "heartbeat" and label(r) == lab and int(r["conc"]) == conc]
+        pairs = [(num(r["ops_per_s"]), floor[(lab, r["conc"], r["repeat"])]) for r in hb
+                 if (lab, r["conc"], r["repeat"]) in floor]
+        if not pairs:
+            continue
+        med, lo, hi, ci = spread([h / fl for h, fl in pairs])
+        out.append([lab, str(conc), str(len(pairs)), f(statistics.median(h for h, _ in pairs), 0),
+                    f(statistics.median(fl for _, fl in pairs), 0), f"**{med:.2f}**", f"{lo:.2f}–{hi:.2f}",
+                    f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "–"])
+    return (
+        table(["system", "clients", "repeats", "heartbeat ops/s (median)", "floor ops/s (median)",
+               "heartbeat ÷ floor (median)", "min–max", "95 % t-interval of the mean"],
+              out, ["l", "r", "r", "r", "r", "r", "l", "l"])
+        + f"\n\n`bench peer --ops {','.join(c['ops'])}`, seed {m['seed']}, {c['repeats']} repeats of "
+        f"{c['duration_s']:g} s after {c['warmup_s']:g} s of warm-up per measurement, "
+        f"{', '.join(str(x) for x in c['concurrency'])} clients; {run_line('', m)}. Source: "
+        + ", ".join(link(here, f"data/peer-floor/{n}") for n in ("peer.csv", "manifest.json"))
+        + " (written by `bench peer`). The verdicts are in " + link(here, "data/peer-floor/report.md") + "."
+    )
+
+
 def gen_failover(here: Path) -> str:
     fo = read_json("failover/failover.json")
     rows = []
@@ -751,6 +787,7 @@ GENERATORS = {
     "chaos": gen_chaos,
     "chaos-replicas": gen_chaos_replicas,
     "chaos-docker": gen_chaos_docker,
+    "peer-floor": gen_peer_floor,
     "chaos-docker-replicas": gen_chaos_docker_replicas,
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,

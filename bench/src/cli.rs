@@ -207,8 +207,11 @@ pub struct PeerArgs {
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
 
-    /// Operations: heartbeat (L2 vs LeaseKeepAlive), grant (L4+L6 vs txn+delete).
-    #[arg(long, default_value = "heartbeat,grant")]
+    /// Operations: heartbeat (L2 vs LeaseKeepAlive), grant (L4+L6 vs
+    /// txn+delete), floor (the cheapest request through the same client:
+    /// GET /healthz vs a serializable Range of a missing key; report.md
+    /// divides each system's heartbeat by its floor).
+    #[arg(long, default_value = "heartbeat,grant,floor")]
     pub ops: String,
 
     /// The HTTP client that drives the lock-server: sdk (the SDK's own,

@@ -46,12 +46,61 @@ pub const PEER_COLUMNS: [&str; 16] = [
 /// fencepost row's is a [`PeerHttpClient`] (`sdk` or `hyper-legacy`).
 pub const ETCD_CLIENT: &str = "etcd-client";
 
-/// The ratio the issue asks fencepost to reach over etcd at 16 clients.
-pub fn target_ratio(op: PeerOp) -> f64 {
+/// The ratio the issue asks fencepost to reach over etcd at 16 clients
+/// (none for the floor, which is each server's own reference).
+pub fn target_ratio(op: PeerOp) -> Option<f64> {
     match op {
-        PeerOp::Heartbeat => 2.0,
-        PeerOp::Grant => 1.5,
+        PeerOp::Heartbeat => Some(2.0),
+        PeerOp::Grant => Some(1.5),
+        PeerOp::Floor => None,
     }
+}
+
+/// The heartbeat ÷ floor ratio issue 27 asks of fencepost at 16 clients:
+/// at most a tenth of a heartbeat's throughput lost to the server's own work.
+pub const FLOOR_TARGET: f64 = 0.9;
+
+/// One system's heartbeat throughput over its own floor's for one concurrency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloorRatio {
+    /// The system's [`label`] (`fencepost/sqlite`, `etcd/bbolt`, ...).
+    pub label: String,
+    /// Whether it is a fencepost lock-server (the target is fencepost's).
+    pub fencepost: bool,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// Heartbeat ops/s ÷ floor ops/s, one per repeat that measured both.
+    pub spread: Spread,
+}
+
+/// Heartbeat ÷ floor per system and concurrency, each taken within a repeat
+/// (the two ran as neighbours in the interleaved order of that repeat).
+pub fn floor_ratios(rows: &[PeerRow]) -> Vec<FloorRatio> {
+    let floor: BTreeMap<(String, usize, u32), f64> = rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Floor)
+        .map(|r| ((r.label(), r.conc, r.repeat), r.ops_per_s))
+        .collect();
+    let mut per: BTreeMap<(String, bool, usize), Vec<f64>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.op == PeerOp::Heartbeat) {
+        if let Some(&f) = floor.get(&(r.label(), r.conc, r.repeat))
+            && f > 0.0
+        {
+            per.entry((r.label(), r.system == "fencepost", r.conc))
+                .or_default()
+                .push(r.ops_per_s / f);
+        }
+    }
+    per.into_iter()
+        .filter_map(|((label, fencepost, conc), v)| {
+            Spread::of(&v).map(|spread| FloorRatio {
+                label,
+                fencepost,
+                conc,
+                spread,
+            })
+        })
+        .collect()
 }
 
 /// The concurrency at which the issue's targets are judged.
@@ -567,6 +616,32 @@ mod tests {
         let (lo, hi) = s.ci95.unwrap();
         assert!((lo - 2.0).abs() < 1e-9 && (hi - 2.0).abs() < 1e-9);
         assert_eq!(s.verdict(2.0), "met");
+    }
+
+    #[test]
+    fn heartbeat_over_floor_is_taken_per_system_within_each_repeat() {
+        let rows = vec![
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 1, 9_000.0),
+            row("fencepost", "sqlite", PeerOp::Floor, 16, 1, 10_000.0),
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 2, 4_000.0),
+            row("fencepost", "sqlite", PeerOp::Floor, 16, 2, 5_000.0),
+            // Another server's floor never divides this one's heartbeat.
+            row("fencepost", "postgres", PeerOp::Floor, 16, 1, 1.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 1, 3_000.0),
+            row("etcd", "bbolt", PeerOp::Floor, 16, 1, 6_000.0),
+            // A heartbeat without its floor in that repeat gives no ratio.
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 2, 3_000.0),
+        ];
+        let r = floor_ratios(&rows);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r[0].label, "etcd/bbolt");
+        assert!(!r[0].fencepost);
+        assert_eq!((r[0].spread.n, r[0].spread.median), (1, 0.5));
+        assert_eq!(r[1].label, "fencepost/sqlite");
+        assert!(r[1].fencepost);
+        assert_eq!(r[1].spread.n, 2);
+        assert!((r[1].spread.min - 0.8).abs() < 1e-12 && (r[1].spread.max - 0.9).abs() < 1e-12);
+        assert_eq!(target_ratio(PeerOp::Floor), None);
     }
 
     #[test]

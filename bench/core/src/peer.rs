@@ -13,6 +13,11 @@ pub enum PeerOp {
     Heartbeat,
     /// L4 + L6 vs the acquire txn + the guarded delete.
     Grant,
+    /// The floor under the heartbeat (issue 27): the cheapest request each
+    /// server answers through the same client — fencepost's `GET /healthz`,
+    /// etcd's serializable `Range` of a missing key. Heartbeat ÷ floor says
+    /// how much of a heartbeat's cost is the server's own work.
+    Floor,
 }
 
 impl PeerOp {
@@ -21,6 +26,7 @@ impl PeerOp {
         match self {
             PeerOp::Heartbeat => "heartbeat",
             PeerOp::Grant => "grant",
+            PeerOp::Floor => "floor",
         }
     }
 }
@@ -32,7 +38,10 @@ impl std::str::FromStr for PeerOp {
         match s.trim() {
             "heartbeat" => Ok(PeerOp::Heartbeat),
             "grant" => Ok(PeerOp::Grant),
-            other => Err(format!("unknown op {other:?}: expected heartbeat or grant")),
+            "floor" => Ok(PeerOp::Floor),
+            other => Err(format!(
+                "unknown op {other:?}: expected heartbeat, grant or floor"
+            )),
         }
     }
 }

@@ -20,7 +20,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use etcd_client::{Compare, CompareOp, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp};
+use etcd_client::{
+    Compare, CompareOp, GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp,
+};
 use fencepost_sdk::Histogram;
 use fencepost_sdk::http::HttpMethod;
 use serde_json::{Value, json};
@@ -139,6 +141,8 @@ struct FencepostUrls {
     release: String,
     /// L3 of the session.
     close: String,
+    /// The liveness probe: the floor.
+    healthz: String,
 }
 
 /// One client task's connection and session.
@@ -188,6 +192,7 @@ impl Client {
                     acquire: format!("{base}/v1/locks/{key}/acquire"),
                     release: format!("{base}/v1/locks/{key}/release"),
                     close: format!("{base}/v1/sessions/{session}"),
+                    healthz: format!("{base}/healthz"),
                 });
                 Ok(Client::Fencepost {
                     http,
@@ -274,6 +279,15 @@ async fn fencepost_op(
                 return Err(format!("L2: {} {body}", resp.status));
             }
         }
+        PeerOp::Floor => {
+            let resp = timed(http.send(HttpMethod::Get, &urls.healthz, None))
+                .await
+                .map_err(|e| format!("healthz: {e}"))?;
+            if resp.status != 200 {
+                let body = String::from_utf8_lossy(&resp.body);
+                return Err(format!("healthz: {} {body}", resp.status));
+            }
+        }
         PeerOp::Grant => {
             let acquire = json!({"session_id": session}).to_string();
             let resp =
@@ -316,6 +330,14 @@ async fn etcd_op(
             if r.ttl() <= 0 {
                 return Err(PeerError::LeaseNotFound { lease });
             }
+        }
+        PeerOp::Floor => {
+            // The cheapest unary read: served by the member it reaches, no
+            // Raft round (serializable), of a key that is never written.
+            let missing = format!("{key}:floor");
+            client
+                .get(missing, Some(GetOptions::new().with_serializable()))
+                .await?;
         }
         PeerOp::Grant => {
             let acquire = Txn::new()

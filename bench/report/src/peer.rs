@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use bench_analysis::peer::{
-    PeerPlan, PeerRow, Spread, TARGET_CONCURRENCY, client_ratios, client_verdict, cpu_ratios,
-    cpu_us_per_op, fmt_opt, groups, ratios, target_ratio,
+    FLOOR_TARGET, PeerPlan, PeerRow, Spread, TARGET_CONCURRENCY, client_ratios, client_verdict,
+    cpu_ratios, cpu_us_per_op, floor_ratios, fmt_opt, groups, ratios, target_ratio,
 };
 use bench_core::peer::PeerOp;
 use plotters::coord::Shift;
@@ -82,11 +82,11 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
         "| store | op | conc | median | min–max | 95 % CI | target | verdict |\n|---|---|---:|---:|---:|---:|---:|---|"
     );
     for r in ratios(rows) {
-        let target = target_ratio(r.op);
-        let (tgt, verdict) = if r.conc == TARGET_CONCURRENCY {
-            (format!("{target}×"), r.spread.verdict(target))
-        } else {
-            ("-".into(), "-".into())
+        let (tgt, verdict) = match target_ratio(r.op) {
+            Some(target) if r.conc == TARGET_CONCURRENCY => {
+                (format!("{target}×"), r.spread.verdict(target))
+            }
+            _ => ("-".into(), "-".into()),
         };
         let _ = writeln!(
             t,
@@ -98,6 +98,7 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
         );
     }
     t.push('\n');
+    floor_section(&mut t, rows);
     client_section(&mut t, rows);
     let _ = writeln!(
         t,
@@ -223,6 +224,44 @@ fn client_section(t: &mut String, rows: &[PeerRow]) {
     t.push('\n');
 }
 
+/// Heartbeat ÷ floor per system (issue 27): how much of a heartbeat's
+/// throughput the server's own work costs, beside the bare round trip of
+/// the same client to the same server.
+fn floor_section(t: &mut String, rows: &[PeerRow]) {
+    let all = floor_ratios(rows);
+    if all.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "## Heartbeat ÷ floor (ops/s, per repeat)\n\n\
+         The floor is the cheapest request each server answers through the same client and \
+         connection: fencepost's `GET /healthz`, etcd's serializable `Range` of a missing key. \
+         1.0 would be a heartbeat that costs the server nothing beyond the round trip. Target \
+         (fencepost, {TARGET_CONCURRENCY} clients): ≥ {FLOOR_TARGET}, given only where the \
+         interval decides it.\n"
+    );
+    let _ = writeln!(
+        t,
+        "| system | conc | median | min–max | 95 % CI | target | verdict |\n|---|---:|---:|---:|---:|---:|---|"
+    );
+    for r in &all {
+        let (tgt, verdict) = if r.fencepost && r.conc == TARGET_CONCURRENCY {
+            (format!("{FLOOR_TARGET}"), r.spread.verdict(FLOOR_TARGET))
+        } else {
+            ("-".into(), "-".into())
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {tgt} | {verdict} |",
+            r.label,
+            r.conc,
+            spread_columns(&r.spread),
+        );
+    }
+    t.push('\n');
+}
+
 /// The printed summary: the ratios, and the verdicts at the target concurrency.
 pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     let mut t = String::new();
@@ -246,7 +285,9 @@ pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     }
     t.push('\n');
     for r in all.iter().filter(|r| r.conc == TARGET_CONCURRENCY) {
-        let target = target_ratio(r.op);
+        let Some(target) = target_ratio(r.op) else {
+            continue;
+        };
         let _ = writeln!(
             t,
             "fencepost/{} {} at {TARGET_CONCURRENCY} clients: {:.2}× etcd (median of {}; {:.2}–{:.2}); target ≥ {target}×: {}",
@@ -273,6 +314,24 @@ pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             r.per_client_cpu.max,
             r.throughput.median,
             client_verdict(&r.per_client_cpu),
+        );
+    }
+    for r in floor_ratios(rows)
+        .iter()
+        .filter(|r| r.conc == TARGET_CONCURRENCY)
+    {
+        let target = if r.fencepost {
+            format!(
+                "; target ≥ {FLOOR_TARGET}: {}",
+                r.spread.verdict(FLOOR_TARGET)
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            t,
+            "{} heartbeat ÷ floor at {TARGET_CONCURRENCY} clients: {:.2} (median of {}; {:.2}–{:.2}){target}",
+            r.label, r.spread.median, r.spread.n, r.spread.min, r.spread.max,
         );
     }
     for s in &plan.skipped {
