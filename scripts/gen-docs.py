@@ -554,6 +554,8 @@ def gen_chaos_run(here: Path, name: str) -> str:
         ("history violations (rules 4–6)", c["history_violations"]),
         ("of which grants overlapping in the lock's time (rule 6)", c.get("grant_overlaps", 0)),
         ("epochs taken by two replicas", c.get("epoch_conflicts", 0)),
+        # Absent from runs made before the breach audit existed: not measured, not 0.
+        ("writes a deposed epoch committed (the store's breach audit)", c.get("epoch_breaches")),
         ("trigger-4 events (fence-outs of believed-held submits)", c["trigger4_events"]),
         ("fence refusals (ledger)", c["fenced_out"]), ("payouts paid", c["paid"]),
         ("overlapping fault pairs", c["overlaps"]),
