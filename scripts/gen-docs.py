@@ -585,16 +585,62 @@ def gen_chaos_run(here: Path, name: str) -> str:
     )
 
 
+def peer_label(r: dict) -> str:
+    """`system/store`, and the client when it is not the system's own (as bench peer labels rows)."""
+    own = "etcd-client" if r["system"] == "etcd" else "sdk"
+    return f"{r['system']}/{r['store']}" + ("" if r["client"] == own else f" {r['client']}")
+
+
+def peer_run_line(here: Path, m: dict) -> str:
+    c = m["config"]
+    return (
+        f"`bench peer --ops {','.join(c['ops'])}`, seed {m['seed']}, {c['repeats']} repeats of "
+        f"{c['duration_s']:g} s after {c['warmup_s']:g} s of warm-up per measurement, "
+        f"{', '.join(str(x) for x in c['concurrency'])} clients; {run_line('', m)}. Source: "
+        + ", ".join(link(here, f"data/peer-limits/{n}") for n in ("peer.csv", "manifest.json"))
+        + " (written by `bench peer`). The verdicts are in " + link(here, "data/peer-limits/report.md") + "."
+    )
+
+
+def gen_peer_ceiling(here: Path) -> str:
+    """Grants against the store directory's fsync ceiling (data/peer-limits/, issue 27)."""
+    rows = read_run("peer-limits", "peer.csv")
+    m = read_run("peer-limits", "manifest.json")
+    fs = {(f"{r['system']}/{r['store']}", r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "fsync"}
+    keys = sorted({(peer_label(r), int(r["conc"])) for r in rows if r["op"] == "grant"}, key=lambda k: (k[1], k[0]))
+    out = []
+    for lab, conc in keys:
+        per, of, fsy, gs, wtx = [], [], [], [], []
+        for r in rows:
+            if r["op"] != "grant" or peer_label(r) != lab or int(r["conc"]) != conc:
+                continue
+            f_ = fs.get((f"{r['system']}/{r['store']}", r["repeat"]))
+            tx = int(r["store_tx"]) if r.get("store_tx") else 0
+            if not f_ or tx <= 0:
+                continue
+            g = int(r["ops"]) / tx
+            per.append(g); fsy.append(f_); gs.append(num(r["ops_per_s"])); of.append(num(r["ops_per_s"]) / (f_ * g))
+            if r.get("store_writes"):
+                wtx.append(int(r["store_writes"]) / tx)
+        if not per:
+            continue
+        mm = lambda v, d: f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
+        out.append([lab, str(conc), str(len(per)), mm(gs, 0), mm(fsy, 0), mm(per, 2),
+                    mm(wtx, 2) if wtx else "–", mm(of, 2)])
+    return (
+        table(["system", "clients", "repeats", "grants/s", "fsyncs/s of its directory", "grants per flush",
+               "writes per transaction", "share of the ceiling"], out, ["l", "r", "r", "r", "r", "r", "r", "r"])
+        + "\n\nMedian (min–max) over repeats. " + peer_run_line(here, m)
+    )
+
+
 def gen_peer_floor(here: Path) -> str:
-    """Heartbeat ÷ floor per system and clients (data/peer-floor/, issue 27)."""
-    rows = read_run("peer-floor", "peer.csv")
-    m = read_run("peer-floor", "manifest.json")
+    """Heartbeat ÷ floor per system and clients (data/peer-limits/, issue 27)."""
+    rows = read_run("peer-limits", "peer.csv")
+    m = read_run("peer-limits", "manifest.json")
     c = m["config"]
 
-    def label(r):
-        own = "etcd-client" if r["system"] == "etcd" else "sdk"
-        return f"{r['system']}/{r['store']}" + ("" if r["client"] == own else f" {r['client']}")
-
+    label = peer_label
     floor = {(label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
     keys = sorted({(label(r), int(r["conc"])) for r in rows if r["op"] == "heartbeat"},
                   key=lambda k: (k[1], k[0]))
@@ -613,11 +659,7 @@ def gen_peer_floor(here: Path) -> str:
         table(["system", "clients", "repeats", "heartbeat ops/s (median)", "floor ops/s (median)",
                "heartbeat ÷ floor (median)", "min–max", "95 % t-interval of the mean"],
               out, ["l", "r", "r", "r", "r", "r", "l", "l"])
-        + f"\n\n`bench peer --ops {','.join(c['ops'])}`, seed {m['seed']}, {c['repeats']} repeats of "
-        f"{c['duration_s']:g} s after {c['warmup_s']:g} s of warm-up per measurement, "
-        f"{', '.join(str(x) for x in c['concurrency'])} clients; {run_line('', m)}. Source: "
-        + ", ".join(link(here, f"data/peer-floor/{n}") for n in ("peer.csv", "manifest.json"))
-        + " (written by `bench peer`). The verdicts are in " + link(here, "data/peer-floor/report.md") + "."
+        + "\n\n" + peer_run_line(here, m)
     )
 
 
@@ -790,6 +832,7 @@ GENERATORS = {
     "chaos-replicas": gen_chaos_replicas,
     "chaos-docker": gen_chaos_docker,
     "peer-floor": gen_peer_floor,
+    "peer-ceiling": gen_peer_ceiling,
     "chaos-docker-replicas": gen_chaos_docker_replicas,
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,

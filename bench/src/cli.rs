@@ -210,8 +210,10 @@ pub struct PeerArgs {
     /// Operations: heartbeat (L2 vs LeaseKeepAlive), grant (L4+L6 vs
     /// txn+delete), floor (the cheapest request through the same client:
     /// GET /healthz vs a serializable Range of a missing key; report.md
-    /// divides each system's heartbeat by its floor).
-    #[arg(long, default_value = "heartbeat,grant,floor")]
+    /// divides each system's heartbeat by its floor), fsync (the fsync
+    /// ceiling of each store's directory, once per repeat; report.md sets
+    /// the grants against it with the flushes the servers counted).
+    #[arg(long, default_value = "heartbeat,grant,floor,fsync")]
     pub ops: String,
 
     /// The HTTP client that drives the lock-server: sdk (the SDK's own,
@@ -231,6 +233,12 @@ pub struct PeerArgs {
     /// $FENCEPOST_TEST_PG_URL.
     #[arg(long, env = "FENCEPOST_PG_URL")]
     pub pg_url: Option<String>,
+
+    /// The PostgreSQL cluster's directory (scripts/pg-test-cluster.sh's
+    /// FENCEPOST_PG_DIR): `--ops fsync` measures the postgres store's fsync
+    /// ceiling in its data directory; without it that ceiling is skipped.
+    #[arg(long, env = "FENCEPOST_PG_DIR")]
+    pub pg_dir: Option<std::path::PathBuf>,
 
     /// An etcd to measure (its client URL) instead of starting `etcd` from PATH.
     #[arg(long)]

@@ -42,7 +42,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::cli::PeerArgs;
 use bench_analysis::manifest::Manifest;
 use bench_analysis::manifest::ManifestError;
-use bench_analysis::peer::{ETCD_CLIENT, PeerPlan, PeerRow, fmt_opt, label, write_csv};
+use bench_analysis::peer::{ETCD_CLIENT, PeerPlan, PeerRow, fmt_opt, is_native, label, write_csv};
 use bench_core::cpu;
 use bench_core::grid::{self, FlagError};
 use bench_core::peer::PeerOp;
@@ -68,6 +68,13 @@ pub enum PeerRunError {
     /// `manifest.json` could not be written.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// The fsync ceiling could not be measured in a store's directory: the
+    /// error names the probe file; check the directory (`--pg-dir`) and its disk.
+    #[error(transparent)]
+    Fsync(bench_core::fsync::FsyncError),
+    /// The fsync loop's thread panicked: a bug; report it.
+    #[error("the fsync loop's thread: {0}")]
+    FsyncThread(#[from] tokio::task::JoinError),
     /// The plan could not be recorded as JSON (a bug).
     #[error("recording the plan")]
     Plan(#[source] serde_json::Error),
@@ -230,6 +237,7 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
         skipped,
         pg_url,
         etcd_url: args.etcd_url.clone(),
+        pg_dir: args.pg_dir.clone(),
         http_clients,
         seed: args.seed.unwrap_or_else(rand::random),
         out,
@@ -298,6 +306,11 @@ struct System {
     /// The PostgreSQL backends, for the postgres store (shared by the
     /// systems that drive one lock-server with different clients).
     pg: Option<Arc<PgBackends>>,
+    /// Where its server's `/metrics` are (the store's flush and write counters).
+    metrics: Option<String>,
+    /// Its store's directory and the block its log writes, for the fsync
+    /// ceiling (none for a server someone else runs).
+    data_dir: Option<(PathBuf, usize)>,
     /// Keeps the server running (shared likewise; the last one stops it).
     _guard: Arc<Guard>,
 }
@@ -367,12 +380,14 @@ async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
     let dir = plan.out.join("servers");
     let mut systems = Vec::new();
     for store in &plan.stores {
-        let (child, pg) = match store.as_str() {
+        let (child, pg, data_dir) = match store.as_str() {
             "sqlite" => {
                 let d = dir.join("sqlite");
                 written(&d, std::fs::create_dir_all(&d))?;
                 let url = format!("sqlite:{}", d.join("lock.sqlite").display());
-                (start_lock_server(&url, &d).await?, None)
+                // A WAL frame is one 4 KiB page (and a 24-byte header).
+                let data = Some((d.clone(), SQLITE_BLOCK));
+                (start_lock_server(&url, &d).await?, None, data)
             }
             _ => {
                 let base = plan.pg_url.as_deref().ok_or(PeerRunError::NoPgUrl)?;
@@ -398,7 +413,9 @@ async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
                     app: tag,
                     _conn: conn,
                 };
-                (child, Some(Arc::new(pg)))
+                // PostgreSQL's WAL is written in 8 KiB pages.
+                let data = plan.pg_dir.as_ref().map(|d| (d.join("data"), PG_BLOCK));
+                (child, Some(Arc::new(pg)), data)
             }
         };
         let (base, pid) = (child.url(), child.pid());
@@ -414,6 +431,8 @@ async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
                 },
                 pid: Some(pid),
                 pg: pg.clone(),
+                metrics: Some(format!("{base}/metrics")),
+                data_dir: data_dir.clone(),
                 _guard: guard.clone(),
             });
         }
@@ -426,6 +445,8 @@ async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
             target: Target::Etcd(url.clone()),
             pid: None,
             pg: None,
+            metrics: Some(format!("{}/metrics", url.trim_end_matches('/'))),
+            data_dir: None,
             _guard: Arc::new(Guard::External),
         },
         None => {
@@ -437,6 +458,9 @@ async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
                 target: Target::Etcd(server.url().to_string()),
                 pid: Some(server.pid()),
                 pg: None,
+                metrics: Some(format!("{}/metrics", server.url().trim_end_matches('/'))),
+                // Its WAL directory, written in 4 KiB pages.
+                data_dir: Some((dir.join("etcd").join("etcd-data"), SQLITE_BLOCK)),
                 _guard: Arc::new(Guard::Etcd { _server: server }),
             }
         }
@@ -456,6 +480,53 @@ struct CpuProbe<'a> {
     start: (Option<f64>, Option<f64>, Option<f64>),
     /// The same differences over the window.
     used: (Option<f64>, Option<f64>, Option<f64>),
+    /// The store's (flushes, writes) counters at the start.
+    store_start: (Option<u64>, Option<u64>),
+    /// Their differences over the window.
+    store_used: (Option<u64>, Option<u64>),
+}
+
+/// The block a SQLite WAL frame (a 4 KiB page) and etcd's WAL write.
+const SQLITE_BLOCK: usize = 4096;
+/// The block PostgreSQL's WAL writes.
+const PG_BLOCK: usize = 8192;
+/// How long each fsync ceiling measurement loops.
+const FSYNC_WINDOW: Duration = Duration::from_secs(1);
+
+/// One counter's value in a Prometheus text exposition (no labels).
+fn counter(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (n, v) = l.split_once(' ')?;
+            (n == name).then(|| v.trim().parse::<f64>().ok())?
+        })
+        .map(|v| v as u64)
+}
+
+/// The server's own store counters: (flushes, writes). fencepost:
+/// `lock_store_transactions_total` (one fsync each) and
+/// `lock_store_writes_total`; etcd: its WAL fsyncs.
+async fn store_counters(url: Option<&str>) -> (Option<u64>, Option<u64>) {
+    let Some(url) = url else {
+        return (None, None);
+    };
+    let text = match reqwest::Client::new()
+        .get(url)
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+    {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => return (None, None),
+    };
+    match counter(&text, "lock_store_transactions_total") {
+        Some(tx) => (Some(tx), counter(&text, "lock_store_writes_total")),
+        None => (
+            counter(&text, "etcd_disk_wal_fsync_duration_seconds_count"),
+            None,
+        ),
+    }
 }
 
 impl CpuProbe<'_> {
@@ -476,11 +547,18 @@ impl WindowProbe for CpuProbe<'_> {
         if let Some(pg) = &self.system.pg {
             self.pg_pids = pg.pids().await;
         }
+        self.store_start = store_counters(self.system.metrics.as_deref()).await;
         self.start = self.read();
     }
 
     async fn closed(&mut self) {
         let end = self.read();
+        let store_end = store_counters(self.system.metrics.as_deref()).await;
+        let du = |a: Option<u64>, b: Option<u64>| b?.checked_sub(a?);
+        self.store_used = (
+            du(self.store_start.0, store_end.0),
+            du(self.store_start.1, store_end.1),
+        );
         let d = |a: Option<f64>, b: Option<f64>| Some(b? - a?).filter(|v| *v >= 0.0);
         self.used = (
             d(self.start.0, end.0),
@@ -533,15 +611,33 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, PeerRunError> {
                         pg_pids: Vec::new(),
                         start: (None, None, None),
                         used: (None, None, None),
+                        store_start: (None, None),
+                        store_used: (None, None),
                     };
-                    let sample = load::measure(&sys.target, op, conc, warmup, duration, &mut probe)
-                        .await
-                        .map_err(|source| PeerRunError::Measure {
-                            label: sys.label(),
-                            op: op.as_str(),
-                            conc,
-                            source,
-                        })?;
+                    let sample = if op == PeerOp::Fsync {
+                        // Once per repeat and store directory: at the first
+                        // concurrency, on the system driven by its own client.
+                        let Some((dir, block)) = sys.data_dir.clone() else {
+                            continue;
+                        };
+                        if conc != plan.concurrency[0] || !is_native(sys.system, sys.client) {
+                            continue;
+                        }
+                        tokio::task::spawn_blocking(move || {
+                            bench_core::fsync::ceiling(&dir, block, FSYNC_WINDOW)
+                        })
+                        .await?
+                        .map_err(PeerRunError::Fsync)?
+                    } else {
+                        load::measure(&sys.target, op, conc, warmup, duration, &mut probe)
+                            .await
+                            .map_err(|source| PeerRunError::Measure {
+                                label: sys.label(),
+                                op: op.as_str(),
+                                conc,
+                                source,
+                            })?
+                    };
                     if sample.errors > 0 {
                         eprintln!(
                             "  {} {}: {} errors; first: {}",
@@ -561,6 +657,7 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, PeerRunError> {
                         position as u32,
                         &sample,
                         probe.used,
+                        probe.store_used,
                     );
                     eprintln!(
                         "[{}/{total}] repeat {repeat} {:<9} c={conc:<3} {:<29} {:>9.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms  cpu server {} bench {}",

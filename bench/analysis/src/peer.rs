@@ -23,7 +23,7 @@ use bench_core::peer::{PeerHttpClient, PeerOp, Sample};
 use serde::Serialize;
 
 /// The `peer.csv` columns, in file order.
-pub const PEER_COLUMNS: [&str; 16] = [
+pub const PEER_COLUMNS: [&str; 18] = [
     "system",
     "store",
     "op",
@@ -40,6 +40,8 @@ pub const PEER_COLUMNS: [&str; 16] = [
     "cpu_store_s",
     "cpu_bench_s",
     "client",
+    "store_tx",
+    "store_writes",
 ];
 
 /// The `client` of an etcd row (`etcd-client`, over tonic's gRPC); a
@@ -52,7 +54,7 @@ pub fn target_ratio(op: PeerOp) -> Option<f64> {
     match op {
         PeerOp::Heartbeat => Some(2.0),
         PeerOp::Grant => Some(1.5),
-        PeerOp::Floor => None,
+        PeerOp::Floor | PeerOp::Fsync => None,
     }
 }
 
@@ -71,6 +73,78 @@ pub struct FloorRatio {
     pub conc: usize,
     /// Heartbeat ops/s ÷ floor ops/s, one per repeat that measured both.
     pub spread: Spread,
+}
+
+/// The grants each flush must carry at 64 clients (issue 27).
+pub const GRANTS_PER_FSYNC_TARGET: f64 = 8.0;
+
+/// The concurrency at which grants are judged against the fsync ceiling.
+pub const CEILING_CONCURRENCY: usize = 64;
+
+/// One store's grants against its directory's fsync ceiling, for one concurrency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CeilingRow {
+    /// The system's [`label`].
+    pub label: String,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// The store directory's fdatasyncs/s, per repeat.
+    pub fsync_per_s: Spread,
+    /// Grants per flush, from the server's counters, per repeat.
+    pub grants_per_fsync: Spread,
+    /// Writes per store transaction (fencepost's counters), per repeat.
+    pub writes_per_tx: Option<Spread>,
+    /// Grants/s ÷ (fsyncs/s × grants per flush), per repeat: 1.0 is the
+    /// ceiling; within 2× of it is ≥ 0.5.
+    pub of_ceiling: Spread,
+    /// Grants/s, per repeat.
+    pub grants_per_s: Spread,
+}
+
+/// Each store's grant rows against the fsync ceiling its repeat measured:
+/// grants per flush are the window's grants ÷ the server's own flush count
+/// over the same window, the ceiling the directory's fdatasyncs/s × that.
+pub fn ceiling_rows(rows: &[PeerRow]) -> Vec<CeilingRow> {
+    let fsync: BTreeMap<(String, u32), f64> = rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Fsync && r.ops_per_s > 0.0)
+        .map(|r| ((format!("{}/{}", r.system, r.store), r.repeat), r.ops_per_s))
+        .collect();
+    type Acc = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut per: BTreeMap<(String, usize), Acc> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Grant && r.is_native())
+    {
+        let (Some(&f), Some(tx)) = (
+            fsync.get(&(format!("{}/{}", r.system, r.store), r.repeat)),
+            r.store_tx.filter(|t| *t > 0),
+        ) else {
+            continue;
+        };
+        let per_flush = r.ops as f64 / tx as f64;
+        let e = per.entry((r.label(), r.conc)).or_default();
+        e.0.push(f);
+        e.1.push(per_flush);
+        if let Some(w) = r.store_writes {
+            e.2.push(w as f64 / tx as f64);
+        }
+        e.3.push(r.ops_per_s / (f * per_flush));
+        e.4.push(r.ops_per_s);
+    }
+    per.into_iter()
+        .filter_map(|((label, conc), (f, g, w, c, gs))| {
+            Some(CeilingRow {
+                label,
+                conc,
+                fsync_per_s: Spread::of(&f)?,
+                grants_per_fsync: Spread::of(&g)?,
+                writes_per_tx: Spread::of(&w),
+                of_ceiling: Spread::of(&c)?,
+                grants_per_s: Spread::of(&gs)?,
+            })
+        })
+        .collect()
 }
 
 /// Heartbeat ÷ floor per system and concurrency, each taken within a repeat
@@ -142,6 +216,12 @@ pub struct PeerRow {
     /// The client library that drove the system: `sdk` or `hyper-legacy`
     /// (fencepost, `--http-client`), `etcd-client` (etcd).
     pub client: String,
+    /// Store flushes in the window, from the server's own counters:
+    /// `lock_store_transactions_total` (one fsync each) for fencepost,
+    /// `etcd_disk_wal_fsync_duration_seconds_count` for etcd.
+    pub store_tx: Option<u64>,
+    /// Store writes in the window (`lock_store_writes_total`; fencepost only).
+    pub store_writes: Option<u64>,
 }
 
 impl PeerRow {
@@ -157,6 +237,7 @@ impl PeerRow {
         order: u32,
         sample: &Sample,
         cpu: (Option<f64>, Option<f64>, Option<f64>),
+        flushes: (Option<u64>, Option<u64>),
     ) -> Self {
         PeerRow {
             system: system.into(),
@@ -175,6 +256,8 @@ impl PeerRow {
             cpu_store_s: cpu.1,
             cpu_bench_s: cpu.2,
             client: client.into(),
+            store_tx: flushes.0,
+            store_writes: flushes.1,
         }
     }
 
@@ -220,7 +303,7 @@ pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> std::io::Result<()> {
     for r in rows {
         let _ = writeln!(
             t,
-            "{},{},{},{},{:.1},{},{},{},{},{},{},{:.4},{},{},{},{}",
+            "{},{},{},{},{:.1},{},{},{},{},{},{},{:.4},{},{},{},{},{},{}",
             r.system,
             r.store,
             r.op.as_str(),
@@ -237,6 +320,8 @@ pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> std::io::Result<()> {
             opt(r.cpu_store_s),
             opt(r.cpu_bench_s),
             r.client,
+            r.store_tx.map_or_else(String::new, |v| v.to_string()),
+            r.store_writes.map_or_else(String::new, |v| v.to_string()),
         );
     }
     let tmp = dir.join("peer.csv.tmp");
@@ -333,9 +418,10 @@ pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
         .map(|r| ((r.op, r.conc, r.repeat), r.ops_per_s))
         .collect();
     let mut per: BTreeMap<(String, PeerOp, usize), Vec<f64>> = BTreeMap::new();
+    // The fsync ceiling is a directory's, not a system's: no ratio between them.
     for r in rows
         .iter()
-        .filter(|r| r.system == "fencepost" && r.is_native())
+        .filter(|r| r.system == "fencepost" && r.is_native() && r.op != PeerOp::Fsync)
     {
         if let Some(&e) = etcd.get(&(r.op, r.conc, r.repeat))
             && e > 0.0
@@ -380,7 +466,7 @@ pub fn cpu_ratios(rows: &[PeerRow]) -> Vec<(Ratio, Option<Spread>)> {
     let mut per: BTreeMap<(String, PeerOp, usize), Samples> = BTreeMap::new();
     for r in rows
         .iter()
-        .filter(|r| r.system == "fencepost" && r.is_native())
+        .filter(|r| r.system == "fencepost" && r.is_native() && r.op != PeerOp::Fsync)
     {
         let Some(e) = etcd.get(&(r.op, r.conc, r.repeat)) else {
             continue;
@@ -528,6 +614,10 @@ pub struct PeerPlan {
     pub pg_url: Option<String>,
     /// An etcd to measure instead of starting one.
     pub etcd_url: Option<String>,
+    /// The PostgreSQL cluster's directory (`--pg-dir`), where the postgres
+    /// store's fsync ceiling is measured; without it that ceiling is not.
+    #[serde(default)]
+    pub pg_dir: Option<PathBuf>,
     /// The HTTP clients that drive the lock-server (`--http-client`), in order.
     pub http_clients: Vec<PeerHttpClient>,
     /// Orders the systems within each (repeat, op, concurrency).
@@ -576,6 +666,7 @@ mod tests {
             0,
             &sample,
             (Some(1.0), None, Some(0.5)),
+            (None, None),
         )
     }
 
@@ -616,6 +707,33 @@ mod tests {
         let (lo, hi) = s.ci95.unwrap();
         assert!((lo - 2.0).abs() < 1e-9 && (hi - 2.0).abs() < 1e-9);
         assert_eq!(s.verdict(2.0), "met");
+    }
+
+    #[test]
+    fn grants_are_set_against_the_fsync_ceiling_of_their_own_repeat() {
+        let mut fs1 = row("fencepost", "sqlite", PeerOp::Fsync, 1, 1, 1_000.0);
+        fs1.ops = 1_000;
+        let fs2 = row("fencepost", "sqlite", PeerOp::Fsync, 1, 2, 500.0);
+        let mut g1 = row("fencepost", "sqlite", PeerOp::Grant, 64, 1, 4_000.0);
+        // 16,000 grants in 4 s over 1,000 flushes: 16 per flush, 2 writes each.
+        (g1.store_tx, g1.store_writes) = (Some(1_000), Some(32_000));
+        let mut g2 = row("fencepost", "sqlite", PeerOp::Grant, 64, 2, 2_000.0);
+        (g2.store_tx, g2.store_writes) = (Some(2_000), Some(16_000));
+        // No counters (etcd without /metrics): no row, rather than a guess.
+        let e = row("etcd", "bbolt", PeerOp::Grant, 64, 1, 1_000.0);
+        let r = ceiling_rows(&[fs1, fs2, g1, g2, e]);
+        assert_eq!(r.len(), 1, "{r:?}");
+        let c = &r[0];
+        assert_eq!((c.label.as_str(), c.conc), ("fencepost/sqlite", 64));
+        // Repeat 1: 16 per flush, ceiling 1,000 × 16 = 16,000/s, 4,000/s is 0.25 of it.
+        // Repeat 2: 4 per flush, ceiling 500 × 4 = 2,000/s, 2,000/s is 1.0 of it.
+        assert_eq!(
+            (c.grants_per_fsync.min, c.grants_per_fsync.max),
+            (4.0, 16.0)
+        );
+        assert_eq!((c.of_ceiling.min, c.of_ceiling.max), (0.25, 1.0));
+        let w = c.writes_per_tx.unwrap();
+        assert_eq!((w.min, w.max), (8.0, 32.0));
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod backend;
 pub mod blocks;
 pub mod cpu;
 pub mod error;
+pub mod fsync;
 pub mod grid;
 pub mod hist;
 pub mod overhead;

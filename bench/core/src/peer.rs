@@ -18,6 +18,9 @@ pub enum PeerOp {
     /// etcd's serializable `Range` of a missing key. Heartbeat ÷ floor says
     /// how much of a heartbeat's cost is the server's own work.
     Floor,
+    /// Not a request: the fsync ceiling of the store's own directory
+    /// ([`crate::fsync`]), once per repeat and store, beside the grants.
+    Fsync,
 }
 
 impl PeerOp {
@@ -27,6 +30,7 @@ impl PeerOp {
             PeerOp::Heartbeat => "heartbeat",
             PeerOp::Grant => "grant",
             PeerOp::Floor => "floor",
+            PeerOp::Fsync => "fsync",
         }
     }
 }
@@ -39,8 +43,9 @@ impl std::str::FromStr for PeerOp {
             "heartbeat" => Ok(PeerOp::Heartbeat),
             "grant" => Ok(PeerOp::Grant),
             "floor" => Ok(PeerOp::Floor),
+            "fsync" => Ok(PeerOp::Fsync),
             other => Err(format!(
-                "unknown op {other:?}: expected heartbeat, grant or floor"
+                "unknown op {other:?}: expected heartbeat, grant, floor or fsync"
             )),
         }
     }

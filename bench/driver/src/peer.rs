@@ -216,6 +216,10 @@ impl Client {
 
     /// One operation; `Ok` only when every request in it succeeded.
     async fn op(&mut self, op: PeerOp) -> Result<(), String> {
+        if op == PeerOp::Fsync {
+            // bench peer measures it on the store's directory (bench_core::fsync).
+            return Err("fsync is measured on a store's directory, not sent as a request".into());
+        }
         match self {
             Client::Fencepost {
                 http,
@@ -279,6 +283,8 @@ async fn fencepost_op(
                 return Err(format!("L2: {} {body}", resp.status));
             }
         }
+        // Refused by Client::op before it gets here.
+        PeerOp::Fsync => {}
         PeerOp::Floor => {
             let resp = timed(http.send(HttpMethod::Get, &urls.healthz, None))
                 .await
@@ -331,6 +337,8 @@ async fn etcd_op(
                 return Err(PeerError::LeaseNotFound { lease });
             }
         }
+        // Refused by Client::op before it gets here.
+        PeerOp::Fsync => {}
         PeerOp::Floor => {
             // The cheapest unary read: served by the member it reaches, no
             // Raft round (serializable), of a key that is never written.

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use bench_analysis::peer::{
-    FLOOR_TARGET, PeerPlan, PeerRow, Spread, TARGET_CONCURRENCY, client_ratios, client_verdict,
-    cpu_ratios, cpu_us_per_op, floor_ratios, fmt_opt, groups, ratios, target_ratio,
+    CEILING_CONCURRENCY, FLOOR_TARGET, GRANTS_PER_FSYNC_TARGET, PeerPlan, PeerRow, Spread,
+    TARGET_CONCURRENCY, ceiling_rows, client_ratios, client_verdict, cpu_ratios, cpu_us_per_op,
+    floor_ratios, fmt_opt, groups, ratios, target_ratio,
 };
 use bench_core::peer::PeerOp;
 use plotters::coord::Shift;
@@ -99,6 +100,7 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     }
     t.push('\n');
     floor_section(&mut t, rows);
+    ceiling_section(&mut t, rows);
     client_section(&mut t, rows);
     let _ = writeln!(
         t,
@@ -262,6 +264,59 @@ fn floor_section(t: &mut String, rows: &[PeerRow]) {
     t.push('\n');
 }
 
+/// "median (min–max)" of a spread, with `digits` decimals.
+fn mmm(s: &Spread, digits: usize) -> String {
+    format!("{:.d$} ({:.d$}–{:.d$})", s.median, s.min, s.max, d = digits)
+}
+
+/// Grants against the fsync ceiling (issue 27): the store directory's
+/// fdatasyncs/s, the grants each flush carried by the server's own
+/// counters, and grants/s as a share of the ceiling they make.
+fn ceiling_section(t: &mut String, rows: &[PeerRow]) {
+    let all = ceiling_rows(rows);
+    if all.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "## Grants against the fsync ceiling\n\n\
+         The ceiling of a durable grant is the store directory's fdatasyncs/s (a loop of \
+         one WAL block per flush, in that directory, once per repeat) times the grants each \
+         flush carries (the window's grants ÷ the flushes the server itself counted: \
+         `lock_store_transactions_total`, etcd's WAL fsyncs). A grant is two writes (L4 and \
+         L6). Median (min–max) over repeats; targets at {CEILING_CONCURRENCY} clients: ≥ \
+         {GRANTS_PER_FSYNC_TARGET} grants per flush, and grants/s within 2× of the ceiling \
+         (≥ 0.5 of it).\n"
+    );
+    let _ = writeln!(
+        t,
+        "| system | conc | grants/s | fsyncs/s | grants per flush | writes per transaction | of the ceiling | verdict |\n|---|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for r in &all {
+        let verdict = if r.conc == CEILING_CONCURRENCY && r.label.starts_with("fencepost") {
+            let per = r.grants_per_fsync.verdict(GRANTS_PER_FSYNC_TARGET);
+            let of = r.of_ceiling.verdict(0.5);
+            format!("≥ {GRANTS_PER_FSYNC_TARGET} per flush: {per}; within 2×: {of}")
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} | {verdict} |",
+            r.label,
+            r.conc,
+            mmm(&r.grants_per_s, 0),
+            mmm(&r.fsync_per_s, 0),
+            mmm(&r.grants_per_fsync, 2),
+            r.writes_per_tx
+                .as_ref()
+                .map_or_else(|| "–".into(), |w| mmm(w, 2)),
+            mmm(&r.of_ceiling, 2),
+        );
+    }
+    t.push('\n');
+}
+
 /// The printed summary: the ratios, and the verdicts at the target concurrency.
 pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     let mut t = String::new();
@@ -332,6 +387,19 @@ pub fn summary(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             t,
             "{} heartbeat ÷ floor at {TARGET_CONCURRENCY} clients: {:.2} (median of {}; {:.2}–{:.2}){target}",
             r.label, r.spread.median, r.spread.n, r.spread.min, r.spread.max,
+        );
+    }
+    for r in ceiling_rows(rows)
+        .iter()
+        .filter(|r| r.conc == CEILING_CONCURRENCY)
+    {
+        let _ = writeln!(
+            t,
+            "{} grants at {CEILING_CONCURRENCY} clients: {} per flush, {} of the fsync ceiling ({} fsyncs/s)",
+            r.label,
+            mmm(&r.grants_per_fsync, 2),
+            mmm(&r.of_ceiling, 2),
+            mmm(&r.fsync_per_s, 0),
         );
     }
     for s in &plan.skipped {

@@ -92,3 +92,80 @@ fn a_run_with_both_http_clients_records_each_and_compares_them() {
     assert!(report.contains("## Ratios: fencepost ÷ etcd"), "{report}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The physical limits (issue 27): the floor under each heartbeat, the
+/// fsync ceiling of each store's directory, and the flushes the servers
+/// counted over each grant window, all in `peer.csv` and set against each
+/// other in the report.
+#[test]
+fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
+    match etcd_binary() {
+        Ok(_) => {}
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and no etcd for bench peer: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    }
+    let out = std::env::temp_dir().join(format!(
+        "fencepost-peer-limits-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["peer", "--ops", "heartbeat,floor,grant,fsync"])
+        .args(["--concurrency", "4", "--repeat", "1", "--duration", "300ms"])
+        .args([
+            "--warmup", "100ms", "--stores", "sqlite", "--seed", "3", "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run bench peer");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
+    let col = |name: &str| PEER_COLUMNS.iter().position(|c| *c == name).unwrap();
+    let rows: Vec<Vec<String>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    let of = |system: &str, op: &str| {
+        rows.iter()
+            .filter(|r| r[0] == system && r[col("op")] == op)
+            .collect::<Vec<_>>()
+    };
+    for system in ["fencepost", "etcd"] {
+        assert_eq!(of(system, "floor").len(), 1, "{system} floor\n{csv}");
+        let fsync = of(system, "fsync");
+        assert_eq!(fsync.len(), 1, "{system} fsync once per repeat\n{csv}");
+        assert!(fsync[0][col("ops")].parse::<u64>().unwrap() > 0, "{csv}");
+        let grant = of(system, "grant");
+        let tx: u64 = grant[0][col("store_tx")].parse().unwrap_or(0);
+        assert!(tx > 0, "{system}: no flush counted over the grants\n{csv}");
+    }
+    let grant = of("fencepost", "grant");
+    let writes: u64 = grant[0][col("store_writes")].parse().unwrap();
+    // Every grant is two store writes (L4, L6); the warm-up's are outside the window.
+    let ops: u64 = grant[0][col("ops")].parse().unwrap();
+    assert!(writes >= ops, "{writes} writes for {ops} grants\n{csv}");
+    let report = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(report.contains("## Heartbeat ÷ floor"), "{report}");
+    assert!(
+        report.contains("## Grants against the fsync ceiling"),
+        "{report}"
+    );
+    assert!(
+        !std::fs::read_dir(out.join("servers/sqlite"))
+            .unwrap()
+            .any(|e| e.unwrap().file_name() == bench_core::fsync::PROBE_FILE),
+        "the probe file was left behind"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
