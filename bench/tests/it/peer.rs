@@ -10,17 +10,25 @@ use std::process::Command;
 use bench_analysis::peer::PEER_COLUMNS;
 use bench_driver::backend::etcd::server::etcd_binary;
 
-#[test]
-fn a_run_with_both_http_clients_records_each_and_compares_them() {
+/// Whether `etcd` is on PATH (the test skips, saying so); under `CI=true`
+/// a missing one is a failure, never a skip.
+fn etcd_on_path() -> bool {
     match etcd_binary() {
-        Ok(_) => {}
+        Ok(_) => true,
         Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
             panic!("CI=true and no etcd for bench peer: {e}")
         }
         Err(e) => {
             eprintln!("skipping: {e}");
-            return;
+            false
         }
+    }
+}
+
+#[test]
+fn a_run_with_both_http_clients_records_each_and_compares_them() {
+    if !etcd_on_path() {
+        return;
     }
     let out = std::env::temp_dir().join(format!(
         "fencepost-peer-{}-{}",
@@ -99,15 +107,8 @@ fn a_run_with_both_http_clients_records_each_and_compares_them() {
 /// other in the report.
 #[test]
 fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
-    match etcd_binary() {
-        Ok(_) => {}
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true and no etcd for bench peer: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            return;
-        }
+    if !etcd_on_path() {
+        return;
     }
     let out = std::env::temp_dir().join(format!(
         "fencepost-peer-limits-{}-{}",
