@@ -20,6 +20,7 @@
 pub mod frame;
 pub mod manifest;
 pub mod peer;
+pub mod peer_limits;
 pub mod pool;
 pub mod production_rtt;
 pub mod projection;

@@ -6,9 +6,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use bench_analysis::peer::{
-    CEILING_CONCURRENCY, FLOOR_TARGET, GRANTS_PER_FSYNC_TARGET, PeerPlan, PeerRow, Spread,
-    TARGET_CONCURRENCY, ceiling_rows, client_ratios, client_verdict, cpu_ratios, cpu_us_per_op,
-    floor_ratios, fmt_opt, groups, ratios, target_ratio,
+    PeerPlan, PeerRow, Spread, TARGET_CONCURRENCY, client_ratios, client_verdict, cpu_ratios,
+    cpu_us_per_op, fmt_opt, groups, ratios, target_ratio,
+};
+use bench_analysis::peer_limits::{
+    CEILING_CONCURRENCY, FLOOR_TARGET, GRANTS_PER_FSYNC_TARGET, ceiling_rows, floor_ratios,
 };
 use bench_core::peer::PeerOp;
 use plotters::coord::Shift;

@@ -1,0 +1,220 @@
+//! `bench peer` against the physical limits (issue 27), pure over its rows:
+//! each system's heartbeat over its own floor (the cheapest request through
+//! the same client), and each store's grants against the fsync ceiling of
+//! its directory with the flushes the server counted. Ratios are taken
+//! within a repeat, like every ratio of `bench peer` ([`crate::peer`]).
+
+use std::collections::BTreeMap;
+
+use bench_core::peer::PeerOp;
+
+use crate::peer::{PeerRow, Spread};
+
+/// The heartbeat ÷ floor ratio issue 27 asks of fencepost at 16 clients:
+/// at most a tenth of a heartbeat's throughput lost to the server's own work.
+pub const FLOOR_TARGET: f64 = 0.9;
+
+/// One system's heartbeat throughput over its own floor's for one concurrency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FloorRatio {
+    /// The system's [`label`] (`fencepost/sqlite`, `etcd/bbolt`, ...).
+    pub label: String,
+    /// Whether it is a fencepost lock-server (the target is fencepost's).
+    pub fencepost: bool,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// Heartbeat ops/s ÷ floor ops/s, one per repeat that measured both.
+    pub spread: Spread,
+}
+
+/// The grants each flush must carry at 64 clients (issue 27).
+pub const GRANTS_PER_FSYNC_TARGET: f64 = 8.0;
+
+/// The concurrency at which grants are judged against the fsync ceiling.
+pub const CEILING_CONCURRENCY: usize = 64;
+
+/// One store's grants against its directory's fsync ceiling, for one concurrency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CeilingRow {
+    /// The system's [`label`].
+    pub label: String,
+    /// Concurrent clients.
+    pub conc: usize,
+    /// The store directory's fdatasyncs/s, per repeat.
+    pub fsync_per_s: Spread,
+    /// Grants per flush, from the server's counters, per repeat.
+    pub grants_per_fsync: Spread,
+    /// Writes per store transaction (fencepost's counters), per repeat.
+    pub writes_per_tx: Option<Spread>,
+    /// Grants/s ÷ (fsyncs/s × grants per flush), per repeat: 1.0 is the
+    /// ceiling; within 2× of it is ≥ 0.5.
+    pub of_ceiling: Spread,
+    /// Grants/s, per repeat.
+    pub grants_per_s: Spread,
+}
+
+/// Each store's grant rows against the fsync ceiling its repeat measured:
+/// grants per flush are the window's grants ÷ the server's own flush count
+/// over the same window, the ceiling the directory's fdatasyncs/s × that.
+pub fn ceiling_rows(rows: &[PeerRow]) -> Vec<CeilingRow> {
+    let fsync: BTreeMap<(String, u32), f64> = rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Fsync && r.ops_per_s > 0.0)
+        .map(|r| ((format!("{}/{}", r.system, r.store), r.repeat), r.ops_per_s))
+        .collect();
+    type Acc = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut per: BTreeMap<(String, usize), Acc> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Grant && r.is_native())
+    {
+        let (Some(&f), Some(tx)) = (
+            fsync.get(&(format!("{}/{}", r.system, r.store), r.repeat)),
+            r.store_tx.filter(|t| *t > 0),
+        ) else {
+            continue;
+        };
+        let per_flush = r.ops as f64 / tx as f64;
+        let e = per.entry((r.label(), r.conc)).or_default();
+        e.0.push(f);
+        e.1.push(per_flush);
+        if let Some(w) = r.store_writes {
+            e.2.push(w as f64 / tx as f64);
+        }
+        e.3.push(r.ops_per_s / (f * per_flush));
+        e.4.push(r.ops_per_s);
+    }
+    per.into_iter()
+        .filter_map(|((label, conc), (f, g, w, c, gs))| {
+            Some(CeilingRow {
+                label,
+                conc,
+                fsync_per_s: Spread::of(&f)?,
+                grants_per_fsync: Spread::of(&g)?,
+                writes_per_tx: Spread::of(&w),
+                of_ceiling: Spread::of(&c)?,
+                grants_per_s: Spread::of(&gs)?,
+            })
+        })
+        .collect()
+}
+
+/// Heartbeat ÷ floor per system and concurrency, each taken within a repeat
+/// (the two ran as neighbours in the interleaved order of that repeat).
+pub fn floor_ratios(rows: &[PeerRow]) -> Vec<FloorRatio> {
+    let floor: BTreeMap<(String, usize, u32), f64> = rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Floor)
+        .map(|r| ((r.label(), r.conc, r.repeat), r.ops_per_s))
+        .collect();
+    let mut per: BTreeMap<(String, bool, usize), Vec<f64>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.op == PeerOp::Heartbeat) {
+        if let Some(&f) = floor.get(&(r.label(), r.conc, r.repeat))
+            && f > 0.0
+        {
+            per.entry((r.label(), r.system == "fencepost", r.conc))
+                .or_default()
+                .push(r.ops_per_s / f);
+        }
+    }
+    per.into_iter()
+        .filter_map(|((label, fencepost, conc), v)| {
+            Spread::of(&v).map(|spread| FloorRatio {
+                label,
+                fencepost,
+                conc,
+                spread,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench_core::hist;
+    use bench_core::peer::{PeerHttpClient, Sample};
+
+    use crate::peer::{ETCD_CLIENT, target_ratio};
+
+    fn row(system: &str, store: &str, op: PeerOp, conc: usize, repeat: u32, ops_s: f64) -> PeerRow {
+        let client = if system == "etcd" {
+            ETCD_CLIENT
+        } else {
+            PeerHttpClient::Sdk.as_str()
+        };
+        let sample = Sample {
+            ops: (ops_s * 4.0) as u64,
+            errors: 0,
+            seconds: 4.0,
+            latency: hist::new_histogram(),
+            first_error: None,
+        };
+        let no_cpu = (None, None, None);
+        PeerRow::new(
+            system,
+            store,
+            client,
+            op,
+            conc,
+            repeat,
+            0,
+            &sample,
+            no_cpu,
+            (None, None),
+        )
+    }
+
+    #[test]
+    fn grants_are_set_against_the_fsync_ceiling_of_their_own_repeat() {
+        let mut fs1 = row("fencepost", "sqlite", PeerOp::Fsync, 1, 1, 1_000.0);
+        fs1.ops = 1_000;
+        let fs2 = row("fencepost", "sqlite", PeerOp::Fsync, 1, 2, 500.0);
+        let mut g1 = row("fencepost", "sqlite", PeerOp::Grant, 64, 1, 4_000.0);
+        // 16,000 grants in 4 s over 1,000 flushes: 16 per flush, 2 writes each.
+        (g1.store_tx, g1.store_writes) = (Some(1_000), Some(32_000));
+        let mut g2 = row("fencepost", "sqlite", PeerOp::Grant, 64, 2, 2_000.0);
+        (g2.store_tx, g2.store_writes) = (Some(2_000), Some(16_000));
+        // No counters (etcd without /metrics): no row, rather than a guess.
+        let e = row("etcd", "bbolt", PeerOp::Grant, 64, 1, 1_000.0);
+        let r = ceiling_rows(&[fs1, fs2, g1, g2, e]);
+        assert_eq!(r.len(), 1, "{r:?}");
+        let c = &r[0];
+        assert_eq!((c.label.as_str(), c.conc), ("fencepost/sqlite", 64));
+        // Repeat 1: 16 per flush, ceiling 1,000 × 16 = 16,000/s, 4,000/s is 0.25 of it.
+        // Repeat 2: 4 per flush, ceiling 500 × 4 = 2,000/s, 2,000/s is 1.0 of it.
+        assert_eq!(
+            (c.grants_per_fsync.min, c.grants_per_fsync.max),
+            (4.0, 16.0)
+        );
+        assert_eq!((c.of_ceiling.min, c.of_ceiling.max), (0.25, 1.0));
+        let w = c.writes_per_tx.unwrap();
+        assert_eq!((w.min, w.max), (8.0, 32.0));
+    }
+
+    #[test]
+    fn heartbeat_over_floor_is_taken_per_system_within_each_repeat() {
+        let rows = vec![
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 1, 9_000.0),
+            row("fencepost", "sqlite", PeerOp::Floor, 16, 1, 10_000.0),
+            row("fencepost", "sqlite", PeerOp::Heartbeat, 16, 2, 4_000.0),
+            row("fencepost", "sqlite", PeerOp::Floor, 16, 2, 5_000.0),
+            // Another server's floor never divides this one's heartbeat.
+            row("fencepost", "postgres", PeerOp::Floor, 16, 1, 1.0),
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 1, 3_000.0),
+            row("etcd", "bbolt", PeerOp::Floor, 16, 1, 6_000.0),
+            // A heartbeat without its floor in that repeat gives no ratio.
+            row("etcd", "bbolt", PeerOp::Heartbeat, 16, 2, 3_000.0),
+        ];
+        let r = floor_ratios(&rows);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r[0].label, "etcd/bbolt");
+        assert!(!r[0].fencepost);
+        assert_eq!((r[0].spread.n, r[0].spread.median), (1, 0.5));
+        assert_eq!(r[1].label, "fencepost/sqlite");
+        assert!(r[1].fencepost);
+        assert_eq!(r[1].spread.n, 2);
+        assert!((r[1].spread.min - 0.8).abs() < 1e-12 && (r[1].spread.max - 0.9).abs() < 1e-12);
+        assert_eq!(target_ratio(PeerOp::Floor), None);
+    }
+}
