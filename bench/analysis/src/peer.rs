@@ -507,49 +507,62 @@ pub struct PeerPlan {
     pub out: PathBuf,
 }
 
+/// The analysis tests' row: `ops_s` ops/s over 4 s by the system's own client,
+/// 1 s of server and 0.5 s of driver CPU, no store counters.
+#[cfg(test)]
+pub(crate) fn test_row(
+    system: &str,
+    store: &str,
+    op: PeerOp,
+    conc: usize,
+    repeat: u32,
+    ops_s: f64,
+) -> PeerRow {
+    let client = if system == "etcd" {
+        ETCD_CLIENT
+    } else {
+        PeerHttpClient::Sdk.as_str()
+    };
+    test_row_with(system, store, client, op, conc, repeat, ops_s)
+}
+
+/// [`test_row`] driven by `client`.
+#[cfg(test)]
+pub(crate) fn test_row_with(
+    system: &str,
+    store: &str,
+    client: &str,
+    op: PeerOp,
+    conc: usize,
+    repeat: u32,
+    ops_s: f64,
+) -> PeerRow {
+    let sample = Sample {
+        ops: (ops_s * 4.0) as u64,
+        errors: 0,
+        seconds: 4.0,
+        latency: bench_core::hist::new_histogram(),
+        first_error: None,
+    };
+    PeerRow::new(
+        system,
+        store,
+        client,
+        op,
+        conc,
+        repeat,
+        0,
+        &sample,
+        (Some(1.0), None, Some(0.5)),
+        (None, None),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench_core::hist;
 
-    fn row(system: &str, store: &str, op: PeerOp, conc: usize, repeat: u32, ops_s: f64) -> PeerRow {
-        let client = if system == "etcd" {
-            ETCD_CLIENT
-        } else {
-            PeerHttpClient::Sdk.as_str()
-        };
-        row_with(system, store, client, op, conc, repeat, ops_s)
-    }
-
-    fn row_with(
-        system: &str,
-        store: &str,
-        client: &str,
-        op: PeerOp,
-        conc: usize,
-        repeat: u32,
-        ops_s: f64,
-    ) -> PeerRow {
-        let sample = Sample {
-            ops: (ops_s * 4.0) as u64,
-            errors: 0,
-            seconds: 4.0,
-            latency: hist::new_histogram(),
-            first_error: None,
-        };
-        PeerRow::new(
-            system,
-            store,
-            client,
-            op,
-            conc,
-            repeat,
-            0,
-            &sample,
-            (Some(1.0), None, Some(0.5)),
-            (None, None),
-        )
-    }
+    use super::{test_row as row, test_row_with as row_with};
 
     #[test]
     fn cpu_ratios_compare_service_and_client_cpu_per_operation() {

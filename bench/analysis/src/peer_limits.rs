@@ -132,38 +132,7 @@ pub fn floor_ratios(rows: &[PeerRow]) -> Vec<FloorRatio> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench_core::hist;
-    use bench_core::peer::{PeerHttpClient, Sample};
-
-    use crate::peer::{ETCD_CLIENT, target_ratio};
-
-    fn row(system: &str, store: &str, op: PeerOp, conc: usize, repeat: u32, ops_s: f64) -> PeerRow {
-        let client = if system == "etcd" {
-            ETCD_CLIENT
-        } else {
-            PeerHttpClient::Sdk.as_str()
-        };
-        let sample = Sample {
-            ops: (ops_s * 4.0) as u64,
-            errors: 0,
-            seconds: 4.0,
-            latency: hist::new_histogram(),
-            first_error: None,
-        };
-        let no_cpu = (None, None, None);
-        PeerRow::new(
-            system,
-            store,
-            client,
-            op,
-            conc,
-            repeat,
-            0,
-            &sample,
-            no_cpu,
-            (None, None),
-        )
-    }
+    use crate::peer::{target_ratio, test_row as row};
 
     #[test]
     fn grants_are_set_against_the_fsync_ceiling_of_their_own_repeat() {
