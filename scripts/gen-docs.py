@@ -634,6 +634,35 @@ def gen_peer_ceiling(here: Path) -> str:
     )
 
 
+def gen_peer_wrk(here: Path) -> str:
+    """wrk on L2 and /healthz in interleaved pairs, and the profiles (data/peer-limits/, issue 27)."""
+    pairs = read_run("peer-limits", "wrk-pairs.csv")
+    ratios = [num(r["ratio"]) for r in pairs]
+    med, lo, hi, _ = spread(ratios)
+    rows = [[r["pair"], f(num(r["heartbeat_per_s"]), 0), f(num(r["healthz_per_s"]), 0), f"{num(r['ratio']):.2f}"]
+            for r in pairs]
+    shares = []
+    for name in ("heartbeat", "healthz"):
+        path = ROOT / "data" / "peer-limits" / f"profile-{name}.txt"
+        if not path.is_file():
+            raise Missing(f"data/peer-limits/profile-{name}.txt")
+        dso = {}
+        for line in path.read_text().splitlines()[1:6]:
+            parts = line.split()
+            if len(parts) == 2 and parts[0].endswith("%"):
+                dso[parts[1]] = parts[0]
+        shares.append([name, dso.get("lock-server", "–"), dso.get("libc.so.6", "–"), dso.get("[kernel.kallsyms]", "–")])
+    return (
+        table(["pair", "heartbeat requests/s", "healthz requests/s", "heartbeat ÷ healthz"], rows, ["r", "r", "r", "r"])
+        + f"\n\nMedian {med:.2f} ({lo:.2f}–{hi:.2f}) over {len(ratios)} interleaved pairs.\n\n"
+        + table(["profiled load", "lock-server code", "libc", "kernel"], shares, ["l", "r", "r", "r"])
+        + "\n\nShare of the lock-server process's CPU samples (perf, software clock) under each load. "
+        "`scripts/profile-heartbeat.sh` (release lock-server on `memory:`, `wrk -t1 -c16`). Source: "
+        + ", ".join(link(here, f"data/peer-limits/{n}") for n in ("wrk-pairs.csv", "profile-heartbeat.txt", "profile-healthz.txt"))
+        + "."
+    )
+
+
 def gen_peer_floor(here: Path) -> str:
     """Heartbeat ÷ floor per system and clients (data/peer-limits/, issue 27)."""
     rows = read_run("peer-limits", "peer.csv")
@@ -833,6 +862,7 @@ GENERATORS = {
     "chaos-docker": gen_chaos_docker,
     "peer-floor": gen_peer_floor,
     "peer-ceiling": gen_peer_ceiling,
+    "peer-wrk": gen_peer_wrk,
     "chaos-docker-replicas": gen_chaos_docker_replicas,
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,
