@@ -511,7 +511,9 @@ async fn store_counters(url: Option<&str>) -> (Option<u64>, Option<u64>) {
     let Some(url) = url else {
         return (None, None);
     };
-    let text = match reqwest::Client::new()
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    let text = match CLIENT
+        .get_or_init(reqwest::Client::new)
         .get(url)
         .timeout(Duration::from_secs(2))
         .send()

@@ -235,17 +235,12 @@ impl ChaosDrive {
                     self.slots.insert(slot, idx);
                 }
             }
-            FaultKind::LockServerSigstop => match run.stack.lock_child() {
-                Some(lock) => {
-                    let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).pause();
+            // SIGSTOP, or docker pause of its container; not recorded if it failed.
+            FaultKind::LockServerSigstop => {
+                if !run.stack.pause_replica(0).await {
+                    return Ok(());
                 }
-                // A container: docker pause (not recorded if the engine refused).
-                None => {
-                    if !run.stack.pause_replica(0).await {
-                        return Ok(());
-                    }
-                }
-            },
+            }
             // The fault's own failure: the schedule's error, not the driver's.
             FaultKind::LockServerRestart => run
                 .stack
@@ -364,14 +359,9 @@ impl ChaosDrive {
                     self.signal_worker(w, Signal::SIGCONT);
                 }
             }
-            FaultKind::LockServerSigstop => match run.stack.lock_child() {
-                Some(lock) => {
-                    let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).resume();
-                }
-                None => {
-                    run.stack.resume_replica(0).await;
-                }
-            },
+            FaultKind::LockServerSigstop => {
+                run.stack.resume_replica(0).await;
+            }
             FaultKind::DelaySpike => {
                 if let Some(c) = run.stack.proxy_control() {
                     c.set_spike(None);
@@ -471,18 +461,14 @@ impl ChaosDrive {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
             }
         }
-        if let Some(lock) = run.stack.lock_child() {
-            let _ = lock.lock().unwrap_or_else(|e| e.into_inner()).resume();
-        }
         if let Some(c) = run.stack.proxy_control() {
             c.set_spike(None);
             c.set_loss(0.0);
         }
         for r in 0..run.stack.replica_urls().len() {
-            if run.stack.lock_child().is_none() {
-                // Containers: unpause whatever is still paused.
-                run.stack.resume_replica(r).await;
-            }
+            // SIGCONT of each process (a dead one's is refused), or docker
+            // unpause of each container still paused.
+            run.stack.resume_replica(r).await;
             if let Some(c) = run.stack.replica_db(r) {
                 c.set_cut(false);
                 c.set_spike(None);

@@ -22,16 +22,16 @@ use crate::proxy::{DelayProxy, ProxyControl};
 /// How long a lock-server started again may take to answer `/healthz`.
 pub const BACK_PATIENCE: Duration = Duration::from_secs(30);
 
-/// The engine's answers that mean "already so": 304 (already started) and
-/// 409 (not running, so not killed or paused again).
-fn already(e: &BollardError) -> bool {
-    matches!(
-        e,
-        BollardError::DockerResponseServerError {
+/// An engine answer, with those that mean "already so" taken as done: 304
+/// (already started) and 409 (not running, so not killed or paused again).
+fn done(r: Result<(), BollardError>) -> Result<(), DockerError> {
+    match r {
+        Err(BollardError::DockerResponseServerError {
             status_code: 304 | 409,
             ..
-        }
-    )
+        }) => Ok(()),
+        r => Ok(r?),
+    }
 }
 
 impl DockerServices {
@@ -55,10 +55,7 @@ impl DockerServices {
     /// `docker pause` of replica `i`.
     pub async fn pause_lock(&mut self, i: usize) -> Result<(), DockerError> {
         let id = self.replica_id(i)?;
-        match self.docker.pause_container(&id).await {
-            Err(e) if !already(&e) => return Err(e.into()),
-            _ => {}
-        }
+        done(self.docker.pause_container(&id).await)?;
         self.locks[i].paused = true;
         Ok(())
     }
@@ -69,10 +66,7 @@ impl DockerServices {
         if !self.locks[i].paused {
             return Ok(());
         }
-        match self.docker.unpause_container(&id).await {
-            Err(e) if !already(&e) => return Err(e.into()),
-            _ => {}
-        }
+        done(self.docker.unpause_container(&id).await)?;
         self.locks[i].paused = false;
         Ok(())
     }
@@ -89,10 +83,7 @@ impl DockerServices {
     /// returns once it answers `/healthz` on its URL.
     pub async fn start_lock(&mut self, i: usize) -> Result<(), DockerError> {
         let id = self.replica_id(i)?;
-        match self.docker.start_container(&id, None).await {
-            Err(e) if !already(&e) => return Err(e.into()),
-            _ => {}
-        }
+        done(self.docker.start_container(&id, None).await)?;
         let l = &self.locks[i];
         let health = format!("{}/healthz", l.url);
         let client = reqwest::Client::builder()
@@ -131,10 +122,7 @@ impl DockerServices {
         let pg = self.pg.as_ref().ok_or(DockerError::NoPostgresContainer)?;
         let id = pg.container.id().to_string();
         kill(&self.docker, &id).await?;
-        match self.docker.start_container(&id, None).await {
-            Err(e) if !already(&e) => Err(e.into()),
-            _ => Ok(()),
-        }
+        done(self.docker.start_container(&id, None).await)
     }
 }
 
@@ -143,10 +131,7 @@ impl DockerServices {
 /// nothing); a container that does not run is left so.
 async fn kill(docker: &testcontainers::bollard::Docker, id: &str) -> Result<(), DockerError> {
     let options = KillContainerOptionsBuilder::new().signal("KILL").build();
-    match docker.kill_container(id, Some(options)).await {
-        Err(e) if !already(&e) => return Err(e.into()),
-        _ => {}
-    }
+    done(docker.kill_container(id, Some(options)).await)?;
     let t = Instant::now();
     loop {
         let state = docker.inspect_container(id, None).await?.state;

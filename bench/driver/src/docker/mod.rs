@@ -202,11 +202,7 @@ impl DockerServices {
             let Ok(file) = std::fs::File::create(&tmp) else {
                 continue;
             };
-            let mut cmd = std::process::Command::new("docker");
-            if let Some(host) = engine_docker_host() {
-                cmd.env("DOCKER_HOST", host);
-            }
-            let ok = cmd
+            let ok = docker_cli()
                 .args(["logs", id])
                 .stdout(std::process::Stdio::null())
                 .stderr(file)
@@ -226,11 +222,7 @@ impl Drop for DockerServices {
         self.save_logs();
         // A paused container is unpaused first, so its removal cannot wait on it.
         for l in self.locks.iter().filter(|l| l.paused) {
-            let mut cmd = std::process::Command::new("docker");
-            if let Some(host) = engine_docker_host() {
-                cmd.env("DOCKER_HOST", host);
-            }
-            let _ = cmd.args(["unpause", l.container.id()]).output();
+            let _ = docker_cli().args(["unpause", l.container.id()]).output();
         }
         // Containers first (testcontainers removes each with `rm -f` in its
         // own Drop), then the relays, then the network they were attached to.
@@ -271,14 +263,11 @@ fn free_port() -> Result<u16, DockerError> {
 /// and returns once each has printed its ready line.
 pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
     let docker = engine().await?;
-    let pg_image = match &spec.postgres {
-        Postgres::Container { image } => Some(image.clone()),
-        Postgres::Url(_) => None,
-    };
-    for image in [&spec.lock_image, &spec.rail_image]
-        .into_iter()
-        .chain(pg_image.as_ref())
-    {
+    let mut images = vec![&spec.lock_image, &spec.rail_image];
+    if let Postgres::Container { image } = &spec.postgres {
+        images.push(image);
+    }
+    for image in images {
         docker
             .inspect_image(image)
             .await
@@ -320,13 +309,13 @@ pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
         rail_url: String::new(),
     };
     let gateway = network_gateway(&docker, &network).await?;
-    let pg_url = match (&spec.postgres, pg_image) {
-        (Postgres::Url(url), _) => url.clone(),
-        (Postgres::Container { .. }, Some(image)) => {
+    let pg_url = match &spec.postgres {
+        Postgres::Url(url) => url.clone(),
+        Postgres::Container { image } => {
             let port = free_port()?;
             let ready = WaitFor::message_on_stderr(PG_READY_LINE);
             let pg = container(
-                &image,
+                image,
                 (5432, port),
                 ready,
                 &network,
@@ -344,7 +333,6 @@ pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
             });
             format!("postgres://postgres@127.0.0.1:{port}/postgres")
         }
-        (Postgres::Container { .. }, None) => unreachable!("a container names its image"),
     };
     let pg_upstream = pg_addr(&pg_url).await?;
     let mut stores = Vec::new();
@@ -535,14 +523,19 @@ impl Drop for RunCleanup {
     }
 }
 
+/// The `docker` CLI against this process's engine (through the API shim when there is one).
+fn docker_cli() -> std::process::Command {
+    let mut cmd = std::process::Command::new("docker");
+    if let Some(host) = engine_docker_host() {
+        cmd.env("DOCKER_HOST", host);
+    }
+    cmd
+}
+
 /// `docker rm -f` every container and `docker network rm` every network with `label` (`KEY=VALUE`); returns how many.
 pub fn remove_labelled(label: &str) -> Result<usize, DockerError> {
     let list = |args: &[&str]| -> Result<Vec<String>, DockerError> {
-        let mut cmd = std::process::Command::new("docker");
-        if let Some(host) = engine_docker_host() {
-            cmd.env("DOCKER_HOST", host);
-        }
-        let out = cmd.args(args).output()?;
+        let out = docker_cli().args(args).output()?;
         if !out.status.success() {
             return Err(DockerError::Cli {
                 args: args.join(" "),
