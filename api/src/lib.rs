@@ -3,6 +3,7 @@
 //! [`clock::Clock`] seam that every expiry decision goes through, the duration
 //! syntax of the C4 configuration keys, the server's grace formula, and the
 //! ledger invariant check that the bench and the experiments run on R6's output,
+//! the API token file both services read ([`auth`]),
 //! and where the services keep their durable state by default ([`state_path`]).
 //!
 //! Nothing here does I/O but one read-only system call: [`clock_discipline`]
@@ -10,6 +11,7 @@
 //! histogram boundaries every exported latency histogram uses are in [`buckets`]. Keeping these in one crate means a change to the wire
 //! is one change, seen by the server and the client at once.
 
+pub mod auth;
 pub mod buckets;
 pub mod clock;
 pub mod clock_discipline;

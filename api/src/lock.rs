@@ -39,6 +39,15 @@ pub enum LockErrorCode {
     /// 503: the store is unreachable; nothing changed, retry later. (Not in C1's
     /// table; see docs/contract-notes.md.)
     Unavailable,
+    /// 401: no `Authorization: Bearer` token, or one the server does not know
+    /// (auth on, issue 28). Nothing changed. Not in C1's table; see
+    /// docs/contract-notes.md.
+    Unauthenticated,
+    /// 403: a known token that may not do this: outside its role or key
+    /// scope, or a session id that is not bound to it (someone else's or
+    /// unknown: the same answer, so no session's existence leaks). Nothing
+    /// changed. Not in C1's table; see docs/contract-notes.md.
+    Forbidden,
 }
 
 impl LockErrorCode {
@@ -51,6 +60,8 @@ impl LockErrorCode {
             LockErrorCode::LockHeld | LockErrorCode::LockLost => 409,
             LockErrorCode::NotLeader | LockErrorCode::Unavailable => 503,
             LockErrorCode::PayloadTooLarge => 413,
+            LockErrorCode::Unauthenticated => 401,
+            LockErrorCode::Forbidden => 403,
         }
     }
 
@@ -66,6 +77,8 @@ impl LockErrorCode {
             LockErrorCode::NotLeader => "NOT_LEADER",
             LockErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             LockErrorCode::Unavailable => "UNAVAILABLE",
+            LockErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            LockErrorCode::Forbidden => "FORBIDDEN",
         }
     }
 
@@ -276,6 +289,11 @@ pub struct ServerConfigView {
     /// configured bound (absent from older servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ServerClockView>,
+    /// `none` (any client that reaches the port may do anything) or `tokens`
+    /// (`--auth-tokens`: bearer tokens with roles and scopes, issue 28).
+    /// Absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
 }
 
 /// `GET /v1/config`'s `clock`: the kernel's clock-discipline estimate
@@ -408,12 +426,18 @@ mod tests {
             LockErrorCode::NotLeader,
             LockErrorCode::PayloadTooLarge,
             LockErrorCode::Unavailable,
+            LockErrorCode::Unauthenticated,
+            LockErrorCode::Forbidden,
         ] {
             assert_eq!(LockErrorCode::parse(code.as_str()), Some(code));
             assert!(code.status() >= 400);
         }
         assert_eq!(LockErrorCode::LockHeld.status(), 409);
         assert_eq!(LockErrorCode::SessionExpired.status(), 410);
+        assert_eq!(LockErrorCode::Unauthenticated.status(), 401);
+        assert_eq!(LockErrorCode::Unauthenticated.as_str(), "UNAUTHENTICATED");
+        assert_eq!(LockErrorCode::Forbidden.status(), 403);
+        assert_eq!(LockErrorCode::Forbidden.as_str(), "FORBIDDEN");
     }
 
     #[test]

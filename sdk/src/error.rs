@@ -162,6 +162,29 @@ pub enum LockError {
     /// `413 PAYLOAD_TOO_LARGE`. A bug in the caller (keys are short); do not retry.
     #[error("request body too large (413)")]
     PayloadTooLarge,
+    /// `401 UNAUTHENTICATED`: the server runs with API tokens and this client
+    /// sent none, or one it does not know (set `FENCEPOST_TOKEN` or
+    /// `FENCEPOST_TOKEN_FILE`, see [`LockClientConfig::token_from_env`]).
+    /// Nothing changed. On the session's heartbeat the session is LOST (it
+    /// can no longer be kept alive), reported as [`LostReason::SessionUnknown`].
+    ///
+    /// [`LockClientConfig::token_from_env`]: crate::LockClientConfig::token_from_env
+    #[error("the lock-server refused this client's credentials (401 UNAUTHENTICATED): {message}")]
+    Unauthenticated {
+        /// The server's one-line explanation.
+        message: String,
+    },
+    /// `403 FORBIDDEN`: the token may not do this (its role or key scope), or
+    /// the session is not bound to it — someone else's, or one the server does
+    /// not know: the server gives both the same answer. Nothing changed. On
+    /// the session's heartbeat the session is LOST, reported as
+    /// [`LostReason::SessionUnknown`] (from this client's side the server no
+    /// longer knows the session as its own).
+    #[error("the lock-server refused this (403 FORBIDDEN): {message}")]
+    Forbidden {
+        /// The server's one-line explanation.
+        message: String,
+    },
     /// [`Session::ensure_time_for`](crate::Session::ensure_time_for) refused: the
     /// remaining client-side lease is not strictly greater than the step's
     /// worst-case cost. Abandon the step (cheap and always allowed, ADR-006 D6).
@@ -252,6 +275,20 @@ impl LockError {
                 | LockError::Timeout { .. }
                 | LockError::Transport(_)
         )
+    }
+
+    /// The loss a heartbeat's (L2's) error means: [`session_loss`](Self::session_loss),
+    /// and also 401 and 403, after which the session can no longer be kept
+    /// alive (the token was withdrawn, or the session is not bound to it):
+    /// counted as [`LostReason::SessionUnknown`]. Elsewhere a 403 may be a
+    /// key outside the token's scope, which loses nothing.
+    pub(crate) fn heartbeat_loss(&self) -> Option<LostReason> {
+        match self {
+            LockError::Unauthenticated { .. } | LockError::Forbidden { .. } => {
+                Some(LostReason::SessionUnknown)
+            }
+            other => other.session_loss(),
+        }
     }
 
     /// The session-level loss this error means, if any (404/410).

@@ -426,6 +426,12 @@ fn error_from_reply(status: u16, bytes: &[u8], grant: Option<GrantRef<'_>>) -> L
             message: body.message,
         },
         Some(LockErrorCode::PayloadTooLarge) => LockError::PayloadTooLarge,
+        Some(LockErrorCode::Unauthenticated) => LockError::Unauthenticated {
+            message: body.message,
+        },
+        Some(LockErrorCode::Forbidden) => LockError::Forbidden {
+            message: body.message,
+        },
         None if status == 503 => LockError::Unavailable {
             message: body.message,
         },

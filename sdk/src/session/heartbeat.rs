@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use tracing::{debug, error};
+use tracing::{debug, error, warn};
 
 use super::handle::HandleShared;
 use super::mutex::lock;
@@ -201,8 +201,16 @@ async fn heartbeat(s: &SessionShared, tick: Tick) {
                 }
             }
         }
-        Err(e) => match e.session_loss() {
+        Err(e) => match e.heartbeat_loss() {
             Some(reason) => {
+                if matches!(
+                    e,
+                    LockError::Unauthenticated { .. } | LockError::Forbidden { .. }
+                ) {
+                    // The session cannot be kept alive: the token was
+                    // withdrawn, or the session is not bound to it.
+                    warn!(error = %e, "heartbeat refused by the server's authorization; the session is lost");
+                }
                 s.live.mark_lost(reason);
             }
             None => debug!(session_id = %s.id, error = %e, "heartbeat failed; retrying next tick"),

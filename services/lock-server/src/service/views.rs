@@ -53,6 +53,8 @@ impl LockService {
             leader: lead.leader.clone(),
             leader_lease_ms: self.leader_cfg.as_ref().map(|c| c.lease.as_millis() as u64),
             clock: Some(self.clock_view()),
+            // The router fills it in: it is the one that knows the auth mode.
+            auth: None,
         }
     }
 
