@@ -157,7 +157,9 @@ pub enum TokenFileError {
         why: String,
     },
     /// The file holds no token: nobody could call the service.
-    #[error("the token file {path} holds no token; add a line NAME ROLE sha256:HEX (see `token new`)")]
+    #[error(
+        "the token file {path} holds no token; add a line NAME ROLE sha256:HEX (see `token new`)"
+    )]
     Empty {
         /// The file.
         path: PathBuf,
@@ -432,11 +434,7 @@ mod tests {
             assert!(msg.starts_with("tokens.txt:3: bad "), "{msg}");
             assert!(msg.contains(&format!("bad {field}:")), "{field}: {msg}");
         }
-        let e = parse(&format!(
-            "alice client sha256:{} pay out\n",
-            "0".repeat(64)
-        ))
-        .unwrap_err();
+        let e = parse(&format!("alice client sha256:{} pay out\n", "0".repeat(64))).unwrap_err();
         assert!(e.to_string().contains("bad line"), "{e}");
         let e = parse(&format!("alice client sha256:{} pay$\n", "0".repeat(64))).unwrap_err();
         assert!(e.to_string().contains("tokens.txt:1: bad PREFIX"), "{e}");
@@ -508,7 +506,10 @@ mod tests {
         assert!(a.secret.starts_with(TOKEN_PREFIX));
         assert_eq!(a.secret.len(), TOKEN_PREFIX.len() + 2 * TOKEN_BYTES);
         assert!(!a.line.contains(&a.secret), "the line stores only the hash");
-        assert!(!format!("{a:?}").contains(&a.secret), "Debug redacts the secret");
+        assert!(
+            !format!("{a:?}").contains(&a.secret),
+            "Debug redacts the secret"
+        );
         let set = parse(&format!("{}\n{}\n", a.line, b.line)).unwrap();
         let p = set.authenticate(&a.secret).unwrap();
         assert_eq!((&*p.name, p.role), ("alice", Role::Client));

@@ -273,8 +273,8 @@ fn run_case(p: &SimParams, c: &Case, grace: Duration) -> CaseOutcome {
     c.server.drive(&server_clock, c.t_recv);
     let now = server_clock.now();
     let long = lease_d * 100;
-    table.insert_session("holder".into(), "client".into(), long, now);
-    table.insert_session("next".into(), "other".into(), long, now);
+    table.insert_session("holder".into(), "client".into(), None, long, now);
+    table.insert_session("next".into(), "other".into(), None, long, now);
     let lease_ms = (p.lease_ns / 1_000_000).max(1);
     let plan = table
         .begin_acquire("k", "holder", Some(lease_ms), now)

@@ -179,6 +179,7 @@ async fn prepare(cell: Cell, dir: &std::path::Path) -> Result<Arc<LockService>, 
                     id: session_id(i),
                     owner_id: "bench".into(),
                     ttl_ms: LONG_MS,
+                    principal: None,
                 })
                 .await
                 .map_err(|e| e.to_string())?;

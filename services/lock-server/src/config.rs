@@ -3,9 +3,10 @@
 //! refused at start with a message naming the key and the accepted range.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use fencepost_api::duration::parse_duration;
 use fencepost_api::grace::{GraceParams, GracePolicy};
 
@@ -37,9 +38,22 @@ pub use crate::core::Sabotage;
 ///   lock-server --grace 200ms                    # fixed grace instead of the derived one
 ///   lock-server --store postgres://fp@db:5432/fp --listen 0.0.0.0:7070 \
 ///       --advertise http://lock-1:7070 --leader-lease 5s   # one of several replicas
+///
+/// API tokens (docs/security.md): without --auth-tokens any client that
+/// reaches the port may revoke any grant (the server says so at start and
+/// /v1/config says "auth": "none"). To turn them on:
+///   lock-server token new --name alice --role client --prefix payout: >> alice.token 2>> tokens
+///   lock-server token new --name ops --role admin > ops.token 2>> tokens
+///   lock-server --auth-tokens tokens             # kill -HUP re-reads the file
+/// Clients send Authorization: Bearer TOKEN (the SDK reads FENCEPOST_TOKEN or
+/// FENCEPOST_TOKEN_FILE).
 #[derive(Debug, Parser)]
 #[command(name = "lock-server", version, verbatim_doc_comment)]
 pub struct Args {
+    /// Instead of serving: issue an API token (`token new`).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// lock.listen: the address to serve on; port 0 picks a free port. Prints
     /// `listening on http://IP:PORT` once ready.
     #[arg(long, env = "LOCK_LISTEN", default_value = "127.0.0.1:7070")]
@@ -101,6 +115,54 @@ pub struct Args {
     /// last renewal. Ignored (single-node) on memory: and sqlite:.
     #[arg(long, env = "LOCK_LEADER_LEASE", default_value = "5s")]
     pub leader_lease: String,
+
+    /// lock.auth.tokens: the API token file (one `NAME ROLE sha256:HEX
+    /// [PREFIX]` a line; `lock-server token new` prints one). Every request
+    /// but /healthz and /readyz then needs `Authorization: Bearer TOKEN`;
+    /// SIGHUP re-reads the file (a bad file is logged and the old set kept).
+    /// Without it: no auth, loudly (any client that reaches the port may
+    /// revoke any grant).
+    #[arg(long, env = "LOCK_AUTH_TOKENS", value_name = "FILE")]
+    pub auth_tokens: Option<PathBuf>,
+}
+
+/// What `lock-server` does instead of serving.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// API tokens (issue 28; docs/security.md).
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// `lock-server token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issues a new token: prints the secret ONCE on stdout (give it to the
+    /// client: FENCEPOST_TOKEN or FENCEPOST_TOKEN_FILE) and the line to
+    /// append to the --auth-tokens file on stderr (it holds only the
+    /// secret's SHA-256). To rotate, issue a new token with the same --name,
+    /// append its line, SIGHUP the server, move the clients over, delete the
+    /// old line and SIGHUP again.
+    ///
+    /// Example:
+    ///   lock-server token new --name alice --role client --prefix payout: \
+    ///       > alice.token 2>> /etc/fencepost/tokens
+    #[command(verbatim_doc_comment)]
+    New {
+        /// The principal: 1-64 characters of [A-Za-z0-9._-]. Sessions are
+        /// bound to it; several tokens may share it (rotation).
+        #[arg(long)]
+        name: String,
+        /// client (sessions and grants on its keys), admin (everything: L8
+        /// revoke, any key, /metrics, /v1/config) or monitor (only /metrics
+        /// and /v1/config).
+        #[arg(long, value_parser = ["client", "admin", "monitor"])]
+        role: String,
+        /// For a client: the key prefix it may act on (e.g. payout:); the
+        /// default is every key. Ignored by admin and monitor.
+        #[arg(long)]
+        prefix: Option<String>,
+    },
 }
 
 /// A configuration value that was refused; the message names the key.
@@ -279,6 +341,34 @@ mod tests {
             .leader(bound)
             .unwrap_err();
         assert!(e.to_string().starts_with("lock.advertise="), "{e}");
+    }
+
+    #[test]
+    fn auth_tokens_and_the_token_subcommand_parse() {
+        assert_eq!(args(&[]).auth_tokens, None);
+        assert!(args(&[]).command.is_none());
+        let a = args(&["--auth-tokens", "/etc/fp/tokens"]);
+        assert_eq!(a.auth_tokens, Some(PathBuf::from("/etc/fp/tokens")));
+        let a = args(&[
+            "token", "new", "--name", "alice", "--role", "client", "--prefix", "payout:",
+        ]);
+        match a.command {
+            Some(Command::Token(TokenCommand::New { name, role, prefix })) => {
+                assert_eq!((name.as_str(), role.as_str()), ("alice", "client"));
+                assert_eq!(prefix.as_deref(), Some("payout:"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = Args::try_parse_from([
+            "lock-server",
+            "token",
+            "new",
+            "--name",
+            "a",
+            "--role",
+            "root",
+        ]);
+        assert!(bad.is_err());
     }
 
     #[test]

@@ -2,14 +2,24 @@
 //! [`LockService`], and map every outcome to a C1 reply in one place
 //! ([`ApiError`]'s `IntoResponse`). Client mistakes are 4xx with a JSON body
 //! `{"code","message"}`; only the store's failure is a 5xx, and it changes nothing.
+//!
+//! **API tokens (issue 28).** Every request but the probes (`/healthz`,
+//! `/readyz`) first passes [`authenticate`]: with `--auth-tokens` a request
+//! without a known bearer token is `401 UNAUTHENTICATED` (with
+//! `WWW-Authenticate: Bearer`) before anything else is read; with auth off
+//! every request passes, as before. Each handler then checks what the
+//! principal may do — its role, its key scope — before it calls the service
+//! (`403 FORBIDDEN`, nothing changed), and the service checks the session
+//! binding under the same hold of the table as the operation.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -21,6 +31,7 @@ use fencepost_api::lock::{
     MAX_REASON_CHARS, ReleaseRequest, RenewRequest, RevokeRequest, validate_key, validate_owner,
 };
 
+use crate::auth::{Authenticator, RequestAuth};
 use crate::service::{LockService, METRICS_CONTENT_TYPE, ServiceError};
 
 /// An error reply.
@@ -46,6 +57,14 @@ impl ApiError {
 
     fn bad(message: impl Into<String>) -> Self {
         Self::new(LockErrorCode::BadRequest, message)
+    }
+
+    /// `403 FORBIDDEN` for `why`, if there is a why.
+    fn forbid(why: Option<String>) -> ApiResult<()> {
+        match why {
+            Some(message) => Err(Self::new(LockErrorCode::Forbidden, message)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -81,14 +100,29 @@ impl From<ServiceError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body)).into_response()
+        let challenge = self.status == StatusCode::UNAUTHORIZED;
+        let mut response = (self.status, Json(self.body)).into_response();
+        if challenge {
+            // RFC 6750: a 401 names the scheme it wants.
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
     }
 }
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// The router for one lock-server.
+/// The router for one lock-server with auth off (any client that reaches
+/// the port may do anything): [`app_with_auth`] without tokens.
 pub fn app(service: Arc<LockService>) -> Router {
+    app_with_auth(service, None)
+}
+
+/// The router for one lock-server; with `auth`, every request but the
+/// probes needs a bearer token from its file (issue 28).
+pub fn app_with_auth(service: Arc<LockService>, auth: Option<Arc<Authenticator>>) -> Router {
     Router::new()
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{session_id}/heartbeat", post(heartbeat))
@@ -119,7 +153,48 @@ pub fn app(service: Arc<LockService>) -> Router {
             )
         })
         .layer(axum::middleware::from_fn(refuse_declared_oversize))
+        // Outermost: a request without a known token learns nothing else.
+        .layer(axum::middleware::from_fn_with_state(auth, authenticate))
         .with_state(service)
+}
+
+/// The probes, open without a token so orchestrators can reach them.
+fn is_probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
+/// Puts what the request proved ([`RequestAuth`]) in its extensions: with
+/// auth off, nothing to prove; with auth on, the principal of its bearer
+/// token, or `401 UNAUTHENTICATED` (missing, malformed or unknown token)
+/// before the request reaches any handler. The probes pass without one.
+async fn authenticate(
+    State(auth): State<Option<Arc<Authenticator>>>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let proved = match &auth {
+        None => RequestAuth::open(),
+        Some(_) if is_probe(req.uri().path()) => RequestAuth::open(),
+        Some(a) => {
+            let header = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .map(HeaderValue::as_bytes);
+            match a.authenticate(header) {
+                Some(p) => RequestAuth::as_principal(p),
+                None => {
+                    let why = if header.is_none() {
+                        "this server requires an API token: send Authorization: Bearer TOKEN"
+                    } else {
+                        "the Authorization header is not Bearer TOKEN, or the token is not known to this server"
+                    };
+                    return ApiError::new(LockErrorCode::Unauthenticated, why).into_response();
+                }
+            }
+        }
+    };
+    req.extensions_mut().insert(proved);
+    next.run(req).await
 }
 
 /// Refuses any request whose declared body is over the limit with 413, also on
@@ -203,24 +278,30 @@ fn session_of(path: Result<Path<String>, PathRejection>) -> ApiResult<String> {
 
 async fn create_session(
     State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
+    ApiError::forbid(who.refuse_sessions())?;
     let req: CreateSessionRequest = read_json(&headers, body, false).await?;
     validate_owner(&req.owner_id).map_err(|e| ApiError::bad(e.to_string()))?;
-    let granted = s.create_session(&req.owner_id, req.ttl_ms).await?;
+    let granted = s
+        .create_session_as(who.caller(), &req.owner_id, req.ttl_ms)
+        .await?;
     Ok((StatusCode::CREATED, Json(granted)).into_response())
 }
 
 async fn heartbeat(
     State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<HeartbeatReply>> {
+    ApiError::forbid(who.refuse_sessions())?;
     let id = session_of(path)?;
     let _: serde_json::Map<String, serde_json::Value> = read_json(&headers, body, true).await?;
-    let ttl = s.heartbeat(&id).await?;
+    let ttl = s.heartbeat_as(who.caller(), &id).await?;
     Ok(Json(HeartbeatReply {
         ttl_ms: ttl.as_millis() as u64,
         expires_at: wall_clock_rfc3339_after(ttl),
@@ -229,10 +310,12 @@ async fn heartbeat(
 
 async fn delete_session(
     State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
+    ApiError::forbid(who.refuse_sessions())?;
     let id = session_of(path)?;
-    s.delete_session(&id).await?;
+    s.delete_session_as(who.caller(), &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -257,13 +340,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for KeyCall<T> {
 /// L4. An answer with a new grant is timed into `lock_grant_duration_seconds`
 /// from the request's receipt (before its body is read) to the answer ready
 /// (the reply serialised, the store's commit included).
-async fn acquire(State(s): State<Arc<LockService>>, req: Request) -> ApiResult<Response> {
+async fn acquire(
+    State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
+    req: Request,
+) -> ApiResult<Response> {
     // A latency figure, no expiry decision: real elapsed time even when the
     // service's expiry runs on a fake clock (tests), so not the Clock seam.
     let received = Instant::now();
     let KeyCall { key, body } = KeyCall::<AcquireRequest>::from_request(req, &s).await?;
+    ApiError::forbid(who.refuse_key(&key))?;
     let acquired = s
-        .acquire_outcome(&key, &body.session_id, body.ttl_ms)
+        .acquire_as(who.caller(), &key, &body.session_id, body.ttl_ms)
         .await?;
     let answer = Json(acquired.granted).into_response();
     if acquired.fresh {
@@ -274,26 +362,39 @@ async fn acquire(State(s): State<Arc<LockService>>, req: Request) -> ApiResult<R
 
 async fn renew(
     State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
     KeyCall { key, body }: KeyCall<RenewRequest>,
 ) -> ApiResult<Response> {
+    ApiError::forbid(who.refuse_key(&key))?;
     let granted = s
-        .renew(&key, &body.session_id, body.token, body.ttl_ms)
+        .renew_as(
+            who.caller(),
+            &key,
+            &body.session_id,
+            body.token,
+            body.ttl_ms,
+        )
         .await?;
     Ok(Json(granted).into_response())
 }
 
 async fn release(
     State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
     KeyCall { key, body }: KeyCall<ReleaseRequest>,
 ) -> ApiResult<StatusCode> {
-    s.release(&key, &body.session_id, body.token).await?;
+    ApiError::forbid(who.refuse_key(&key))?;
+    s.release_as(who.caller(), &key, &body.session_id, body.token)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn revoke(
     State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
     KeyCall { key, body }: KeyCall<RevokeRequest>,
 ) -> ApiResult<Response> {
+    ApiError::forbid(who.refuse_unless_admin("L8 revoke"))?;
     let n = body.reason.chars().count();
     if n == 0 || n > MAX_REASON_CHARS {
         return Err(ApiError::bad(format!(
@@ -305,14 +406,22 @@ async fn revoke(
 
 async fn info(
     State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Response> {
     let key = key_of(path)?;
+    ApiError::forbid(who.refuse_key(&key))?;
     Ok(Json(s.info(&key).await?).into_response())
 }
 
-async fn config(State(s): State<Arc<LockService>>) -> Response {
-    Json(s.config_view()).into_response()
+async fn config(
+    State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
+) -> ApiResult<Response> {
+    ApiError::forbid(who.refuse_unless_monitor("GET /v1/config"))?;
+    let mut view = s.config_view();
+    view.auth = Some(who.mode().to_string());
+    Ok(Json(view).into_response())
 }
 
 async fn readyz(State(s): State<Arc<LockService>>) -> ApiResult<&'static str> {
@@ -320,10 +429,14 @@ async fn readyz(State(s): State<Arc<LockService>>) -> ApiResult<&'static str> {
     Ok("ready\n")
 }
 
-async fn metrics(State(s): State<Arc<LockService>>) -> Response {
-    (
+async fn metrics(
+    State(s): State<Arc<LockService>>,
+    Extension(who): Extension<RequestAuth>,
+) -> ApiResult<Response> {
+    ApiError::forbid(who.refuse_unless_monitor("GET /metrics"))?;
+    Ok((
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         s.metrics_text(),
     )
-        .into_response()
+        .into_response())
 }

@@ -5,9 +5,10 @@
 //! [`fencepost_api::Clock`].
 //!
 //! Layout: [`core`] is the pure state machine, [`service`] wires it to a store
-//! and a clock, [`http`] is the C1 surface, [`config`] the C4 keys, and [`run`]
-//! serves a bound listener until a shutdown future resolves.
+//! and a clock, [`http`] is the C1 surface, [`auth`] its API tokens, [`config`]
+//! the C4 keys, and [`run`] serves a bound listener until a shutdown future resolves.
 
+pub mod auth;
 pub mod config;
 pub mod core;
 pub mod http;
@@ -24,10 +25,20 @@ pub use crate::core::Limits;
 pub use crate::service::LockService;
 
 /// Serves `service` on `listener` until `shutdown` resolves, running the
-/// sweeper beside it. In-flight requests finish before this returns.
+/// sweeper beside it, with auth off. In-flight requests finish before this returns.
 pub async fn run(
     listener: tokio::net::TcpListener,
     service: Arc<LockService>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    run_with_auth(listener, service, None, shutdown).await
+}
+
+/// [`run`], with API tokens when `auth` is given (issue 28).
+pub async fn run_with_auth(
+    listener: tokio::net::TcpListener,
+    service: Arc<LockService>,
+    auth: Option<Arc<auth::Authenticator>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -62,7 +73,7 @@ pub async fn run(
             }
         })
     });
-    let served = axum::serve(listener, http::app(service.clone()))
+    let served = axum::serve(listener, http::app_with_auth(service.clone(), auth))
         .with_graceful_shutdown(async move {
             tokio::select! {
                 _ = shutdown => {}

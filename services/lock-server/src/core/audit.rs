@@ -82,6 +82,17 @@ impl LockTable {
         if self.tombstones.len() > self.caps.max_tombstones {
             return Err(format!("{} tombstones over the cap", self.tombstones.len()));
         }
+        if let Some(id) = self
+            .tombstone_principals
+            .keys()
+            .find(|id| !self.tombstones.contains_key(*id))
+        {
+            // No id in the message (C1 §5): its length is enough to tell.
+            return Err(format!(
+                "a principal kept for a forgotten tombstone ({} chars)",
+                id.len()
+            ));
+        }
         Ok(())
     }
 

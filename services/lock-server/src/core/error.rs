@@ -35,6 +35,16 @@ pub(super) fn session_unknown() -> CoreError {
     )
 }
 
+/// The refusal of a session id that is not bound to the caller's principal
+/// (auth on): someone else's, or unknown. One answer for both, so a caller
+/// learns nothing about ids it may not use (issue 28).
+pub(super) fn session_not_yours() -> CoreError {
+    CoreError::new(
+        LockErrorCode::Forbidden,
+        "this session is not yours or does not exist; open a session with POST /v1/sessions using your own token",
+    )
+}
+
 /// The refusal of `verb` on a session that lapsed or expired (410).
 pub(super) fn session_expired(verb: &str) -> CoreError {
     CoreError::new(

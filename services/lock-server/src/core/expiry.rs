@@ -16,6 +16,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use fencepost_api::clock::MonoTime;
 use fencepost_api::lock::LockState;
@@ -118,12 +119,13 @@ impl LockTable {
                 .get(id)
                 .is_some_and(|s| now.has_reached(s.expire_at(&grace)));
             if expired {
+                let principal = self.session_principal(id);
                 for released in self.apply_delete_session(id) {
                     if !swept.expired_grants.contains(&released) {
                         unlisted.push(released);
                     }
                 }
-                self.remember_expired(id.clone(), now);
+                self.remember_expired(id.clone(), principal, now);
             }
         }
         self.forget_old_tombstones(now);
@@ -142,8 +144,9 @@ impl LockTable {
             self.drop_grant(key, Some(*token));
         }
         for id in &swept.expired_sessions {
+            let principal = self.session_principal(id);
             self.apply_delete_session(id);
-            self.remember_expired(id.clone(), now);
+            self.remember_expired(id.clone(), principal, now);
         }
         self.forget_old_tombstones(now);
     }
@@ -156,8 +159,18 @@ impl LockTable {
         swept
     }
 
-    /// Keeps `id` as expired (410), forgetting the oldest beyond the count cap.
-    pub(super) fn remember_expired(&mut self, id: String, now: MonoTime) {
+    /// Keeps `id` as expired (410) with the principal it was bound to,
+    /// forgetting the oldest beyond the count cap.
+    pub(super) fn remember_expired(
+        &mut self,
+        id: String,
+        principal: Option<Arc<str>>,
+        now: MonoTime,
+    ) {
+        match principal {
+            Some(p) => self.tombstone_principals.insert(id.clone(), p),
+            None => self.tombstone_principals.remove(&id),
+        };
         self.tombstones.insert(id.clone(), now);
         self.tombstone_q.push_back((now, id));
         while self.tombstone_q.len() > self.caps.max_tombstones {
@@ -182,6 +195,7 @@ impl LockTable {
             && self.tombstones.get(&id) == Some(&at)
         {
             self.tombstones.remove(&id);
+            self.tombstone_principals.remove(&id);
         }
     }
 

@@ -42,5 +42,5 @@ mod table;
 pub use error::CoreError;
 pub use expiry::{Swept, TableSizes};
 pub use limits::{Caps, Limits, Sabotage};
-pub use model::{AcquirePlan, Grant, KeyEntry, Session, SessionStatus};
+pub use model::{AcquirePlan, Caller, Grant, KeyEntry, Session, SessionStatus};
 pub use table::{LockTable, ceil_ms};

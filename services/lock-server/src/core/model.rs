@@ -7,6 +7,7 @@
 //! [`table`]: super::table
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fencepost_api::clock::MonoTime;
@@ -19,6 +20,9 @@ pub struct Session {
     pub id: String,
     /// Who opened it.
     pub owner_id: String,
+    /// The principal (API token NAME) that opened it; `None` when it was
+    /// opened with auth off. Only that principal may use it while auth is on.
+    pub principal: Option<Arc<str>>,
     /// The TTL granted.
     pub ttl: Duration,
     /// Receipt instant of the last successful L1/L2.
@@ -76,6 +80,27 @@ pub struct KeyEntry {
     pub grant: Option<Grant>,
     /// True while an acquire is being persisted; other acquires see the key held.
     pub pending: bool,
+}
+
+/// Who makes a request, as far as the session binding goes (issue 28).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller<'a> {
+    /// Auth is off: any caller may use any session (the behaviour before
+    /// API tokens; nothing is checked).
+    Anyone,
+    /// An authenticated request: only sessions bound to this principal (the
+    /// token's NAME) may be used.
+    Principal(&'a str),
+}
+
+impl<'a> Caller<'a> {
+    /// The principal, if auth is on.
+    pub fn principal(self) -> Option<&'a str> {
+        match self {
+            Caller::Anyone => None,
+            Caller::Principal(p) => Some(p),
+        }
+    }
 }
 
 /// How a session id stands at an instant.

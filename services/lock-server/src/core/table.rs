@@ -6,14 +6,17 @@
 //! [`audit`](super::audit).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fencepost_api::clock::MonoTime;
 use fencepost_api::lock::{LockErrorCode, LockInfo, LockState};
 
-use super::error::{CoreError, lock_held, lock_unknown, lost, session_expired, session_unknown};
+use super::error::{
+    CoreError, lock_held, lock_unknown, lost, session_expired, session_not_yours, session_unknown,
+};
 use super::limits::{Caps, Limits, Sabotage};
-use super::model::{AcquirePlan, Grant, KeyEntry, Session, SessionStatus};
+use super::model::{AcquirePlan, Caller, Grant, KeyEntry, Session, SessionStatus};
 
 /// The whole in-memory state of a serving lock-server.
 #[derive(Debug, Default)]
@@ -31,6 +34,9 @@ pub struct LockTable {
     pub(super) tombstones: HashMap<String, MonoTime>,
     /// The same ids, oldest first, to forget them by age and by count.
     pub(super) tombstone_q: VecDeque<(MonoTime, String)>,
+    /// The principal of each tombstoned session opened with auth on, so its
+    /// owner hears 410 and everyone else 403 (issue 28). Forgotten with the tombstone.
+    pub(super) tombstone_principals: HashMap<String, Arc<str>>,
 }
 
 /// The `retry_after_ms` hint for a key whose acquire is being persisted.
@@ -76,6 +82,38 @@ impl LockTable {
         }
     }
 
+    /// The principal session `id` is bound to (live, lapsed or tombstoned);
+    /// `None` when it was opened with auth off or is unknown.
+    pub fn session_principal(&self, id: &str) -> Option<Arc<str>> {
+        match self.sessions.get(id) {
+            Some(s) => s.principal.clone(),
+            None => self.tombstone_principals.get(id).cloned(),
+        }
+    }
+
+    /// The session binding (issue 28), checked under the same hold of the
+    /// table as the operation it guards and before it changes anything:
+    /// with auth on, session `id` must be bound to the caller's principal.
+    /// A session that is someone else's and one that does not exist get the
+    /// same `403 FORBIDDEN`, so no caller learns whether an id it may not use
+    /// exists; the owner of a lapsed or expired (tombstoned) session passes,
+    /// and then hears 410 from the operation itself. With auth off, nothing
+    /// is checked.
+    pub fn check_caller(&self, id: &str, caller: Caller<'_>) -> Result<(), CoreError> {
+        let Caller::Principal(name) = caller else {
+            return Ok(());
+        };
+        let bound = match self.sessions.get(id) {
+            Some(s) => s.principal.as_deref(),
+            None => self.tombstone_principals.get(id).map(|p| &**p),
+        };
+        if bound == Some(name) {
+            Ok(())
+        } else {
+            Err(session_not_yours())
+        }
+    }
+
     fn require_live(&self, id: &str, now: MonoTime, verb: &str) -> Result<&Session, CoreError> {
         match self.session_status(id, now) {
             SessionStatus::Live => Ok(&self.sessions[id]),
@@ -103,11 +141,20 @@ impl LockTable {
         Ok(())
     }
 
-    /// Adds a session (after the store persisted it) whose clock starts at `now`.
-    pub fn insert_session(&mut self, id: String, owner_id: String, ttl: Duration, now: MonoTime) {
+    /// Adds a session (after the store persisted it) whose clock starts at
+    /// `now`, bound to `principal` (`None`: opened with auth off).
+    pub fn insert_session(
+        &mut self,
+        id: String,
+        owner_id: String,
+        principal: Option<Arc<str>>,
+        ttl: Duration,
+        now: MonoTime,
+    ) {
         let session = Session {
             id: id.clone(),
             owner_id,
+            principal,
             ttl,
             last_renewed: now,
             keys: BTreeSet::new(),
@@ -535,9 +582,17 @@ impl LockTable {
 
     // ----- recovery -----------------------------------------------------
 
-    /// Restores a persisted session at a takeover: its TTL restarts from `now` (C1 §6).
-    pub fn restore_session(&mut self, id: String, owner_id: String, ttl: Duration, now: MonoTime) {
-        self.insert_session(id, owner_id, ttl, now);
+    /// Restores a persisted session at a takeover: its TTL restarts from
+    /// `now` (C1 §6); it stays bound to its `principal`.
+    pub fn restore_session(
+        &mut self,
+        id: String,
+        owner_id: String,
+        principal: Option<Arc<str>>,
+        ttl: Duration,
+        now: MonoTime,
+    ) {
+        self.insert_session(id, owner_id, principal, ttl, now);
     }
 
     /// Restores a persisted tombstone that is `age` old at `now`: the id
@@ -545,11 +600,17 @@ impl LockTable {
     /// applies as for any expiry). Call oldest first. An id that is a live
     /// session (restored before) is left alone; one older than the keep is
     /// not restored.
-    pub fn restore_tombstone(&mut self, id: String, age: Duration, now: MonoTime) {
+    pub fn restore_tombstone(
+        &mut self,
+        id: String,
+        principal: Option<Arc<str>>,
+        age: Duration,
+        now: MonoTime,
+    ) {
         if age >= self.caps.tombstone_keep || self.sessions.contains_key(&id) {
             return;
         }
-        self.remember_expired(id, now.saturating_sub(age));
+        self.remember_expired(id, principal, now.saturating_sub(age));
     }
 
     /// Restores a persisted grant with its lease restarted from `now` — only

@@ -11,7 +11,7 @@ use fencepost_api::lock::{LeaseGranted, LockErrorCode, LockInfo, LockOutcome, Lo
 use super::counters::bump;
 use super::error::ServiceError;
 use super::lock_service::{LockService, detached};
-use crate::core::{CoreError, LockTable};
+use crate::core::{Caller, CoreError, LockTable};
 
 /// The reply to an L4 or L5 that granted `lease` with `token`.
 fn lease_granted(key: &str, token: u64, lease: Duration) -> LeaseGranted {
@@ -47,9 +47,23 @@ impl LockService {
         Ok(self.acquire_outcome(key, session_id, ttl_ms).await?.granted)
     }
 
-    /// [`acquire`](Self::acquire), saying whether the grant is new.
+    /// [`acquire`](Self::acquire), saying whether the grant is new (auth off).
     pub async fn acquire_outcome(
         self: &Arc<Self>,
+        key: &str,
+        session_id: &str,
+        ttl_ms: Option<u64>,
+    ) -> Result<Acquired, ServiceError> {
+        self.acquire_as(Caller::Anyone, key, session_id, ttl_ms)
+            .await
+    }
+
+    /// L4 on the caller's session (the binding checked under the same table
+    /// hold as the decision, before the key is marked), saying whether the
+    /// grant is new.
+    pub async fn acquire_as(
+        self: &Arc<Self>,
+        caller: Caller<'_>,
         key: &str,
         session_id: &str,
         ttl_ms: Option<u64>,
@@ -58,6 +72,7 @@ impl LockService {
         let generation = self.serving(now)?;
         let (plan, persist) = {
             let mut t = self.table();
+            t.check_caller(session_id, caller)?;
             let plan = t.begin_acquire(key, session_id, ttl_ms, now)?;
             let persist = plan
                 .reacquire
@@ -125,9 +140,23 @@ impl LockService {
         })
     }
 
-    /// L5: the grant's lease ends at `max(its end, receipt + lease)`; same token.
+    /// L5 with auth off: [`renew_as`](Self::renew_as) by [`Caller::Anyone`].
     pub async fn renew(
         self: &Arc<Self>,
+        key: &str,
+        session_id: &str,
+        token: u64,
+        ttl_ms: Option<u64>,
+    ) -> Result<LeaseGranted, ServiceError> {
+        self.renew_as(Caller::Anyone, key, session_id, token, ttl_ms)
+            .await
+    }
+
+    /// L5: the grant's lease ends at `max(its end, receipt + lease)`; same
+    /// token. The session must be the caller's.
+    pub async fn renew_as(
+        self: &Arc<Self>,
+        caller: Caller<'_>,
         key: &str,
         session_id: &str,
         token: u64,
@@ -137,6 +166,7 @@ impl LockService {
         let generation = self.serving(now)?;
         let (lease, persist) = {
             let mut t = self.table();
+            t.check_caller(session_id, caller)?;
             let lease = t.check_renew(key, session_id, token, ttl_ms, now)?;
             (lease, renew_in_memory(&mut t, key, token, lease, now))
         };
@@ -190,16 +220,33 @@ impl LockService {
         self.fenced(granted)
     }
 
-    /// L6: releases the grant; the key is reassignable at once.
+    /// L6 with auth off: [`release_as`](Self::release_as) by [`Caller::Anyone`].
     pub async fn release(
         self: &Arc<Self>,
         key: &str,
         session_id: &str,
         token: u64,
     ) -> Result<(), ServiceError> {
+        self.release_as(Caller::Anyone, key, session_id, token)
+            .await
+    }
+
+    /// L6: releases the grant; the key is reassignable at once. The session
+    /// must be the caller's.
+    pub async fn release_as(
+        self: &Arc<Self>,
+        caller: Caller<'_>,
+        key: &str,
+        session_id: &str,
+        token: u64,
+    ) -> Result<(), ServiceError> {
         let now = self.clock.now();
         let generation = self.serving(now)?;
-        self.table().check_release(key, session_id, token, now)?;
+        {
+            let t = self.table();
+            t.check_caller(session_id, caller)?;
+            t.check_release(key, session_id, token, now)?;
+        }
         let (this, key) = (Arc::clone(self), key.to_string());
         let released = detached(async move {
             this.store.clear_grant(&key, token).await?;

@@ -275,7 +275,13 @@ pub(crate) fn restore(
     let mut table = LockTable::with_caps(limits, caps);
     let sessions = snapshot.sessions.len();
     for s in snapshot.sessions {
-        table.restore_session(s.id, s.owner_id, Duration::from_millis(s.ttl_ms), now);
+        table.restore_session(
+            s.id,
+            s.owner_id,
+            s.principal.map(Into::into),
+            Duration::from_millis(s.ttl_ms),
+            now,
+        );
     }
     let mut orphans = Vec::new();
     let mut grants = 0usize;
@@ -290,7 +296,12 @@ pub(crate) fn restore(
     }
     let tombstones = snapshot.tombstones.len();
     for t in snapshot.tombstones {
-        table.restore_tombstone(t.id, Duration::from_millis(t.age_ms), now);
+        table.restore_tombstone(
+            t.id,
+            t.principal.map(Into::into),
+            Duration::from_millis(t.age_ms),
+            now,
+        );
     }
     (
         table,

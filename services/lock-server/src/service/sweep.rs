@@ -18,7 +18,17 @@ impl LockService {
         let Ok(generation) = self.serving(now) else {
             return;
         };
-        let swept = self.table().due(now);
+        let (swept, expired) = {
+            let t = self.table();
+            let swept = t.due(now);
+            // Each expiring session with its principal, for its tombstone.
+            let expired: Vec<(String, Option<String>)> = swept
+                .expired_sessions
+                .iter()
+                .map(|id| (id.clone(), t.session_principal(id).map(|p| p.to_string())))
+                .collect();
+            (swept, expired)
+        };
         if swept.is_empty() {
             // Still ages the tombstones out.
             self.table().apply_swept(&swept, now);
@@ -34,10 +44,7 @@ impl LockService {
                     "could not clear expired grants from the store; retrying at the next sweep"),
             }
             let keep = this.table().caps().tombstone_keep;
-            let deleted = this
-                .store
-                .expire_sessions(&swept.expired_sessions, keep)
-                .await;
+            let deleted = this.store.expire_sessions(&expired, keep).await;
             match &deleted {
                 Ok(()) => applied.expired_sessions = swept.expired_sessions,
                 Err(e) => tracing::warn!(sessions = swept.expired_sessions.len(), error = %e,

@@ -91,19 +91,23 @@ pub trait LockStore: Send + Sync {
     /// The sweeper's expiry of `session_ids`, in one transaction: each is
     /// deleted with its grants and leaves a tombstone, so the next server to
     /// load the store (a new leader, a restart) still answers 410 for it;
-    /// tombstones older than `keep` are forgotten. No ids: no transaction.
+    /// tombstones older than `keep` are forgotten. Each id comes with the
+    /// principal it was bound to (`None`: auth off), kept in its tombstone.
+    /// No ids: no transaction.
     async fn expire_sessions(
         &self,
-        session_ids: &[String],
+        expired: &[(String, Option<String>)],
         keep: std::time::Duration,
     ) -> Result<(), StoreError> {
-        if session_ids.is_empty() {
+        if expired.is_empty() {
             return Ok(());
         }
+        let ids: Vec<String> = expired.iter().map(|(id, _)| id.clone()).collect();
         self.commit(&[
-            Write::DeleteSessions(session_ids.to_vec()),
+            Write::DeleteSessions(ids.clone()),
             Write::RecordExpired {
-                ids: session_ids.to_vec(),
+                ids,
+                principals: expired.iter().map(|(_, p)| p.clone()).collect(),
                 keep_ms: u64::try_from(keep.as_millis()).unwrap_or(u64::MAX),
             },
         ])

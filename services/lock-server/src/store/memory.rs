@@ -33,8 +33,9 @@ struct Tables {
     /// Session id to the keys it holds, so a session delete touches only those
     /// (the SQL stores have an index for the same).
     held_by: HashMap<String, HashSet<String>>,
-    /// Expired sessions' ids, oldest first (no ages: this store has no clock).
-    tombstones: VecDeque<String>,
+    /// Expired sessions' ids and principals, oldest first (no ages: this
+    /// store has no clock).
+    tombstones: VecDeque<(String, Option<String>)>,
 }
 
 impl Tables {
@@ -88,10 +89,16 @@ impl Tables {
             Write::ClearGrants(grants) => grants
                 .iter()
                 .for_each(|(key, token)| self.clear_grant(key, *token)),
-            Write::RecordExpired { ids, .. } => {
+            Write::RecordExpired {
+                ids, principals, ..
+            } => {
                 // An id expires once (ids are random); a repeat would only
                 // restore one tombstone twice, which a table does idempotently.
-                self.tombstones.extend(ids.iter().cloned());
+                self.tombstones.extend(
+                    ids.iter()
+                        .enumerate()
+                        .map(|(i, id)| (id.clone(), principals.get(i).cloned().flatten())),
+                );
                 let over = self.tombstones.len().saturating_sub(MAX_TOMBSTONES);
                 self.tombstones.drain(..over);
             }
@@ -102,9 +109,10 @@ impl Tables {
     fn tombstone_records(&self) -> Vec<TombstoneRecord> {
         self.tombstones
             .iter()
-            .map(|id| TombstoneRecord {
+            .map(|(id, principal)| TombstoneRecord {
                 id: id.clone(),
                 age_ms: 0,
+                principal: principal.clone(),
             })
             .collect()
     }

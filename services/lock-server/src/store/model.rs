@@ -13,6 +13,10 @@ pub struct SessionRecord {
     pub owner_id: String,
     /// The TTL granted, ms.
     pub ttl_ms: u64,
+    /// The principal (API token NAME) it is bound to; `None` when it was
+    /// opened with auth off (a NULL column, also in rows written before
+    /// issue 28).
+    pub principal: Option<String>,
 }
 
 /// A persisted grant.
@@ -47,6 +51,8 @@ pub struct TombstoneRecord {
     /// How long ago it expired when the store was read, ms, on the
     /// database's clock (0 for `memory:`, which has none).
     pub age_ms: u64,
+    /// The principal the session was bound to (`None`: auth off).
+    pub principal: Option<String>,
 }
 
 /// What a store holds: everything ([`LockStore::load`]) or what a restarted
@@ -174,6 +180,9 @@ pub enum Write {
     RecordExpired {
         /// The expired sessions.
         ids: Vec<String>,
+        /// The principal each of `ids` was bound to (same length; `None`:
+        /// opened with auth off), so its owner hears 410 and others 403.
+        principals: Vec<Option<String>>,
         /// How long a tombstone is kept, ms.
         keep_ms: u64,
     },

@@ -30,8 +30,8 @@ use super::model::Write;
 
 /// Inserts many sessions in one statement.
 pub(crate) const INSERT_SESSIONS_SQL: &str = "
-INSERT INTO fp_sessions (id, owner_id, ttl_ms)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])";
+INSERT INTO fp_sessions (id, owner_id, ttl_ms, principal)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])";
 
 /// Issues the next token of each (distinct) key and sets its holder; returns
 /// `(key, token)` per key.
@@ -84,6 +84,8 @@ pub(crate) enum Statement<'a> {
     RecordExpired {
         /// The expired sessions' ids.
         ids: Vec<&'a str>,
+        /// Each id's principal (NULL: auth off).
+        principals: Vec<Option<&'a str>>,
         /// The age kept, ms.
         keep_ms: i64,
     },
@@ -91,20 +93,23 @@ pub(crate) enum Statement<'a> {
 
 /// Every tombstone, oldest first: id, age in ms on the database's clock
 /// (`now()`: the transaction's start).
-pub(crate) const PG_TOMBSTONE_SELECT_SQL: &str = "SELECT id, (extract(epoch from now()) * 1000)::bigint - expired_at_ms FROM fp_tombstones ORDER BY expired_at_ms, id";
+pub(crate) const PG_TOMBSTONE_SELECT_SQL: &str = "SELECT id, (extract(epoch from now()) * 1000)::bigint - expired_at_ms, principal FROM fp_tombstones ORDER BY expired_at_ms, id";
 
 /// Records (or refreshes) a tombstone per distinct id of `$1` and forgets
 /// the others older than `$2` ms, on the database's clock, in one statement
 /// (a batch's statements are pipelined one request each). The prune leaves
-/// the ids being inserted alone, so no row is touched twice.
+/// the ids being inserted alone, so no row is touched twice. `$3` holds
+/// each id's principal (issue 28; an id is expired once, so `DISTINCT ON`
+/// keeps one row per id whatever the batch holds).
 pub(crate) const PG_RECORD_EXPIRED_SQL: &str = "
 WITH pruned AS (
     DELETE FROM fp_tombstones
     WHERE expired_at_ms < (extract(epoch from now()) * 1000)::bigint - $2 AND id <> ALL($1::text[])
 )
-INSERT INTO fp_tombstones (id, expired_at_ms)
-SELECT DISTINCT t.id, (extract(epoch from now()) * 1000)::bigint FROM unnest($1::text[]) AS t(id)
-ON CONFLICT (id) DO UPDATE SET expired_at_ms = excluded.expired_at_ms";
+INSERT INTO fp_tombstones (id, expired_at_ms, principal)
+SELECT DISTINCT ON (t.id) t.id, (extract(epoch from now()) * 1000)::bigint, t.principal
+FROM unnest($1::text[], $3::text[]) AS t(id, principal)
+ON CONFLICT (id) DO UPDATE SET expired_at_ms = excluded.expired_at_ms, principal = excluded.principal";
 
 /// The parameters of [`INSERT_SESSIONS_SQL`].
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -112,6 +117,7 @@ pub(crate) struct Inserts<'a> {
     pub ids: Vec<&'a str>,
     pub owners: Vec<&'a str>,
     pub ttls: Vec<i64>,
+    pub principals: Vec<Option<&'a str>>,
 }
 
 /// The parameters of [`GRANTS_SQL`]; `writes[i]` is the index in the batch
@@ -154,6 +160,7 @@ struct Segment<'a> {
     clears: Clears<'a>,
     deletes: Vec<&'a str>,
     expired: Vec<&'a str>,
+    expired_principals: Vec<Option<&'a str>>,
     expired_keep_ms: i64,
 }
 
@@ -186,6 +193,7 @@ impl<'a> Segment<'a> {
                 self.inserts.ids.push(&s.id);
                 self.inserts.owners.push(&s.owner_id);
                 self.inserts.ttls.push(s.ttl_ms as i64);
+                self.inserts.principals.push(s.principal.as_deref());
             }
             Write::DeleteSessions(gone) => {
                 self.sessions.extend(gone.iter().map(String::as_str));
@@ -220,8 +228,14 @@ impl<'a> Segment<'a> {
                     self.clears.tokens.push(*t as i64);
                 }
             }
-            Write::RecordExpired { ids, keep_ms } => {
+            Write::RecordExpired {
+                ids,
+                principals,
+                keep_ms,
+            } => {
                 self.expired.extend(ids.iter().map(String::as_str));
+                self.expired_principals
+                    .extend((0..ids.len()).map(|i| principals.get(i).and_then(|p| p.as_deref())));
                 let keep = i64::try_from(*keep_ms).unwrap_or(i64::MAX);
                 self.expired_keep_ms = self.expired_keep_ms.max(keep);
             }
@@ -248,6 +262,7 @@ impl<'a> Segment<'a> {
         if !self.expired.is_empty() {
             out.push(Statement::RecordExpired {
                 ids: self.expired,
+                principals: self.expired_principals,
                 keep_ms: self.expired_keep_ms,
             });
         }
@@ -308,6 +323,10 @@ mod tests {
                 Write::DeleteSessions(ids.iter().map(|s| s.to_string()).collect()),
                 Write::RecordExpired {
                     ids: ids.iter().map(|s| s.to_string()).collect(),
+                    principals: ids
+                        .iter()
+                        .map(|s| (*s != "s2").then(|| format!("p-{s}")))
+                        .collect(),
                     keep_ms,
                 },
             ]
@@ -321,6 +340,7 @@ mod tests {
             p[2],
             Statement::RecordExpired {
                 ids: vec!["s1", "s2", "s3"],
+                principals: vec![Some("p-s1"), None, Some("p-s3")],
                 keep_ms: 5_000
             }
         );
@@ -397,6 +417,7 @@ mod tests {
             id: "s1".into(),
             owner_id: "o".into(),
             ttl_ms: 1000,
+            principal: None,
         };
         // Within a segment inserts run first: a grant before the session's
         // insert is cut off, one to another session is not.

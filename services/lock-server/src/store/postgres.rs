@@ -53,8 +53,12 @@ use super::sql::{
 /// HOT, so each left a dead version and new index entries behind for
 /// lookups and vacuum.) The fill factor leaves room on each page for the
 /// new versions (set on existing tables too; it applies to pages written
-/// from then on).
+/// from then on). First, issue 28's principal columns
+/// ([`PRINCIPAL_COLUMNS`](super::sql::PRINCIPAL_COLUMNS)), added to tables
+/// created before them.
 const PG_INDEXES: &str = "
+ALTER TABLE fp_sessions ADD COLUMN IF NOT EXISTS principal TEXT;
+ALTER TABLE fp_tombstones ADD COLUMN IF NOT EXISTS principal TEXT;
 ALTER TABLE fp_locks SET (fillfactor = 50);
 CREATE INDEX IF NOT EXISTS fp_locks_holder_session ON fp_locks (holder_session);
 DROP INDEX IF EXISTS fp_locks_holder_live;
@@ -213,6 +217,7 @@ impl PostgresStore {
                 id: r.get(0),
                 owner_id: r.get(1),
                 ttl_ms: r.get::<_, i64>(2) as u64,
+                principal: r.get(3),
             })
             .collect();
         let keys = c
@@ -228,6 +233,7 @@ impl PostgresStore {
             .map(|r| TombstoneRecord {
                 id: r.get(0),
                 age_ms: r.get::<_, i64>(1).max(0) as u64,
+                principal: r.get(2),
             })
             .collect();
         Ok(Snapshot {
@@ -283,8 +289,14 @@ async fn run(
     s: &Statement<'_>,
 ) -> Result<Vec<(usize, u64)>, tokio_postgres::Error> {
     match s {
-        Statement::InsertSessions(Inserts { ids, owners, ttls }) => {
-            c.execute(&p.insert_sessions, &[ids, owners, ttls]).await?;
+        Statement::InsertSessions(Inserts {
+            ids,
+            owners,
+            ttls,
+            principals,
+        }) => {
+            c.execute(&p.insert_sessions, &[ids, owners, ttls, principals])
+                .await?;
         }
         Statement::Grants(Grants {
             keys,
@@ -314,8 +326,13 @@ async fn run(
         Statement::DeleteSessions(ids) => {
             c.execute(&p.delete_sessions, &[ids]).await?;
         }
-        Statement::RecordExpired { ids, keep_ms } => {
-            c.execute(&p.record_expired, &[ids, keep_ms]).await?;
+        Statement::RecordExpired {
+            ids,
+            principals,
+            keep_ms,
+        } => {
+            c.execute(&p.record_expired, &[ids, keep_ms, principals])
+                .await?;
         }
     }
     Ok(vec![])

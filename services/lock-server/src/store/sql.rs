@@ -30,6 +30,14 @@ CREATE TABLE IF NOT EXISTS fp_tombstones (
 CREATE INDEX IF NOT EXISTS fp_tombstones_at ON fp_tombstones (expired_at_ms);
 ";
 
+/// Issue 28's columns: the principal (API token NAME) a session is bound to,
+/// and the one its tombstone keeps; NULL for a session opened with auth off
+/// and in every row written before. Added to existing tables on open
+/// (PostgreSQL: `ADD COLUMN IF NOT EXISTS`; SQLite, which has no such
+/// clause, adds each column its `pragma_table_info` lacks).
+pub(crate) const PRINCIPAL_COLUMNS: [(&str, &str); 2] =
+    [("fp_sessions", "principal"), ("fp_tombstones", "principal")];
+
 /// SQLite's holder index. It is partial: it holds the held keys only, so a
 /// grant or release of one of a million FREE keys touches one small, hot
 /// index page rather than a random leaf of a million NULL entries (the full
@@ -54,10 +62,11 @@ pub(crate) const CLEAR_GRANT_SQL: &str = "UPDATE fp_locks SET holder_session = N
 pub(crate) const CLEAR_SESSION_GRANTS_SQL: &str = "UPDATE fp_locks SET holder_session = NULL, holder_token = NULL, lease_ms = NULL WHERE holder_session = $1";
 pub(crate) const DELETE_SESSION_SQL: &str = "DELETE FROM fp_sessions WHERE id = $1";
 pub(crate) const INSERT_SESSION_SQL: &str =
-    "INSERT INTO fp_sessions (id, owner_id, ttl_ms) VALUES ($1, $2, $3)";
+    "INSERT INTO fp_sessions (id, owner_id, ttl_ms, principal) VALUES ($1, $2, $3, $4)";
 pub(crate) const SET_LEASE_SQL: &str =
     "UPDATE fp_locks SET lease_ms = $3 WHERE key = $1 AND holder_token = $2";
-pub(crate) const SELECT_SESSIONS_SQL: &str = "SELECT id, owner_id, ttl_ms FROM fp_sessions";
+pub(crate) const SELECT_SESSIONS_SQL: &str =
+    "SELECT id, owner_id, ttl_ms, principal FROM fp_sessions";
 pub(crate) const SELECT_LOCKS_SQL: &str =
     "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks";
 pub(crate) const SELECT_HELD_LOCKS_SQL: &str = "SELECT key, last_token, holder_session, holder_token, lease_ms FROM fp_locks WHERE holder_session IS NOT NULL";

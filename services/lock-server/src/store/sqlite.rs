@@ -20,8 +20,8 @@ use super::lock_store::LockStore;
 use super::model::{Committed, SessionRecord, Snapshot, TombstoneRecord, Write};
 use super::sql::{
     CLEAR_GRANT_SQL, CLEAR_SESSION_GRANTS_SQL, DELETE_SESSION_SQL, GRANT_SQL, INSERT_SESSION_SQL,
-    SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL,
-    SET_LEASE_SQL, SQLITE_INDEXES, TABLES, key_record,
+    PRINCIPAL_COLUMNS, SELECT_HELD_LOCKS_SQL, SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL,
+    SELECT_SESSIONS_SQL, SET_LEASE_SQL, SQLITE_INDEXES, TABLES, key_record,
 };
 
 /// Forgets tombstones older than `?1` ms on SQLite's wall clock
@@ -29,9 +29,26 @@ use super::sql::{
 /// version, where `unixepoch('subsec')` needs 3.42).
 const PRUNE_TOMBSTONES_SQL: &str = "DELETE FROM fp_tombstones WHERE expired_at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - ?1";
 /// Records (or refreshes) the tombstone of `?1`, stamped with that clock.
-const INSERT_TOMBSTONE_SQL: &str = "INSERT INTO fp_tombstones (id, expired_at_ms) VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)) ON CONFLICT (id) DO UPDATE SET expired_at_ms = excluded.expired_at_ms";
-/// Every tombstone, oldest first: id, age in ms on that clock.
-const SELECT_TOMBSTONES_SQL: &str = "SELECT id, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - expired_at_ms FROM fp_tombstones ORDER BY expired_at_ms, id";
+const INSERT_TOMBSTONE_SQL: &str = "INSERT INTO fp_tombstones (id, expired_at_ms, principal) VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), ?2) ON CONFLICT (id) DO UPDATE SET expired_at_ms = excluded.expired_at_ms, principal = excluded.principal";
+/// Every tombstone, oldest first: id, age in ms on that clock, principal.
+const SELECT_TOMBSTONES_SQL: &str = "SELECT id, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - expired_at_ms, principal FROM fp_tombstones ORDER BY expired_at_ms, id";
+
+/// Adds each of issue 28's principal columns that `conn`'s tables lack
+/// (files created before it); new files get them here too.
+fn add_principal_columns(conn: &Connection) -> Result<(), rusqlite::Error> {
+    for (table, column) in PRINCIPAL_COLUMNS {
+        let present: i64 = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+            params![table, column],
+            |r| r.get(0),
+        )?;
+        if present == 0 {
+            // Both names are constants of ours: no injection.
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))?;
+        }
+    }
+    Ok(())
+}
 
 /// A store in one SQLite file.
 #[derive(Debug, Clone)]
@@ -59,6 +76,7 @@ impl SqliteStore {
             // A 32 MiB page cache: random keys of a large table stay in it.
             conn.pragma_update(None, "cache_size", -32_768)?;
             conn.execute_batch(&sqlite_schema())?;
+            add_principal_columns(&conn)?;
             conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")?;
             Ok(conn)
         })
@@ -171,7 +189,8 @@ fn apply(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Committed, rusqlit
             tx.prepare_cached(&q(INSERT_SESSION_SQL))?.execute(params![
                 s.id,
                 s.owner_id,
-                s.ttl_ms as i64
+                s.ttl_ms as i64,
+                s.principal
             ])?;
         }
         Write::DeleteSessions(ids) => {
@@ -209,12 +228,17 @@ fn apply(tx: &rusqlite::Transaction<'_>, w: &Write) -> Result<Committed, rusqlit
                     .execute(params![key, *token as i64])?;
             }
         }
-        Write::RecordExpired { ids, keep_ms } => {
+        Write::RecordExpired {
+            ids,
+            principals,
+            keep_ms,
+        } => {
             tx.prepare_cached(PRUNE_TOMBSTONES_SQL)?
                 .execute(params![i64::try_from(*keep_ms).unwrap_or(i64::MAX)])?;
-            for id in ids {
+            for (i, id) in ids.iter().enumerate() {
+                let principal = principals.get(i).cloned().flatten();
                 tx.prepare_cached(INSERT_TOMBSTONE_SQL)?
-                    .execute(params![id])?;
+                    .execute(params![id, principal])?;
             }
         }
     }
@@ -230,6 +254,7 @@ fn read_snapshot(c: &mut Connection, locks_sql: &str) -> Result<Snapshot, rusqli
                 id: r.get(0)?,
                 owner_id: r.get(1)?,
                 ttl_ms: r.get::<_, i64>(2)? as u64,
+                principal: r.get(3)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
@@ -251,6 +276,7 @@ fn read_snapshot(c: &mut Connection, locks_sql: &str) -> Result<Snapshot, rusqli
             Ok(TombstoneRecord {
                 id: r.get(0)?,
                 age_ms: r.get::<_, i64>(1)?.max(0) as u64,
+                principal: r.get(2)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;

@@ -586,6 +586,7 @@ async fn a_deposed_epoch_cannot_write_and_a_live_leader_row_is_not_taken() {
         id: id.into(),
         owner_id: "o".into(),
         ttl_ms: 1_000,
+        principal: None,
     };
     a.create_session(&sess("s1")).await.unwrap();
     assert_eq!(a.grant("k", "s1", 1_000).await.unwrap(), 1);

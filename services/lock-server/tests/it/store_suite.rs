@@ -22,6 +22,7 @@ fn session(id: &str) -> SessionRecord {
         id: id.into(),
         owner_id: format!("owner-{id}"),
         ttl_ms: 1_000,
+        principal: None,
     }
 }
 
@@ -264,6 +265,7 @@ fn random_writes(seed: u64, n: usize) -> Vec<Write> {
             match next(7) {
                 6 => Write::RecordExpired {
                     ids: vec![sess, format!("s{}", next(3))],
+                    principals: vec![Some("p".into()), None],
                     keep_ms: 3_600_000,
                 },
                 0 => {
@@ -457,14 +459,14 @@ async fn tombstones_older_than_the_keep_are_forgotten(kind: StoreKind) {
         return;
     };
     let s = store::open(&url).await.unwrap();
-    s.expire_sessions(&["old".to_string()], Duration::from_secs(3600))
+    s.expire_sessions(&[("old".to_string(), None)], Duration::from_secs(3600))
         .await
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut n = 0;
     loop {
         n += 1;
-        s.expire_sessions(&[format!("new-{n}")], Duration::ZERO)
+        s.expire_sessions(&[(format!("new-{n}"), None)], Duration::ZERO)
             .await
             .unwrap();
         let ids: Vec<String> = s

@@ -195,7 +195,7 @@ impl Run {
                     let id = format!("s{:02}", self.model.sessions.len());
                     self.store.sessions.insert(id.clone(), ttl);
                     self.table
-                        .insert_session(id.clone(), "owner".into(), ttl, now);
+                        .insert_session(id.clone(), "owner".into(), None, ttl, now);
                     self.model.sessions.push(MSession {
                         id,
                         ttl,
@@ -488,7 +488,7 @@ impl Run {
         self.in_flight.clear();
         let mut table = LockTable::with_caps(limits(), caps());
         for (id, ttl) in &self.store.sessions {
-            table.restore_session(id.clone(), "owner".into(), *ttl, now);
+            table.restore_session(id.clone(), "owner".into(), None, *ttl, now);
         }
         let mut orphans = Vec::new();
         for (key, (token, session, lease)) in &self.store.holders {

@@ -45,6 +45,7 @@ fn sess(id: &str) -> SessionRecord {
         id: id.into(),
         owner_id: "o".into(),
         ttl_ms: 1_000,
+        principal: None,
     }
 }
 
