@@ -133,7 +133,17 @@ async fn main() {
     println!("listening on http://{addr}");
     let _ = std::io::stdout().flush();
     if let Some(a) = &auth {
-        tokio::spawn(reload_on_sighup(a.clone()));
+        // Listening before the first request is served: from here on a
+        // SIGHUP re-reads the file instead of ending the process.
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(hup) => {
+                tokio::spawn(reload_on_sighup(a.clone(), hup));
+            }
+            Err(e) => tracing::error!(
+                error = %e,
+                "auth: cannot listen for SIGHUP; the token file is read only at start"
+            ),
+        }
     }
     if let Err(e) = lock_server::run_with_auth(listener, service, auth, shutdown_signal()).await {
         eprintln!("lock-server: {e}");
@@ -144,14 +154,7 @@ async fn main() {
 /// Re-reads the token file on every SIGHUP: a good file is in force for
 /// every request from then on; a bad one is logged at ERROR and the set in
 /// force kept.
-async fn reload_on_sighup(auth: Arc<Authenticator>) {
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "auth: cannot listen for SIGHUP; the token file is read only at start");
-            return;
-        }
-    };
+async fn reload_on_sighup(auth: Arc<Authenticator>, mut hup: tokio::signal::unix::Signal) {
     while hup.recv().await.is_some() {
         match auth.reload() {
             Ok(n) => tracing::info!(

@@ -1,5 +1,8 @@
 //! lock-server integration tests: one binary, one module per concern.
 
+mod auth;
+mod auth_persist;
+mod auth_process;
 mod boundaries;
 mod cancel;
 mod hardening;
