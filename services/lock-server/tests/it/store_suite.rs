@@ -263,11 +263,18 @@ fn random_writes(seed: u64, n: usize) -> Vec<Write> {
             let key = format!("k{}", next(3));
             let sess = format!("s{}", next(3));
             match next(7) {
-                6 => Write::RecordExpired {
-                    ids: vec![sess, format!("s{}", next(3))],
-                    principals: vec![Some("p".into()), None],
-                    keep_ms: 3_600_000,
-                },
+                6 => {
+                    // An id is expired once, so always with the same principal.
+                    let ids = vec![sess, format!("s{}", next(3))];
+                    Write::RecordExpired {
+                        principals: ids
+                            .iter()
+                            .map(|id| (id != "s1").then(|| format!("p-{id}")))
+                            .collect(),
+                        ids,
+                        keep_ms: 3_600_000,
+                    }
+                }
                 0 => {
                     created += 1;
                     Write::CreateSession(session(&format!("new{created}")))
