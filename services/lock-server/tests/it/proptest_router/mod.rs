@@ -19,8 +19,10 @@
 //!
 //! Layout: [`vocabulary`] and [`strategy`] draw the steps, [`model`]
 //! resolves them, [`request`] puts them on the wire, [`check`] holds the
-//! properties; this module runs the sequences.
+//! properties; this module runs the sequences. [`auth_headers`] is the same
+//! property on a server with API tokens, over random `Authorization` headers.
 
+mod auth_headers;
 mod check;
 mod model;
 mod request;
