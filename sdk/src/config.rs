@@ -35,6 +35,15 @@ pub const KEY_URLS: &str = "lock.client.urls";
 /// lock-server replicas; when set it replaces the base URL given in code.
 pub const ENV_URLS: &str = "LOCK_URLS";
 
+/// The SDK's name for the API token (issue 28; not a C4 key).
+pub const KEY_TOKEN: &str = "lock.client.token";
+/// Environment variable holding the API token itself (surrounding
+/// whitespace trimmed). Takes precedence over [`ENV_TOKEN_FILE`].
+pub const ENV_TOKEN: &str = "FENCEPOST_TOKEN";
+/// Environment variable naming a file that holds the API token (surrounding
+/// whitespace trimmed), e.g. a mounted Kubernetes Secret.
+pub const ENV_TOKEN_FILE: &str = "FENCEPOST_TOKEN_FILE";
+
 /// Environment variable of [`KEY_MARGIN`].
 pub const ENV_MARGIN: &str = "LOCK_CLIENT_SAFETY_MARGIN";
 /// Environment variable of [`KEY_DEFAULT_TTL`].
@@ -191,6 +200,17 @@ pub enum ConfigError {
         /// The accepted range or form.
         reason: &'static str,
     },
+    /// The token file named by `FENCEPOST_TOKEN_FILE` could not be read.
+    #[error("{key}: cannot read the token file {path}: {source}")]
+    TokenFile {
+        /// [`KEY_TOKEN`].
+        key: &'static str,
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A duration that does not parse (`250ms`, `15s`, `2m` are the forms).
     #[error("{key}={value}: {source}")]
     Duration {
@@ -202,6 +222,61 @@ pub enum ConfigError {
         #[source]
         source: DurationParseError,
     },
+}
+
+/// An API token (issue 28): the secret a lock-server started with
+/// `--auth-tokens` expects as `Authorization: Bearer TOKEN`. Its `Debug`
+/// never shows the secret, and the header built from it is marked sensitive
+/// (built once, shared by every request of the client).
+#[derive(Clone)]
+pub struct ApiToken {
+    secret: Arc<str>,
+    header: hyper::header::HeaderValue,
+}
+
+impl ApiToken {
+    /// A token from its secret, surrounding whitespace trimmed. Refused when
+    /// empty or not visible ASCII (no header could carry it).
+    pub fn new(secret: &str) -> Result<Self, ConfigError> {
+        let secret = secret.trim();
+        let bad = ConfigError::Invalid {
+            key: KEY_TOKEN,
+            value: "<redacted>".into(),
+            reason: "must be a non-empty token of visible ASCII characters (lock-server token new prints one)",
+        };
+        if secret.is_empty() || !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(bad);
+        }
+        let mut header =
+            hyper::header::HeaderValue::from_str(&format!("Bearer {secret}")).map_err(|_| bad)?;
+        header.set_sensitive(true);
+        Ok(ApiToken {
+            secret: Arc::from(secret),
+            header,
+        })
+    }
+
+    /// The secret (for a caller that needs to pass it on; never log it).
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+
+    /// The `Authorization` header value, `Bearer TOKEN`, marked sensitive.
+    pub fn header_value(&self) -> &hyper::header::HeaderValue {
+        &self.header
+    }
+}
+
+impl fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiToken(<redacted>)")
+    }
+}
+
+impl PartialEq for ApiToken {
+    fn eq(&self, other: &Self) -> bool {
+        self.secret == other.secret
+    }
 }
 
 /// Everything a [`LockClient`](crate::LockClient) needs. Build it with
@@ -238,6 +313,11 @@ pub struct LockClientConfig {
     /// suspended, so it errs safe); [`MonotonicClock`](crate::MonotonicClock)
     /// and fakes can be set with [`with_clock`](Self::with_clock).
     pub clock: Arc<dyn Clock>,
+    /// The API token sent as `Authorization: Bearer` on every request, for a
+    /// lock-server with `--auth-tokens` (issue 28). Default none; read from
+    /// `FENCEPOST_TOKEN` or `FENCEPOST_TOKEN_FILE` by [`from_env`](Self::from_env)
+    /// and [`token_from_env`](Self::token_from_env). Never printed.
+    pub token: Option<ApiToken>,
 }
 
 impl fmt::Debug for LockClientConfig {
@@ -251,6 +331,7 @@ impl fmt::Debug for LockClientConfig {
             .field("request_timeout", &self.request_timeout)
             .field("confirm_with_server", &self.confirm_with_server)
             .field("seed", &self.seed)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
 }
@@ -268,12 +349,15 @@ impl LockClientConfig {
             confirm_with_server: false,
             seed: 0,
             clock: Arc::new(BootTimeClock::new()),
+            token: None,
         }
     }
 
     /// The defaults overridden by `LOCK_URLS` (comma-separated replica URLs,
-    /// replacing `base_url`), `LOCK_CLIENT_SAFETY_MARGIN`, `LOCK_DEFAULT_TTL`
-    /// and `LOCK_SESSION_TTL` when set; refuses bad values naming the key.
+    /// replacing `base_url`), `LOCK_CLIENT_SAFETY_MARGIN`, `LOCK_DEFAULT_TTL`,
+    /// `LOCK_SESSION_TTL` and the API token (`FENCEPOST_TOKEN` or
+    /// `FENCEPOST_TOKEN_FILE`, see [`token_from_env`](Self::token_from_env))
+    /// when set; refuses bad values naming the key.
     pub fn from_env(base_url: impl Into<String>) -> Result<Self, ConfigError> {
         Self::from_lookup(base_url, |name| std::env::var(name).ok())
     }
@@ -310,7 +394,40 @@ impl LockClientConfig {
         if let Some(v) = lookup(ENV_SESSION_TTL) {
             cfg.session_ttl = parse_ttl(KEY_SESSION_TTL, &v)?;
         }
-        Ok(cfg)
+        cfg.token_from_lookup(lookup)
+    }
+
+    /// Sets the API token from the environment: `FENCEPOST_TOKEN` (the
+    /// token), else `FENCEPOST_TOKEN_FILE` (a file holding it, such as a
+    /// mounted Secret); surrounding whitespace is trimmed. With neither set
+    /// the token is left as it is. An unreadable file or an empty token is
+    /// refused.
+    pub fn token_from_env(self) -> Result<Self, ConfigError> {
+        self.token_from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`token_from_env`](Self::token_from_env) reading variables through `lookup`.
+    pub fn token_from_lookup(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        if let Some(secret) = lookup(ENV_TOKEN).filter(|v| !v.trim().is_empty()) {
+            self.token = Some(ApiToken::new(&secret)?);
+        } else if let Some(path) = lookup(ENV_TOKEN_FILE).filter(|v| !v.is_empty()) {
+            let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::TokenFile {
+                key: KEY_TOKEN,
+                path: path.clone(),
+                source,
+            })?;
+            self.token = Some(ApiToken::new(&text)?);
+        }
+        Ok(self)
+    }
+
+    /// Sets the API token.
+    pub fn with_token(mut self, token: ApiToken) -> Self {
+        self.token = Some(token);
+        self
     }
 
     /// Several replicas (C1 §6): the first URL becomes `base_url`, the rest

@@ -21,6 +21,10 @@
 //!
 //! [`HttpClient`] is public so that a load driver measures exactly the client
 //! an SDK user gets (`bench peer` does).
+//!
+//! With an API token ([`HttpClient::with_authorization`], issue 28) every
+//! request carries `Authorization: Bearer TOKEN`: one header value built
+//! once and marked sensitive, each request taking a reference-counted copy.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -30,6 +34,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::HeaderValue;
 use hyper::{Request, header};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -174,6 +179,8 @@ pub fn split_url(url: &str) -> Option<(&str, &str)> {
 #[derive(Clone)]
 pub struct HttpClient {
     inner: Arc<Pool>,
+    /// `Bearer TOKEN`, sent with every request when set (sensitive).
+    authorization: Option<HeaderValue>,
 }
 
 struct Pool {
@@ -197,6 +204,10 @@ impl fmt::Debug for HttpClient {
         f.debug_struct("HttpClient")
             .field("connect_timeout", &self.inner.connect_timeout)
             .field("idle_timeout", &self.inner.idle_timeout)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -218,7 +229,16 @@ impl HttpClient {
                 clock: MonotonicClock::new(),
                 idle: Mutex::new(HashMap::new()),
             }),
+            authorization: None,
         }
+    }
+
+    /// This client (sharing its pool) sending `value` as the
+    /// `Authorization` header of every request (an API token's
+    /// [`header_value`](crate::ApiToken::header_value)); `None` sends none.
+    pub fn with_authorization(mut self, value: Option<HeaderValue>) -> Self {
+        self.authorization = value;
+        self
     }
 
     /// One exchange: `method url`, with `json` as an `application/json` body
@@ -238,6 +258,9 @@ impl HttpClient {
             .header(header::HOST, authority);
         if json.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(auth) = &self.authorization {
+            request = request.header(header::AUTHORIZATION, auth.clone());
         }
         let mut request = request
             .body(Full::new(json.unwrap_or_default()))

@@ -33,7 +33,11 @@ impl ClientInner {
     /// `prom` (shared instruments) or, without, private ones built for
     /// `config`. Does no I/O.
     pub(crate) fn new(config: LockClientConfig, prom: Option<PrometheusMetrics>) -> Self {
-        let http = Http::new(&config.urls(), config.request_timeout);
+        let http = Http::new(
+            &config.urls(),
+            config.request_timeout,
+            config.token.as_ref(),
+        );
         let adaptive = config.margin.is_adaptive();
         let prom = prom.unwrap_or_else(|| PrometheusMetrics::for_config(&config));
         ClientInner {

@@ -59,7 +59,7 @@ mod transport;
 pub use acquire::{AcquireOptions, Backoff};
 pub use client::LockClient;
 pub use clock::{BootTimeClock, Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
-pub use config::{ConfigError, LockClientConfig, MarginPolicy};
+pub use config::{ApiToken, ConfigError, LockClientConfig, MarginPolicy};
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
 pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary, PrometheusMetrics};
 pub use session::schedule;

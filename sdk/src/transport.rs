@@ -105,9 +105,15 @@ pub(crate) struct Http {
 
 impl Http {
     /// A client for `base_urls` (the first is tried first) whose connections
-    /// time out after `connect_timeout`.
-    pub(crate) fn new(base_urls: &[String], connect_timeout: Duration) -> Self {
-        let client = HttpClient::new(connect_timeout);
+    /// time out after `connect_timeout`, sending `token` (if any) as a bearer
+    /// token with every request.
+    pub(crate) fn new(
+        base_urls: &[String],
+        connect_timeout: Duration,
+        token: Option<&crate::ApiToken>,
+    ) -> Self {
+        let client = HttpClient::new(connect_timeout)
+            .with_authorization(token.map(|t| t.header_value().clone()));
         let bases: Vec<String> = base_urls
             .iter()
             .map(|b| b.trim_end_matches('/').to_string())

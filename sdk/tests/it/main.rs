@@ -4,6 +4,7 @@
 
 mod acquire;
 mod arithmetic;
+mod auth;
 mod config;
 mod hardening;
 mod heartbeat;

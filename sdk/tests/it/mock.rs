@@ -103,6 +103,8 @@ pub struct MockState {
     /// key → (holding session, its token), for the holder's re-acquire.
     holders: Mutex<HashMap<String, (String, u64)>>,
     next_session: AtomicU64,
+    /// Every request's `Authorization` header (None when absent), in order.
+    authorizations: Mutex<Vec<Option<String>>>,
 }
 
 pub struct Mock {
@@ -132,6 +134,7 @@ impl Mock {
             tokens: Mutex::default(),
             holders: Mutex::default(),
             next_session: AtomicU64::new(1),
+            authorizations: Mutex::default(),
         });
         let app = Router::new()
             .route("/v1/sessions", post(create))
@@ -141,6 +144,10 @@ impl Mock {
             .route("/v1/locks/{key}/renew", post(renew))
             .route("/v1/locks/{key}/release", post(release))
             .route("/v1/locks/{key}", get(info))
+            .layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                record_authorization,
+            ))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -173,6 +180,11 @@ impl Mock {
         g
     }
 
+    /// Every request's `Authorization` header so far (None when absent).
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.state.authorizations.lock().unwrap().clone()
+    }
+
     /// How many requests `ep` received.
     pub fn count(&self, ep: Ep) -> usize {
         self.arrivals(ep).len()
@@ -189,6 +201,20 @@ impl Mock {
             .map(|(_, t)| *t)
             .collect()
     }
+}
+
+/// Records the request's `Authorization` header.
+async fn record_authorization(
+    State(s): State<Arc<MockState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let value = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    s.authorizations.lock().unwrap().push(value);
+    next.run(req).await
 }
 
 impl MockState {
