@@ -20,7 +20,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
@@ -296,6 +296,65 @@ impl TokenSet {
         found
             .checked_sub(1)
             .map(|i| &self.entries[i as usize].principal)
+    }
+}
+
+/// The token file a service runs with, re-read on demand (its SIGHUP):
+/// [`reload`](Self::reload) swaps a good file in for every request from then
+/// on, and keeps the set in force when the new file is bad.
+#[derive(Debug)]
+pub struct TokenFile {
+    path: PathBuf,
+    tokens: RwLock<Arc<TokenSet>>,
+}
+
+impl TokenFile {
+    /// Reads the token file at `path`; an unreadable or bad file is refused.
+    pub fn load(path: &Path) -> Result<Self, TokenFileError> {
+        let tokens = TokenSet::load(path)?;
+        Ok(TokenFile {
+            path: path.to_path_buf(),
+            tokens: RwLock::new(Arc::new(tokens)),
+        })
+    }
+
+    /// The token file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many tokens are in force.
+    pub fn len(&self) -> usize {
+        self.current().len()
+    }
+
+    /// True when no token is in force (never: an empty file is refused).
+    pub fn is_empty(&self) -> bool {
+        self.current().is_empty()
+    }
+
+    /// Re-reads the file. On success the new set is in force for every
+    /// request from now on and its size is returned; on failure the set in
+    /// force is kept and the error returned for the log.
+    pub fn reload(&self) -> Result<usize, TokenFileError> {
+        let fresh = TokenSet::load(&self.path)?;
+        let n = fresh.len();
+        *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+        Ok(n)
+    }
+
+    fn current(&self) -> Arc<TokenSet> {
+        self.tokens
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The principal of an `Authorization` header value, or `None` when the
+    /// header is missing, not `Bearer TOKEN`, or names no token in force.
+    pub fn authenticate(&self, authorization: Option<&[u8]>) -> Option<Principal> {
+        let secret = parse_bearer(authorization?)?;
+        self.current().authenticate(secret).cloned()
     }
 }
 

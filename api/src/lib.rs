@@ -6,8 +6,9 @@
 //! the API token file both services read ([`auth`]),
 //! and where the services keep their durable state by default ([`state_path`]).
 //!
-//! Nothing here does I/O but one read-only system call: [`clock_discipline`]
-//! asks the kernel (adjtimex) what it knows of the host clock's error, and the
+//! Nothing here does I/O but one read-only system call and one file read:
+//! [`clock_discipline`] asks the kernel (adjtimex) what it knows of the host
+//! clock's error, [`auth`] reads the API token file it is pointed at, and the
 //! histogram boundaries every exported latency histogram uses are in [`buckets`]. Keeping these in one crate means a change to the wire
 //! is one change, seen by the server and the client at once.
 

@@ -49,6 +49,11 @@ pub enum RailErrorCode {
     MethodNotAllowed,
     /// 503: the ledger store failed; nothing changed, retry later.
     Unavailable,
+    /// 401: `--auth-tokens` is on and a write carried no known bearer token
+    /// (issue 28). Nothing changed.
+    Unauthenticated,
+    /// 403: the token's role may not write (a `monitor` token). Nothing changed.
+    Forbidden,
 }
 
 impl RailErrorCode {
@@ -65,6 +70,8 @@ impl RailErrorCode {
             | RailErrorCode::NotClaimed => 409,
             RailErrorCode::PayloadTooLarge => 413,
             RailErrorCode::Unavailable => 503,
+            RailErrorCode::Unauthenticated => 401,
+            RailErrorCode::Forbidden => 403,
         }
     }
 
@@ -82,6 +89,8 @@ impl RailErrorCode {
             RailErrorCode::NotFound => "NOT_FOUND",
             RailErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             RailErrorCode::Unavailable => "UNAVAILABLE",
+            RailErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            RailErrorCode::Forbidden => "FORBIDDEN",
         }
     }
 

@@ -5,72 +5,15 @@
 //! ([`RequestAuth`]): its principal, role and key scope, which the
 //! [`http`](crate::http) handlers check before calling the service.
 //!
-//! The file's format and the constant-time match are shared with the
-//! rail-stub: [`fencepost_api::auth`].
+//! The file's format, the constant-time match and the reloadable holder
+//! ([`Authenticator`]) are shared with the rail-stub: [`fencepost_api::auth`].
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
-
-use fencepost_api::auth::{Principal, TokenFileError, TokenSet, parse_bearer};
+use fencepost_api::auth::Principal;
 
 use crate::core::Caller;
 
-/// The token file in force, re-read on demand.
-#[derive(Debug)]
-pub struct Authenticator {
-    path: PathBuf,
-    tokens: RwLock<Arc<TokenSet>>,
-}
-
-impl Authenticator {
-    /// Reads the token file at `path`; an unreadable or bad file is refused.
-    pub fn load(path: &Path) -> Result<Self, TokenFileError> {
-        let tokens = TokenSet::load(path)?;
-        Ok(Authenticator {
-            path: path.to_path_buf(),
-            tokens: RwLock::new(Arc::new(tokens)),
-        })
-    }
-
-    /// The token file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// How many tokens are in force.
-    pub fn len(&self) -> usize {
-        self.current().len()
-    }
-
-    /// True when no token is in force (never: an empty file is refused).
-    pub fn is_empty(&self) -> bool {
-        self.current().is_empty()
-    }
-
-    /// Re-reads the file (SIGHUP). On success the new set is in force for
-    /// every request from now on and its size is returned; on failure the
-    /// set in force is kept and the error returned for the log.
-    pub fn reload(&self) -> Result<usize, TokenFileError> {
-        let fresh = TokenSet::load(&self.path)?;
-        let n = fresh.len();
-        *self.tokens.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
-        Ok(n)
-    }
-
-    fn current(&self) -> Arc<TokenSet> {
-        self.tokens
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// The principal of an `Authorization` header value, or `None` when the
-    /// header is missing, not `Bearer TOKEN`, or names no token in force.
-    pub fn authenticate(&self, authorization: Option<&[u8]>) -> Option<Principal> {
-        let secret = parse_bearer(authorization?)?;
-        self.current().authenticate(secret).cloned()
-    }
-}
+/// The token file in force, re-read on SIGHUP (shared with the rail-stub).
+pub type Authenticator = fencepost_api::auth::TokenFile;
 
 /// What a request proved, put in its extensions by the router's
 /// authentication layer: nothing to prove (auth off), or its principal.
@@ -159,6 +102,9 @@ impl RequestAuth {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
     use super::*;
     use fencepost_api::auth::{Role, issue_token};
 

@@ -4,6 +4,7 @@
 //! naming the flag.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 
 use clap::Parser;
 use fencepost_api::latency::LatencySpec;
@@ -80,6 +81,14 @@ pub struct Cli {
     /// default, no environment variable: only this flag, given explicitly.
     #[arg(long, value_name = "MODE", long_help = SABOTAGE_HELP)]
     pub sabotage: Option<Sabotage>,
+
+    /// API tokens for the writes (issue 28): the same file as the
+    /// lock-server's --auth-tokens (`NAME ROLE sha256:HEX [PREFIX]`; `lock-server
+    /// token new` prints a line). Every POST then needs `Authorization: Bearer
+    /// TOKEN` of a client or admin token (401 without one, 403 for a monitor
+    /// token); reads (GET) stay open. SIGHUP re-reads the file.
+    #[arg(long, env = "RAIL_AUTH_TOKENS", value_name = "FILE")]
+    pub auth_tokens: Option<PathBuf>,
 }
 
 /// Long help for `--sabotage`.
@@ -135,6 +144,8 @@ pub struct Config {
     pub ledger: LedgerSpec,
     /// A deliberate defect (tests only); `None` in every real configuration.
     pub sabotage: Option<Sabotage>,
+    /// The API token file writes are checked against (`None`: writes are open).
+    pub auth_tokens: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -146,6 +157,7 @@ impl Default for Config {
             seed: 0,
             ledger: LedgerSpec::Memory,
             sabotage: None,
+            auth_tokens: None,
         }
     }
 }
@@ -159,6 +171,7 @@ impl Cli {
             seed: self.seed.unwrap_or_else(rand::random),
             ledger: self.ledger,
             sabotage: self.sabotage,
+            auth_tokens: self.auth_tokens,
         };
         (self.listen, config)
     }

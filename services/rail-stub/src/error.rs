@@ -97,6 +97,14 @@ pub enum RailError {
     /// The ledger store failed; nothing changed, retry later.
     #[error("the ledger store failed; nothing changed, retry later")]
     Store(#[from] StoreError),
+    /// A write without a known bearer token while `--auth-tokens` is on.
+    #[error(
+        "this rail-stub requires an API token for writes: send Authorization: Bearer TOKEN (a client or admin token of its --auth-tokens file)"
+    )]
+    Unauthenticated,
+    /// A write by a token whose role may not write (`monitor`).
+    #[error("a {0} token may not write to the rail; use a client or admin token")]
+    Forbidden(&'static str),
     /// The server stopped while the submission waited; nothing was paid.
     #[error("the rail-stub is shutting down; this submission was not decided and paid nothing")]
     ShuttingDown,
@@ -117,6 +125,8 @@ impl RailError {
             RailError::NotFound(_) => RailErrorCode::NotFound,
             RailError::MethodNotAllowed => RailErrorCode::MethodNotAllowed,
             RailError::Store(_) | RailError::ShuttingDown => RailErrorCode::Unavailable,
+            RailError::Unauthenticated => RailErrorCode::Unauthenticated,
+            RailError::Forbidden(_) => RailErrorCode::Forbidden,
         }
     }
 }
@@ -147,6 +157,13 @@ impl IntoResponse for RailError {
             retry_after_ms: None,
             leader: None,
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }

@@ -4,16 +4,23 @@
 //!
 //! Handlers only translate: path and body in, a call into [`AppState`], JSON
 //! out. Every decision lives in [`crate::state`] and [`crate::ledger`].
+//!
+//! With API tokens ([`app_with_auth`], issue 28) every write (any method but
+//! GET and HEAD) first needs a client or admin bearer token: 401 without a
+//! known one, 403 for a monitor token, before its body is read. Reads stay
+//! open: the ledger holds no secret, and the bench and the experiments read
+//! it (R5, R6, `/metrics`) to check their runs.
 
 use std::sync::Arc;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use fencepost_api::auth::{Role, TokenFile};
 use fencepost_api::lock::MAX_BODY_BYTES;
 use fencepost_api::rail::{
     BulkCreateRequest, CreatePayoutRequest, TokenRequest, validate_payout_id,
@@ -25,8 +32,13 @@ use crate::metrics;
 use crate::state::AppState;
 
 /// The router over `state`: every C2 route, with JSON errors for unknown paths
-/// and wrong methods too.
+/// and wrong methods too. Writes are open: [`app_with_auth`] without tokens.
 pub fn app(state: Arc<AppState>) -> Router {
+    app_with_auth(state, None)
+}
+
+/// [`app`], with every write checked against `auth`'s tokens when given.
+pub fn app_with_auth(state: Arc<AppState>, auth: Option<Arc<TokenFile>>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
@@ -39,7 +51,33 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/v1/ledger", get(ledger))
         .fallback(|uri: Uri| async move { RailError::NotFound(uri.path().to_string()) })
         .method_not_allowed_fallback(|| async { RailError::MethodNotAllowed })
+        .layer(axum::middleware::from_fn_with_state(auth, authorize_writes))
         .with_state(state)
+}
+
+/// With tokens, a write (any method but GET and HEAD) passes only with a
+/// client or admin bearer token; reads pass as they are.
+async fn authorize_writes(
+    State(auth): State<Option<Arc<TokenFile>>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(auth) = &auth
+        && !matches!(*req.method(), Method::GET | Method::HEAD)
+    {
+        let header = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        match auth.authenticate(header) {
+            None => return RailError::Unauthenticated.into_response(),
+            Some(p) if p.role == Role::Monitor => {
+                return RailError::Forbidden(p.role.as_str()).into_response();
+            }
+            Some(_) => {}
+        }
+    }
+    next.run(req).await
 }
 
 /// Reads the body (at most [`MAX_BODY_BYTES`]) and parses it as `T`.

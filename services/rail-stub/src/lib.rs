@@ -21,11 +21,12 @@ use std::future::Future;
 use std::io::Write;
 use std::sync::Arc;
 
+use fencepost_api::auth::TokenFile;
 use fencepost_api::clock::MonotonicClock;
 
 pub use config::{Cli, Config, Sabotage};
 pub use error::RailError;
-pub use http::app;
+pub use http::{app, app_with_auth};
 pub use state::AppState;
 pub use store::{LedgerSpec, StoreError};
 
@@ -38,6 +39,9 @@ pub enum RunError {
     /// The listener failed (its address, or serving).
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
+    /// The API token file (`--auth-tokens`) could not be read or is bad.
+    #[error("--auth-tokens: {0}")]
+    Auth(#[from] fencepost_api::auth::TokenFileError),
 }
 
 /// Opens the state from `config`, prints `listening on http://IP:PORT` on
@@ -47,8 +51,25 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
+    let auth = match &config.auth_tokens {
+        Some(path) => Some(Arc::new(TokenFile::load(path)?)),
+        None => None,
+    };
     let state = AppState::open(config, Arc::new(MonotonicClock::new()))?;
     let addr = listener.local_addr()?;
+    match &auth {
+        Some(a) => {
+            tracing::info!(auth = "tokens", file = %a.path().display(), tokens = a.len(),
+                "rail_auth: writes need a client or admin token; SIGHUP re-reads the file");
+            // Listening before the first request: a SIGHUP re-reads the file.
+            let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+            tokio::spawn(reload_on_sighup(a.clone(), hup));
+        }
+        None => tracing::warn!(
+            auth = "none",
+            "rail_auth: none — any client that reaches the port can create, claim, submit and release payouts; start with --auth-tokens FILE"
+        ),
+    }
     let c = state.config();
     if !c.ledger.is_durable() {
         tracing::warn!(
@@ -80,9 +101,21 @@ pub async fn run(
         writeln!(out, "listening on http://{addr}")?;
         out.flush()?;
     }
-    serve(listener, state, shutdown).await?;
+    serve_with_auth(listener, state, auth, shutdown).await?;
     tracing::info!("rail_stub_stopped");
     Ok(())
+}
+
+/// Re-reads the token file on every SIGHUP; a bad file is logged at ERROR
+/// and the set in force kept.
+async fn reload_on_sighup(auth: Arc<TokenFile>, mut hup: tokio::signal::unix::Signal) {
+    while hup.recv().await.is_some() {
+        match auth.reload() {
+            Ok(n) => tracing::info!(tokens = n, "rail_auth_reloaded"),
+            Err(e) => tracing::error!(error = %e, tokens = auth.len(),
+                "rail_auth_reload_refused: the tokens read before stay in force"),
+        }
+    }
 }
 
 /// Serves [`app`] over `state` on `listener` until `shutdown` completes, then
@@ -92,7 +125,17 @@ pub async fn serve(
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
+    serve_with_auth(listener, state, None, shutdown).await
+}
+
+/// [`serve`], with writes checked against `auth`'s tokens when given.
+pub async fn serve_with_auth(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    auth: Option<Arc<TokenFile>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app_with_auth(state, auth))
         .with_graceful_shutdown(shutdown)
         .await
 }

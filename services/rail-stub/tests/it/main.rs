@@ -4,6 +4,7 @@
 
 mod common;
 
+mod auth;
 mod binary;
 mod concurrency;
 mod fences;

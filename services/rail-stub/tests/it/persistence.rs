@@ -13,6 +13,7 @@ fn sqlite_config(dir: &std::path::Path) -> Config {
         seed: 1,
         ledger: LedgerSpec::Sqlite(dir.join("rail.db")),
         sabotage: None,
+        auth_tokens: None,
     }
 }
 
