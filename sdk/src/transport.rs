@@ -110,7 +110,7 @@ impl Http {
     pub(crate) fn new(
         base_urls: &[String],
         connect_timeout: Duration,
-        token: Option<&crate::ApiToken>,
+        token: Option<&crate::config::ApiToken>,
     ) -> Self {
         let client = HttpClient::new(connect_timeout)
             .with_authorization(token.map(|t| t.header_value().clone()));
