@@ -42,7 +42,7 @@ pub use crate::core::Sabotage;
 /// API tokens (docs/security.md): without --auth-tokens any client that
 /// reaches the port may revoke any grant (the server says so at start and
 /// /v1/config says "auth": "none"). To turn them on:
-///   lock-server token new --name alice --role client --prefix payout: >> alice.token 2>> tokens
+///   lock-server token new --name alice --role client --prefix payout: > alice.token 2>> tokens
 ///   lock-server token new --name ops --role admin > ops.token 2>> tokens
 ///   lock-server --auth-tokens tokens             # kill -HUP re-reads the file
 /// Clients send Authorization: Bearer TOKEN (the SDK reads FENCEPOST_TOKEN or
