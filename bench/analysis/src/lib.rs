@@ -12,7 +12,9 @@
 //! - [`projection`]: the measured RTTs projected onto production;
 //! - [`production_rtt`]: an RTT distribution measured in production (a
 //!   Prometheus histogram), which `bench adr --rtt-from` projects instead;
-//! - [`peer`]: `bench peer`'s rows, ratios and verdicts.
+//! - [`peer`]: `bench peer`'s rows, ratios and verdicts; [`peer_plan`]: its
+//!   plan; [`peer_limits`]: the physical limits; [`peer_sessions`]: the
+//!   live-sessions dimension (`peer_sessions.csv`, the scale verdict).
 //!
 //! It depends on the shared vocabulary ([`bench_core`]) only, never on the
 //! driver that produced the results.
@@ -21,6 +23,8 @@ pub mod frame;
 pub mod manifest;
 pub mod peer;
 pub mod peer_limits;
+pub mod peer_plan;
+pub mod peer_sessions;
 pub mod pool;
 pub mod production_rtt;
 pub mod projection;
