@@ -14,7 +14,8 @@
 //!   Prometheus histogram), which `bench adr --rtt-from` projects instead;
 //! - [`peer`]: `bench peer`'s rows, ratios and verdicts; [`peer_plan`]: its
 //!   plan; [`peer_limits`]: the physical limits; [`peer_sessions`]: the
-//!   live-sessions dimension (`peer_sessions.csv`, the scale verdict).
+//!   live-sessions dimension (`peer_sessions.csv`, the scale verdict) and
+//!   [`peer_sessions_fit`]: its extrapolation to the counts not reached.
 //!
 //! It depends on the shared vocabulary ([`bench_core`]) only, never on the
 //! driver that produced the results.
@@ -25,6 +26,7 @@ pub mod peer;
 pub mod peer_limits;
 pub mod peer_plan;
 pub mod peer_sessions;
+pub mod peer_sessions_fit;
 pub mod pool;
 pub mod production_rtt;
 pub mod projection;

@@ -36,7 +36,8 @@
 //! `duration`, or longer when needed for `min_heartbeats` scheduled
 //! heartbeats. A tick belongs to the window by its scheduled time.
 //!
-//! After the window each lane closes its sessions (L3) or revokes its leases.
+//! After the window each lane closes its sessions (L3) or revokes its leases,
+//! unless the caller stops the server anyway ([`SessionsSpec::close`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -81,6 +82,9 @@ pub struct SessionsSpec {
     pub duration: Duration,
     /// The window is long enough for at least this many scheduled heartbeats.
     pub min_heartbeats: u64,
+    /// Close every session (L3) / revoke every lease after the window; a
+    /// caller that stops the server right after may skip it.
+    pub close: bool,
 }
 
 impl SessionsSpec {
@@ -444,7 +448,7 @@ pub async fn measure(
     probe.closed().await;
     sample.seconds = len.as_secs_f64();
     let mut closes = Vec::with_capacity(open.len());
-    for (conn, handles) in open {
+    for (conn, handles) in open.into_iter().filter(|_| spec.close) {
         if let Some(mut c) = conn {
             closes.push(tokio::spawn(async move {
                 for h in &handles {
@@ -609,6 +613,7 @@ mod tests {
             warmup: Duration::from_secs(1),
             duration: Duration::from_secs(10),
             min_heartbeats: 1_000,
+            close: true,
         };
         // 100 sessions heartbeat 28.6 times a second: 1,000 take 35 s.
         assert_eq!(spec.window(), Duration::from_secs(35));

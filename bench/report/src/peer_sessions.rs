@@ -9,8 +9,9 @@ use std::path::Path;
 use bench_analysis::peer::{PeerPlan, Spread};
 use bench_analysis::peer_sessions::{
     DRIVER_SATURATED_CORES, MIN_P99_SAMPLES, MISSED_TOLERANCE, SCALE_AT, SCALE_BASE, SCALE_TARGET,
-    SessionRow, SessionSummary, extrapolate, scale_ratios, summaries,
+    SessionRow, SessionSummary, scale_ratios, summaries,
 };
+use bench_analysis::peer_sessions_fit::extrapolate;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
