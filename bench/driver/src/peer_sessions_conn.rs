@@ -158,10 +158,10 @@ pub enum Conn {
     /// etcd through one gRPC channel and one keep-alive stream.
     Etcd {
         /// The channel (one HTTP/2 connection).
-        grpc: tonic::client::Grpc<Channel>,
+        grpc: Box<tonic::client::Grpc<Channel>>,
         /// The keep-alive stream, opened at the first keep-alive and again
         /// after a failure.
-        stream: Option<KeepAliveStream>,
+        stream: Option<Box<KeepAliveStream>>,
     },
 }
 
@@ -205,7 +205,7 @@ impl Conn {
             .await
             .map_err(ConnError::Connect)?;
         Ok(Conn::Etcd {
-            grpc: tonic::client::Grpc::new(channel),
+            grpc: Box::new(tonic::client::Grpc::new(channel)),
             stream: None,
         })
     }
@@ -342,7 +342,7 @@ where
 /// earlier timed-out request's late answer is skipped).
 async fn keep_alive(
     grpc: &mut tonic::client::Grpc<Channel>,
-    stream: &mut Option<KeepAliveStream>,
+    stream: &mut Option<Box<KeepAliveStream>>,
     id: i64,
 ) -> Result<(), ConnError> {
     let grpc_err = |status| ConnError::Grpc {
@@ -371,7 +371,7 @@ async fn keep_alive(
                 .await
                 .map_err(grpc_err)?
                 .into_inner();
-            *stream = Some(KeepAliveStream { tx, rx: rx_stream });
+            *stream = Some(Box::new(KeepAliveStream { tx, rx: rx_stream }));
         }
     }
     let s = stream.as_mut().ok_or(ConnError::StreamEnded)?;

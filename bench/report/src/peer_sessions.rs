@@ -282,10 +282,13 @@ pub fn summary(rows: &[SessionRow]) -> String {
 /// A point: (sessions, median, min, max).
 type Point = (f64, f64, f64, f64);
 
+/// A panel: its title, its y label, and per system its points.
+type Panel = (&'static str, &'static str, BTreeMap<String, Vec<Point>>);
+
 /// The plot: three panels against sessions on a log axis.
 struct CostPlot {
-    /// (title, y label, per system its points).
-    panels: Vec<(&'static str, &'static str, BTreeMap<String, Vec<Point>>)>,
+    /// The panels, left to right.
+    panels: Vec<Panel>,
 }
 
 impl Plot for CostPlot {
