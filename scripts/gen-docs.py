@@ -842,6 +842,125 @@ def gen_sessions(here: Path) -> str:
     )
 
 
+def sessions_rows() -> tuple[list[dict], dict]:
+    return read_run("peer-sessions", "peer_sessions.csv"), read_run("peer-sessions", "manifest.json")
+
+
+def at_most(values: list[float], target: float) -> str:
+    """The verdict of "at most `target`" as `bench peer` gives it: only where the interval decides."""
+    med, _, _, ci = spread(values)
+    if ci is None:
+        return ("met" if med <= target else "not met") + " (1 repeat, no interval)"
+    if ci[1] <= target:
+        return "met"
+    if ci[0] > target:
+        return "not met"
+    return f"not resolved at {len(values)} repeats"
+
+
+def gen_peer_sessions(here: Path) -> str:
+    """Cost against live sessions, fencepost's sessions against etcd's leases (data/peer-sessions/, issue 27)."""
+    rows, m = sessions_rows()
+    min_samples = 1000
+    mm = lambda v, d: "–" if not v else f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
+    keys = sorted({(int(r["sessions"]), peer_label(r)) for r in rows})
+    out = []
+    for n, lab in keys:
+        g = [r for r in rows if int(r["sessions"]) == n and peer_label(r) == lab]
+        thin = min(int(r["samples"]) for r in g)
+        p99 = [num(r["p99_corrected_us"]) / 1e3 for r in g if int(r["samples"]) > 0]
+        raw = [num(r["p99_us"]) / 1e3 for r in g if int(r["ok"]) > 0]
+        ach = [num(r["hb_per_s"]) / num(r["scheduled_per_s"]) for r in g if num(r["scheduled_per_s"]) > 0]
+        cpu = [(num(r["cpu_server_s"]) + (num(r["cpu_store_s"]) if r["cpu_store_s"] else 0.0)) / num(r["seconds"]) / (n / 1e3)
+               for r in g if r["cpu_server_s"] and num(r["seconds"]) > 0]
+        rss = [(num(r["rss_end_kb"]) - num(r["rss_base_kb"])) / 1024.0 / (n / 1e3)
+               for r in g if r["rss_end_kb"] and r["rss_base_kb"]]
+        drv = [num(r["cpu_bench_s"]) / num(r["seconds"]) for r in g if r["cpu_bench_s"] and num(r["seconds"]) > 0]
+        bound = sorted({r["bound_by"] for r in g if r["bound_by"]})
+        failed = sum(int(r["errors"]) + int(r["timeouts"]) + int(r["missed"]) + int(r["open_failed"]) for r in g)
+        p99c = mm(p99, 2) if thin >= min_samples else f"insufficient data ({thin:,} samples)"
+        rawc = mm(raw, 2) if thin >= min_samples else "–"
+        out.append([f"{n:,}", lab, str(len(g)), p99c, rawc, mm(ach, 3), mm(cpu, 4), mm(rss, 2), mm(drv, 2),
+                    f"{failed:,}", "; ".join(bound) or "–"])
+    body = table(["sessions", "system", "repeats", "heartbeat p99 ms", "raw p99 ms", "achieved ÷ scheduled",
+                  "server CPU-s/s per 1,000 sessions", "server RSS MiB per 1,000 sessions", "driver cores",
+                  "failed ticks", "bound by"], out, ["r", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"])
+    # The target: p99 at 10,000 ÷ p99 at 100, within each repeat.
+    base, at, target = 100, 10_000, 2.0
+    ratio_rows = []
+    for lab in sorted({peer_label(r) for r in rows}):
+        ratios, thin = [], None
+        for rep in sorted({r["repeat"] for r in rows}):
+            b = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == base]
+            a = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == at]
+            if not b or not a:
+                continue
+            for r in (b[0], a[0]):
+                if int(r["samples"]) < min_samples and (thin is None or int(r["samples"]) < thin[1]):
+                    thin = (int(r["sessions"]), int(r["samples"]))
+            if num(b[0]["p99_corrected_us"]) > 0:
+                ratios.append(num(a[0]["p99_corrected_us"]) / num(b[0]["p99_corrected_us"]))
+        if not ratios:
+            verdict = "not measured"
+        elif thin:
+            verdict = f"insufficient data ({thin[1]:,} samples at {thin[0]:,} sessions)"
+        else:
+            verdict = at_most(ratios, target)
+        tgt = f"≤ {target:g}×" if lab.startswith("fencepost") else "–"
+        ratio_rows.append([lab, str(len(ratios)), mm(ratios, 2) + ("×" if ratios else ""), tgt,
+                           verdict if lab.startswith("fencepost") else verdict + " (no target)"])
+    body += "\n\n" + table(["system", "repeats", f"p99 at {at:,} ÷ p99 at {base}", "target", "verdict"],
+                            ratio_rows, ["l", "r", "r", "r", "l"])
+    # The counts not reached: CPU and RSS on the least-squares line through the reached rows.
+    ex_rows = []
+    counts = sorted({int(r["sessions"]) for r in rows})
+    for lab in sorted({peer_label(r) for r in rows}):
+        mine = [r for r in rows if peer_label(r) == lab]
+        reached = [r for r in mine if not r["bound_by"]]
+        cpu_pts = [(int(r["sessions"]), (num(r["cpu_server_s"]) + (num(r["cpu_store_s"]) if r["cpu_store_s"] else 0.0)) / num(r["seconds"]))
+                   for r in reached if r["cpu_server_s"] and num(r["seconds"]) > 0]
+        rss_pts = [(int(r["sessions"]), (num(r["rss_end_kb"]) - num(r["rss_base_kb"])) / 1024.0)
+                   for r in reached if r["rss_end_kb"] and r["rss_base_kb"]]
+
+        def fit(pts):
+            if len({p[0] for p in pts}) < 2:
+                return None
+            mx = statistics.fmean(p[0] for p in pts)
+            my = statistics.fmean(p[1] for p in pts)
+            sxx = sum((p[0] - mx) ** 2 for p in pts)
+            slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+            return my - slope * mx, slope, max(p[0] for p in pts)
+
+        lc, lr = fit(cpu_pts), fit(rss_pts)
+        for n in counts:
+            if any(int(r["sessions"]) == n and not r["bound_by"] for r in mine):
+                continue
+            at_n = lambda l: "–" if l is None else f(l[0] + l[1] * n, 2)
+            ex_rows.append([lab, f"{n:,}", at_n(lc), "–" if lc is None else f(lc[1] * 1e3, 4), at_n(lr),
+                            "–" if lr is None else f(lr[1] * 1e3, 2),
+                            "–" if lc is None else f"{len(cpu_pts)} rows up to {lc[2]:,} sessions"])
+    if ex_rows:
+        body += "\n\nExtrapolated on paper, not measured, to the counts no repeat reached on schedule:\n\n" + table(
+            ["system", "sessions", "server CPU, cores", "slope per 1,000 sessions", "server RSS grown, MiB",
+             "slope MiB per 1,000", "fitted through"], ex_rows, ["l", "r", "r", "r", "r", "r", "l"])
+    c = m["config"]
+    sp = c["sessions"]
+    busy = (m.get("machine_load") or {}).get("busy_cores")
+    body += (
+        f"\n\nMedian (min–max) over repeats of `bench peer --sessions {','.join(str(x) for x in sp['counts'])}`, "
+        f"seed {m['seed']}, {c['repeats']} repeats, session TTL {sp['ttl_s']:g} s at margin {sp['margin']:g} "
+        f"(a heartbeat every {sp['period_s']:g} s), {sp['connections']} connections, windows of at least "
+        f"{c['duration_s']:g} s and {sp['min_heartbeats']:,} scheduled heartbeats; {run_line('', m)}"
+        + (f"; the machine was busy {busy:.2f} CPUs on average over the run (`machine_load`, every process "
+           "counted, this run's among them)" if busy is not None else "")
+        + ". Source: "
+        + ", ".join(link(here, f"data/peer-sessions/{n}") for n in ("peer_sessions.csv", "manifest.json"))
+        + " (written by `bench peer`); every measurement and the plot are in "
+        + link(here, "data/peer-sessions/report.md") + "."
+    )
+    return body
+
+
 GENERATORS = {
     "pack-run": gen_pack_run,
     "sessions": gen_sessions,
@@ -863,6 +982,7 @@ GENERATORS = {
     "peer-floor": gen_peer_floor,
     "peer-ceiling": gen_peer_ceiling,
     "peer-wrk": gen_peer_wrk,
+    "peer-sessions": gen_peer_sessions,
     "chaos-docker-replicas": gen_chaos_docker_replicas,
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,

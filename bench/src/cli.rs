@@ -251,6 +251,39 @@ pub struct PeerArgs {
     /// Results directory; default data/runs/<timestamp>-peer/.
     #[arg(long)]
     pub out: Option<PathBuf>,
+
+    /// The live-sessions dimension (issue 27): a list of live-session
+    /// counts, e.g. 100,1000,10000,100000. For each count, each system and
+    /// each repeat (systems in a seeded order), N fencepost sessions and N
+    /// etcd leases are opened and kept alive on the SDK's schedule (a
+    /// heartbeat every --session-ttl × (1 − --margin) / 3, each session on
+    /// its own phase, open loop) over --connections connections, on fresh
+    /// servers; the heartbeat p50/p99 (raw and corrected), the server's CPU
+    /// and RSS per 1,000 sessions and what bounded the box go to
+    /// peer_sessions.csv and report.md. Replaces --ops/--concurrency.
+    #[arg(long)]
+    pub sessions: Option<String>,
+
+    /// With --sessions: the session TTL (fencepost) and lease TTL (etcd,
+    /// rounded up to whole seconds).
+    #[arg(long, default_value = "15s")]
+    pub session_ttl: String,
+
+    /// With --sessions: the SDK's safety margin, 0 <= m < 1; the heartbeat
+    /// period is --session-ttl × (1 − m) / 3 (3.5 s at the defaults).
+    #[arg(long, default_value = "0.30")]
+    pub margin: String,
+
+    /// With --sessions: the connections (fencepost) and keep-alive streams,
+    /// each on its own connection (etcd), the sessions are dealt over.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+
+    /// With --sessions: each window lasts at least --duration and at least
+    /// long enough for this many scheduled heartbeats (a p99 needs 1,000;
+    /// 100 sessions at 3.5 s take 35 s).
+    #[arg(long, default_value_t = 1000)]
+    pub min_heartbeats: u64,
 }
 
 /// The options of `run` and `sweep`.

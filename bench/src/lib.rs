@@ -13,13 +13,15 @@
 //!
 //! This crate holds the commands: [`cli`] (flags), [`drive`] (`run`, `sweep`,
 //! `replay`), [`runner`] (a run's cells), [`row`] (a measurement becomes a
-//! results row), [`peer`] (`bench peer`), [`prometheus`] (`bench rules`,
+//! results row), [`peer`] (`bench peer`), [`peer_sessions`] (`bench peer
+//! --sessions`), [`prometheus`] (`bench rules`,
 //! `bench triggers --prometheus`) and [`adr`] (`bench adr`).
 
 pub mod adr;
 pub mod cli;
 pub mod drive;
 pub mod peer;
+pub mod peer_sessions;
 pub mod prometheus;
 pub mod row;
 pub mod rtt_from;

@@ -36,7 +36,10 @@ fn main() {
                 2
             }
         },
-        Command::Peer(args) => match bench::peer::resolve(&args) {
+        Command::Peer(args) => match bench::peer_sessions::resolve(&args) {
+            Ok(plan) if plan.sessions.is_some() => {
+                block_on(bench::peer_sessions::execute(plan), "bench peer")
+            }
             Ok(plan) => block_on(bench::peer::execute(plan), "bench peer"),
             Err(e) => {
                 eprintln!("bench peer: {e}");

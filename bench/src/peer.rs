@@ -132,7 +132,7 @@ pub enum PeerRunError {
 }
 
 /// `result`, or [`PeerRunError::Write`] naming `path`.
-fn written<T>(path: &Path, result: std::io::Result<T>) -> Result<T, PeerRunError> {
+pub(crate) fn written<T>(path: &Path, result: std::io::Result<T>) -> Result<T, PeerRunError> {
     result.map_err(|source| PeerRunError::Write {
         path: path.to_owned(),
         source,
@@ -241,11 +241,13 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
         http_clients,
         seed: args.seed.unwrap_or_else(rand::random),
         out,
+        // `bench peer --sessions`: crate::peer_sessions::resolve adds it.
+        sessions: None,
     })
 }
 
 /// What keeps a measured server running (dropped last: stops it).
-enum Guard {
+pub(crate) enum Guard {
     /// A lock-server child.
     LockServer {
         /// Stopped when dropped.
@@ -262,7 +264,7 @@ enum Guard {
 
 /// The PostgreSQL backends serving one lock-server, found by its
 /// `application_name`, for their CPU seconds.
-struct PgBackends {
+pub(crate) struct PgBackends {
     /// A connection of the driver's own (not counted: another application name).
     client: tokio_postgres::Client,
     /// The lock-server's `application_name`.
@@ -273,7 +275,7 @@ struct PgBackends {
 
 impl PgBackends {
     /// The backend pids serving the lock-server now.
-    async fn pids(&self) -> Vec<i32> {
+    pub(crate) async fn pids(&self) -> Vec<i32> {
         match self
             .client
             .query(
@@ -292,20 +294,20 @@ impl PgBackends {
 }
 
 /// One measured system: fencepost on one store, or etcd.
-struct System {
+pub(crate) struct System {
     /// `fencepost` or `etcd`.
-    system: &'static str,
+    pub(crate) system: &'static str,
     /// `sqlite`, `postgres` or `bbolt` (etcd's store, behind its raft WAL).
-    store: String,
+    pub(crate) store: String,
     /// The client library: `sdk`/`hyper-legacy` (fencepost), `etcd-client`.
-    client: &'static str,
+    pub(crate) client: &'static str,
     /// Where the driver sends its load.
-    target: Target,
+    pub(crate) target: Target,
     /// The server process (lock-server or etcd) when the bench started it.
-    pid: Option<i32>,
+    pub(crate) pid: Option<i32>,
     /// The PostgreSQL backends, for the postgres store (shared by the
     /// systems that drive one lock-server with different clients).
-    pg: Option<Arc<PgBackends>>,
+    pub(crate) pg: Option<Arc<PgBackends>>,
     /// Where its server's `/metrics` are (the store's flush and write counters).
     metrics: Option<String>,
     /// Its store's directory and the block its log writes, for the fsync
@@ -316,7 +318,7 @@ struct System {
 }
 
 impl System {
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         label(self.system, &self.store, self.client)
     }
 }
@@ -376,7 +378,7 @@ async fn pg_connect(
 
 /// Starts (or connects to) every system of the plan: each lock-server once,
 /// driven by each of the plan's HTTP clients (one system per client), and etcd.
-async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
+pub(crate) async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
     let dir = plan.out.join("servers");
     let mut systems = Vec::new();
     for store in &plan.stores {
@@ -471,19 +473,19 @@ async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
 
 /// CPU counters read at the window's ends: the server, its PostgreSQL
 /// backends, this driver.
-struct CpuProbe<'a> {
+pub(crate) struct CpuProbe<'a> {
     /// The system measured.
-    system: &'a System,
+    pub(crate) system: &'a System,
     /// The PostgreSQL backend pids at the window's start.
-    pg_pids: Vec<i32>,
+    pub(crate) pg_pids: Vec<i32>,
     /// (server, PostgreSQL backends, bench) CPU seconds at the start.
-    start: (Option<f64>, Option<f64>, Option<f64>),
+    pub(crate) start: (Option<f64>, Option<f64>, Option<f64>),
     /// The same differences over the window.
-    used: (Option<f64>, Option<f64>, Option<f64>),
+    pub(crate) used: (Option<f64>, Option<f64>, Option<f64>),
     /// The store's (flushes, writes) counters at the start.
-    store_start: (Option<u64>, Option<u64>),
+    pub(crate) store_start: (Option<u64>, Option<u64>),
     /// Their differences over the window.
-    store_used: (Option<u64>, Option<u64>),
+    pub(crate) store_used: (Option<u64>, Option<u64>),
 }
 
 /// The block a SQLite WAL frame (a 4 KiB page) and etcd's WAL write.

@@ -12,7 +12,10 @@
 //! - [`projection`]: the measured RTTs projected onto production;
 //! - [`production_rtt`]: an RTT distribution measured in production (a
 //!   Prometheus histogram), which `bench adr --rtt-from` projects instead;
-//! - [`peer`]: `bench peer`'s rows, ratios and verdicts.
+//! - [`peer`]: `bench peer`'s rows, ratios and verdicts; [`peer_plan`]: its
+//!   plan; [`peer_limits`]: the physical limits; [`peer_sessions`]: the
+//!   live-sessions dimension (`peer_sessions.csv`, the scale verdict) and
+//!   [`peer_sessions_fit`]: its extrapolation to the counts not reached.
 //!
 //! It depends on the shared vocabulary ([`bench_core`]) only, never on the
 //! driver that produced the results.
@@ -21,6 +24,9 @@ pub mod frame;
 pub mod manifest;
 pub mod peer;
 pub mod peer_limits;
+pub mod peer_plan;
+pub mod peer_sessions;
+pub mod peer_sessions_fit;
 pub mod pool;
 pub mod production_rtt;
 pub mod projection;

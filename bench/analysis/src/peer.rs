@@ -17,10 +17,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use std::path::PathBuf;
-
+pub use crate::peer_plan::PeerPlan;
 use bench_core::peer::{PeerHttpClient, PeerOp, Sample};
-use serde::Serialize;
 
 /// The `peer.csv` columns, in file order.
 pub const PEER_COLUMNS: [&str; 18] = [
@@ -469,42 +467,6 @@ pub fn cpu_us_per_op(rows: &[&PeerRow], f: fn(&PeerRow) -> Option<f64>) -> Optio
         .filter_map(|r| f(r).map(|s| s * 1e6 / r.ops as f64))
         .collect();
     Spread::of(&v).map(|s| s.median)
-}
-
-/// A checked `bench peer`.
-#[derive(Clone, Debug, Serialize)]
-pub struct PeerPlan {
-    /// The command line, as given.
-    pub argv: Vec<String>,
-    /// Measured window per measurement, s.
-    pub duration_s: f64,
-    /// Unmeasured warm-up before each window, s.
-    pub warmup_s: f64,
-    /// Concurrency levels (clients, each its own connection and session).
-    pub concurrency: Vec<usize>,
-    /// Repeats of the whole interleaved sequence.
-    pub repeats: u32,
-    /// Operations, in run order.
-    pub ops: Vec<PeerOp>,
-    /// fencepost stores: `sqlite`, `postgres`.
-    pub stores: Vec<String>,
-    /// Why a default store was left out (no PostgreSQL given), if one was.
-    pub skipped: Vec<String>,
-    /// The PostgreSQL for the postgres store (password redacted in the manifest).
-    #[serde(skip)]
-    pub pg_url: Option<String>,
-    /// An etcd to measure instead of starting one.
-    pub etcd_url: Option<String>,
-    /// The PostgreSQL cluster's directory (`--pg-dir`), where the postgres
-    /// store's fsync ceiling is measured; without it that ceiling is not.
-    #[serde(default)]
-    pub pg_dir: Option<PathBuf>,
-    /// The HTTP clients that drive the lock-server (`--http-client`), in order.
-    pub http_clients: Vec<PeerHttpClient>,
-    /// Orders the systems within each (repeat, op, concurrency).
-    pub seed: u64,
-    /// The output directory.
-    pub out: PathBuf,
 }
 
 /// The analysis tests' row: `ops_s` ops/s over 4 s by the system's own client,

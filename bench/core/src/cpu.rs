@@ -23,11 +23,23 @@ pub fn peak_rss_kb(pid: i32) -> Option<u64> {
     parse_vm_hwm_kb(&status)
 }
 
+/// The resident set size of process `pid` now (`VmRSS` of
+/// `/proc/PID/status`), in KiB; `None` when it cannot be read.
+pub fn rss_kb(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_status_kb(&status, "VmRSS:")
+}
+
 /// The `VmHWM:` line of a `/proc/PID/status` text, in KiB.
 pub fn parse_vm_hwm_kb(status: &str) -> Option<u64> {
+    parse_status_kb(status, "VmHWM:")
+}
+
+/// The `field` line (`VmRSS:`, `VmHWM:`) of a `/proc/PID/status` text, in KiB.
+pub fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
@@ -121,6 +133,8 @@ mod tests {
         assert_eq!(parse_vm_hwm_kb(status), Some(5120));
         assert_eq!(parse_vm_hwm_kb("Name: x\n"), None);
         assert!(peak_rss_kb(std::process::id() as i32).is_some_and(|kb| kb > 0));
+        assert_eq!(parse_status_kb(status, "VmRSS:"), Some(4000));
+        assert!(rss_kb(std::process::id() as i32).is_some_and(|kb| kb > 0));
     }
 
     #[test]

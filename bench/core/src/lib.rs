@@ -2,7 +2,7 @@
 //! measurement — the driver that runs cells, the analysis of their results
 //! and the reports. Nothing here runs a service or reads a results table:
 //! these are the values a run is planned in ([`grid`], [`timebase`],
-//! [`backend`]) and measured in ([`hist`], [`cpu`], [`overhead`], [`peer`]).
+//! [`backend`]) and measured in ([`hist`], [`cpu`], [`overhead`], [`peer`], [`peer_sessions`]).
 
 pub mod backend;
 pub mod blocks;
@@ -13,4 +13,5 @@ pub mod grid;
 pub mod hist;
 pub mod overhead;
 pub mod peer;
+pub mod peer_sessions;
 pub mod timebase;

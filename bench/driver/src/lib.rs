@@ -13,7 +13,9 @@
 //! - [`telemetry`]: `--metrics-listen`, the bench as a Prometheus target
 //!   (the running cell's SDK metrics, and its services by HTTP discovery);
 //! - [`peer`]: `bench peer`'s closed-loop load, and [`peer_http`]: the HTTP
-//!   client it drives the lock-server with (the SDK's, or hyper's pooled one).
+//!   client it drives the lock-server with (the SDK's, or hyper's pooled one);
+//!   [`peer_sessions`]: `bench peer --sessions`, N live sessions or leases
+//!   kept alive open loop over [`peer_sessions_conn`]'s connections.
 //!
 //! Every boundary that fails returns its own `thiserror` enum, whose message
 //! is its own context and whose `source()` is the cause; print one with
@@ -28,6 +30,8 @@ pub mod cell;
 pub mod docker;
 pub mod peer;
 pub mod peer_http;
+pub mod peer_sessions;
+pub mod peer_sessions_conn;
 pub mod proxy;
 pub mod rail;
 pub mod telemetry;

@@ -1,7 +1,8 @@
 //! `bench-report`: what a person reads. Pure over the analysis of a results
 //! directory: [`plots`] (SVG and PNG with plotters), [`report`] (`report.md`
 //! of a run, `bench report`), [`compare`] (fencepost and etcd side by side),
-//! [`peer`] (`bench peer`'s section, summary and plot) and [`adr`] (the
+//! [`peer`] (`bench peer`'s section, summary and plot), [`peer_sessions`]
+//! (`bench peer --sessions`: cost against live sessions) and [`adr`] (the
 //! ADR-006 evidence document and the revision it proposes).
 //!
 //! It reads results through [`bench_analysis`] and never imports the driver.
@@ -9,5 +10,6 @@
 pub mod adr;
 pub mod compare;
 pub mod peer;
+pub mod peer_sessions;
 pub mod plots;
 pub mod report;

@@ -170,3 +170,79 @@ fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The live-sessions dimension (issue 27): every (N, system) is a row of
+/// `peer_sessions.csv` whose ticks all add up, kept alive without an error
+/// against the real lock-server and etcd, and the report carries the
+/// section with the scale target.
+#[test]
+fn a_sessions_run_keeps_every_session_and_lease_alive_and_counts_every_tick() {
+    if !etcd_on_path() {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!(
+        "fencepost-peer-sessions-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["peer", "--sessions", "50,200", "--duration", "2s"])
+        .args([
+            "--repeat",
+            "1",
+            "--stores",
+            "sqlite",
+            "--min-heartbeats",
+            "0",
+        ])
+        .args(["--seed", "5", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run bench peer --sessions");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let rows = bench_analysis::peer_sessions::read_csv(&out).expect("peer_sessions.csv");
+    let mut seen: Vec<(usize, String)> = rows.iter().map(|r| (r.sessions, r.label())).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            (50, "etcd/bbolt"),
+            (50, "fencepost/sqlite"),
+            (200, "etcd/bbolt"),
+            (200, "fencepost/sqlite"),
+        ]
+        .map(|(n, l)| (n, l.to_string())),
+        "one row per (N, system)\n{text}"
+    );
+    for r in &rows {
+        assert!(r.ok > 0, "no heartbeat answered: {r:?}");
+        assert_eq!(
+            (r.errors, r.timeouts, r.open_failed),
+            (0, 0, 0),
+            "{r:?}\n{text}"
+        );
+        assert_eq!(
+            r.scheduled,
+            r.ok + r.errors + r.timeouts + r.missed,
+            "{r:?}"
+        );
+        assert!(
+            r.samples >= r.ok,
+            "a corrected sample per answered tick: {r:?}"
+        );
+        assert!(r.cpu_server_s.is_some() && r.rss_end_kb.is_some(), "{r:?}");
+        assert!(r.fd_limit > 0);
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        report.contains("## The scale target: p99 at 10000 sessions ÷ p99 at 100"),
+        "{report}"
+    );
+    assert!(out.join("peer_sessions.svg").exists(), "the plot");
+    let _ = std::fs::remove_dir_all(&out);
+}
