@@ -448,8 +448,16 @@ pub async fn measure(
         sample.merge(&s)?;
         open.push((conn, handles));
     }
+    // The span the CPU counters cover: from the window's opening to the
+    // moment they are read, after every lane's last exchange. It is the
+    // window itself unless the lanes overran it (a driver behind its
+    // schedule), and dividing by the nominal window then overstated CPU.
+    let closed_at = Instant::now();
     probe.closed().await;
-    sample.seconds = len.as_secs_f64();
+    sample.seconds = closed_at
+        .saturating_duration_since(start)
+        .max(len)
+        .as_secs_f64();
     let mut closes = Vec::with_capacity(open.len());
     for (conn, handles) in open.into_iter().filter(|_| spec.close) {
         if let Some(mut c) = conn {
