@@ -5,8 +5,9 @@
 //! [`fencepost_api::Clock`].
 //!
 //! Layout: [`core`] is the pure state machine, [`service`] wires it to a store
-//! and a clock, [`http`] is the C1 surface, [`config`] the C4 keys, and [`run`]
-//! serves a bound listener until a shutdown future resolves.
+//! and a clock, [`http`] is the C1 surface, [`config`] the C4 keys, [`tls`]
+//! the HTTPS transport, and [`run`] (plain HTTP) or [`run_tls`] serves a bound
+//! listener until a shutdown future resolves.
 
 pub mod config;
 pub mod core;
@@ -14,6 +15,7 @@ pub mod http;
 pub mod leader;
 pub mod service;
 pub mod store;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,11 +25,35 @@ use fencepost_api::Clock;
 pub use crate::core::Limits;
 pub use crate::service::LockService;
 
-/// Serves `service` on `listener` until `shutdown` resolves, running the
-/// sweeper beside it. In-flight requests finish before this returns.
+/// Serves `service` over plain HTTP on `listener` until `shutdown`
+/// resolves, running the sweeper beside it. In-flight requests finish before
+/// this returns.
 pub async fn run(
     listener: tokio::net::TcpListener,
     service: Arc<LockService>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve(listener, service, None, shutdown).await
+}
+
+/// As [`run`], over TLS ([`tls::serve`]): every connection is handshaken
+/// with `tls` (mutual TLS when it holds a client CA), whose certificate is
+/// reloaded on SIGHUP and when its files change. `/v1/config` names the mode.
+pub async fn run_tls(
+    listener: tokio::net::TcpListener,
+    service: Arc<LockService>,
+    tls: tls::TlsServer,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve(listener, service, Some(tls), shutdown).await
+}
+
+/// The sequence both transports share: sweeper and elector beside the
+/// server, then (once every request is answered) resign.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    service: Arc<LockService>,
+    tls: Option<tls::TlsServer>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -62,14 +88,23 @@ pub async fn run(
             }
         })
     });
-    let served = axum::serve(listener, http::app(service.clone()))
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = shutdown => {}
-                _ = stop_rx.changed() => {}
-            }
-        })
-        .await;
+    let stop = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = stop_rx.changed() => {}
+        }
+    };
+    let served = match tls {
+        None => {
+            axum::serve(listener, http::app(service.clone()))
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        Some(tls) => {
+            service.set_tls_mode(tls.mode);
+            tls::serve(listener, http::app(service.clone()), tls, stop).await
+        }
+    };
     let _ = stop_tx.send(true);
     let _ = sweeper.await;
     if let Some(elector) = elector {

@@ -1,5 +1,6 @@
-//! The `lock-server` binary: parse the C4 options, open the store, bind, print
-//! `listening on http://IP:PORT`, serve until SIGTERM or Ctrl-C.
+//! The `lock-server` binary: parse the C4 options, load the TLS files if any,
+//! open the store, bind, print `listening on http://IP:PORT` (`https://` with
+//! TLS), serve until SIGTERM or Ctrl-C.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::sync::Arc;
 use clap::Parser;
 use fencepost_api::MonotonicClock;
 use lock_server::config::Args;
+use lock_server::tls::TlsMode;
 
 #[tokio::main]
 async fn main() {
@@ -34,6 +36,18 @@ async fn main() {
             s.as_str()
         );
     }
+    // The TLS files are read before anything is bound or opened: a bad
+    // certificate stops the start with the key and the file named.
+    let tls = match args
+        .tls_files()
+        .and_then(|f| f.map(|f| lock_server::tls::TlsServer::load(&f)).transpose())
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("lock-server: {e}");
+            std::process::exit(2);
+        }
+    };
     let listener = match lock_server::listen(args.listen) {
         Ok(l) => l,
         Err(e) => {
@@ -71,6 +85,16 @@ async fn main() {
     // One election round before announcing: a replica on a free leader row
     // serves from its first request; otherwise it starts as a standby.
     service.elect_once().await;
+    let mode = tls.as_ref().map_or(TlsMode::None, |t| t.mode);
+    service.set_tls_mode(mode);
+    if mode == TlsMode::None && !addr.ip().is_loopback() {
+        tracing::warn!(
+            event = "plaintext",
+            %addr,
+            "lock.tls.cert is not set: every request and reply crosses the network in plaintext; \
+             set --tls-cert and --tls-key (docs/deployment.md, TLS)"
+        );
+    }
     let view = service.config_view();
     tracing::info!(
         store = %view.store,
@@ -79,15 +103,27 @@ async fn main() {
         role = view.role.as_deref().unwrap_or(""),
         advertise = service.leader_config().and_then(|c| c.advertise.as_deref()).unwrap_or(""),
         leader_lease_ms = view.leader_lease_ms.unwrap_or(0),
+        tls = mode.as_str(),
         %addr,
         "lock-server ready"
     );
     // The clock check of the lease-safety essay: does the kernel's estimate
     // of this host's clock error vouch for lock.clock.offset-max?
     service.log_clock_discipline();
-    println!("listening on http://{addr}");
+    if tls.is_some() {
+        // Installs the SIGHUP handler before the line is printed (tokio keeps
+        // a handler installed for the process's life): a reload asked for as
+        // soon as the line appears reloads instead of killing the server.
+        let _ = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("listening on {scheme}://{addr}");
     let _ = std::io::stdout().flush();
-    if let Err(e) = lock_server::run(listener, service, shutdown_signal()).await {
+    let served = match tls {
+        Some(tls) => lock_server::run_tls(listener, service, tls, shutdown_signal()).await,
+        None => lock_server::run(listener, service, shutdown_signal()).await,
+    };
+    if let Err(e) = served {
         eprintln!("lock-server: {e}");
         std::process::exit(1);
     }

@@ -53,6 +53,7 @@ impl LockService {
             leader: lead.leader.clone(),
             leader_lease_ms: self.leader_cfg.as_ref().map(|c| c.lease.as_millis() as u64),
             clock: Some(self.clock_view()),
+            tls: self.tls_mode().as_str().to_string(),
         }
     }
 
