@@ -6,8 +6,8 @@
 //! built here (never a process default). The certificate and key are read
 //! from PEM files at start; [`CertStore`] hands the current pair to every
 //! handshake and is swapped in place by [`CertStore::reload`], which the
-//! server calls on SIGHUP and when either file's modification time changes
-//! (polled every [`RELOAD_POLL`]). A new pair that does not load (unreadable,
+//! server calls on SIGHUP and when either file changes (inode, size or
+//! modification time, polled every [`RELOAD_POLL`]). A new pair that does not load (unreadable,
 //! not PEM, a key that does not match the certificate) is logged at ERROR and
 //! the pair in use is kept. The client CA is read once, at start; changing it
 //! needs a restart.
@@ -119,13 +119,23 @@ fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, ConfigError> {
     })
 }
 
-/// The modification times of the certificate and key files (`None` for a
-/// file that cannot be read: a reload attempt will say why).
-type Stamp = (Option<SystemTime>, Option<SystemTime>);
+/// What identifies one version of a file: its inode (a file renamed into
+/// place, or a Kubernetes Secret's symlink swap, is a new one), size and
+/// modification time. `None` for a file that cannot be read (a reload
+/// attempt will say why).
+type FileStamp = Option<(u64, u64, Option<SystemTime>)>;
+
+/// The certificate's and the key's [`FileStamp`]s.
+type Stamp = (FileStamp, FileStamp);
 
 fn stamp(cert: &Path, key: &Path) -> Stamp {
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    (mtime(cert), mtime(key))
+    use std::os::unix::fs::MetadataExt;
+    let one = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.ino(), m.len(), m.modified().ok()))
+    };
+    (one(cert), one(key))
 }
 
 /// The server's current certificate and key, swapped in place on reload.
@@ -161,7 +171,8 @@ impl CertStore {
         Ok(())
     }
 
-    /// Whether either file's modification time differs from the last load attempt.
+    /// Whether either file differs (inode, size or modification time) from
+    /// the last load attempt.
     pub fn changed(&self) -> bool {
         *self.seen.lock().unwrap_or_else(|e| e.into_inner()) != stamp(&self.cert, &self.key)
     }

@@ -11,3 +11,4 @@ mod replicas;
 mod semantics;
 mod store_suite;
 mod support;
+mod tls;
