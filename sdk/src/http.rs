@@ -46,6 +46,7 @@ use hyper::{Request, header};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 
 use crate::clock::{Clock, MonoTime, MonotonicClock};
@@ -249,9 +250,30 @@ struct Pool {
     idle: Mutex<HashMap<String, Vec<Idle>>>,
 }
 
+/// How long a failed exchange on a TLS connection waits for the
+/// connection's task to report the TLS alert that ended it.
+const TLS_CAUSE_WAIT: Duration = Duration::from_millis(100);
+
+/// One HTTP/1.1 connection: its request half, and for TLS what its
+/// connection task reports if it ends on a TLS error (under TLS 1.3 a
+/// refused client certificate is an alert read after the handshake, and
+/// hyper hands the request back only as "canceled").
+struct Conn {
+    send: SendRequest<Full<Bytes>>,
+    tls_end: Option<oneshot::Receiver<String>>,
+}
+
+impl Conn {
+    /// The TLS error that ended this connection, if it ended on one.
+    async fn tls_end(&mut self) -> Option<String> {
+        let rx = self.tls_end.as_mut()?;
+        tokio::time::timeout(TLS_CAUSE_WAIT, rx).await.ok()?.ok()
+    }
+}
+
 /// A pooled connection and when it was put back.
 struct Idle {
-    conn: SendRequest<Full<Bytes>>,
+    conn: Conn,
     since: MonoTime,
 }
 
@@ -326,23 +348,19 @@ impl HttpClient {
                 Some(c) => (c, true),
                 None => (self.connect(scheme, authority).await?, false),
             };
-            match conn.try_send_request(request).await {
+            match conn.send.try_send_request(request).await {
                 Ok(reply) => {
                     let status = reply.status().as_u16();
-                    let body = Limited::new(reply.into_body(), MAX_REPLY_BYTES)
+                    let body = match Limited::new(reply.into_body(), MAX_REPLY_BYTES)
                         .collect()
                         .await
-                        .map_err(|e| {
-                            let kind = if e.is::<http_body_util::LengthLimitError>() {
-                                Kind::TooLarge
-                            } else if tls_cause(&*e).is_some() {
-                                Kind::TlsExchange
-                            } else {
-                                Kind::Exchange
-                            };
-                            HttpError::new(kind, url, Some(e))
-                        })?
-                        .to_bytes();
+                    {
+                        Ok(b) => b.to_bytes(),
+                        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                            return Err(HttpError::new(Kind::TooLarge, url, Some(e)));
+                        }
+                        Err(e) => return Err(exchange_failed(&mut conn, url, e).await),
+                    };
                     self.put_idle(origin, conn);
                     return Ok(HttpReply { status, body });
                 }
@@ -352,12 +370,8 @@ impl HttpClient {
                     // connection's failure ends the exchange.
                     Some(unsent) if reused => request = unsent,
                     _ => {
-                        let e = e.into_error();
-                        let kind = match tls_cause(&e) {
-                            Some(_) => Kind::TlsExchange,
-                            None => Kind::Exchange,
-                        };
-                        return Err(HttpError::new(kind, url, Some(Box::new(e))));
+                        let e = Box::new(e.into_error());
+                        return Err(exchange_failed(&mut conn, url, e).await);
                     }
                 },
             }
@@ -366,7 +380,7 @@ impl HttpClient {
 
     /// An idle connection to `origin` that is still open, not idle too
     /// long, and ready.
-    async fn take_idle(&self, origin: &str) -> Option<SendRequest<Full<Bytes>>> {
+    async fn take_idle(&self, origin: &str) -> Option<Conn> {
         loop {
             let mut conn = {
                 let now = self.inner.clock.now();
@@ -379,21 +393,21 @@ impl HttpClient {
                         list.clear();
                         return None;
                     }
-                    if !c.conn.is_closed() {
+                    if !c.conn.send.is_closed() {
                         break c.conn;
                     }
                 }
             };
             // Ready at once unless the previous reply's end is still being
             // processed by the connection task; an error means it closed.
-            if conn.ready().await.is_ok() {
+            if conn.send.ready().await.is_ok() {
                 return Some(conn);
             }
         }
     }
 
-    fn put_idle(&self, origin: &str, conn: SendRequest<Full<Bytes>>) {
-        if conn.is_closed() {
+    fn put_idle(&self, origin: &str, conn: Conn) {
+        if conn.send.is_closed() {
             return;
         }
         let since = self.inner.clock.now();
@@ -406,11 +420,7 @@ impl HttpClient {
 
     /// Opens a connection to `authority` (port 80 or 443 if none is given),
     /// TLS-handshaken for `https`; all of it within the connect timeout.
-    async fn connect(
-        &self,
-        scheme: Scheme,
-        authority: &str,
-    ) -> Result<SendRequest<Full<Bytes>>, HttpError> {
+    async fn connect(&self, scheme: Scheme, authority: &str) -> Result<Conn, HttpError> {
         let addr = if has_port(authority) {
             authority.to_string()
         } else {
@@ -439,13 +449,16 @@ impl HttpClient {
                 .set_nodelay(true)
                 .map_err(|e| HttpError::new(Kind::Connect, &addr, Some(Box::new(e))))?;
             match tls {
-                None => handshake(TokioIo::new(stream), &addr).await,
+                None => handshake(TokioIo::new(stream), &addr, None).await,
                 Some((connector, name)) => {
                     let stream = connector
                         .connect(name, stream)
                         .await
                         .map_err(|e| HttpError::new(Kind::Tls, &addr, Some(describe_tls(e))))?;
-                    handshake(TokioIo::new(stream), &addr).await
+                    let (tx, rx) = oneshot::channel();
+                    let mut conn = handshake(TokioIo::new(stream), &addr, Some(tx)).await?;
+                    conn.tls_end = Some(rx);
+                    Ok(conn)
                 }
             }
         };
@@ -455,20 +468,48 @@ impl HttpClient {
     }
 }
 
-/// HTTP/1.1 over an open `io`; the connection runs on its own task.
-async fn handshake<T>(io: TokioIo<T>, addr: &str) -> Result<SendRequest<Full<Bytes>>, HttpError>
+/// HTTP/1.1 over an open `io`; the connection runs on its own task, which
+/// sends the TLS error it ends on (if any) to `tls_end`.
+async fn handshake<T>(
+    io: TokioIo<T>,
+    addr: &str,
+    tls_end: Option<oneshot::Sender<String>>,
+) -> Result<Conn, HttpError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, connection) = http1::handshake(io)
+    let (send, connection) = http1::handshake(io)
         .await
         .map_err(|e| HttpError::new(Kind::Connect, addr, Some(Box::new(e))))?;
     // The connection task ends when the server closes or the last
     // sender is dropped; its error is the exchange's to report.
     tokio::spawn(async move {
-        let _ = connection.await;
+        if let Err(e) = connection.await
+            && let (Some(tx), Some(t)) = (tls_end, tls_cause(&e))
+        {
+            let _ = tx.send(plain_tls(t));
+        }
     });
-    Ok(sender)
+    Ok(Conn {
+        send,
+        tls_end: None,
+    })
+}
+
+/// The error of an exchange that failed on `conn`: a TLS one if the TLS
+/// layer says why (in `e`'s chain, or reported by the connection's task).
+async fn exchange_failed(
+    conn: &mut Conn,
+    url: &str,
+    e: Box<dyn std::error::Error + Send + Sync>,
+) -> HttpError {
+    if let Some(t) = tls_cause(&*e) {
+        return HttpError::new(Kind::TlsExchange, url, Some(plain_tls(t).into()));
+    }
+    match conn.tls_end().await {
+        Some(why) => HttpError::new(Kind::TlsExchange, url, Some(why.into())),
+        None => HttpError::new(Kind::Exchange, url, Some(e)),
+    }
 }
 
 /// The TLS server name of `authority`: its host without the port, an IP
@@ -501,13 +542,21 @@ fn tls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls:
     None
 }
 
-/// A handshake failure in words: the certificate problems a user meets
-/// (unknown CA, expired, wrong name) named plainly, with rustls's own text.
+/// A handshake failure in words ([`plain_tls`]), or the I/O error itself.
 fn describe_tls(e: std::io::Error) -> Box<dyn std::error::Error + Send + Sync> {
+    match tls_cause(&e) {
+        Some(t) => plain_tls(t).into(),
+        None => Box::new(e),
+    }
+}
+
+/// A TLS error in words: the certificate problems a user meets (unknown CA,
+/// expired, wrong name) and a server's refusal named plainly, with rustls's
+/// own text.
+fn plain_tls(t: &rustls::Error) -> String {
     use rustls::CertificateError as C;
-    let plain = match tls_cause(&e) {
-        None => return Box::new(e),
-        Some(rustls::Error::InvalidCertificate(c)) => match c {
+    let plain = match t {
+        rustls::Error::InvalidCertificate(c) => match c {
             C::UnknownIssuer => "the server's certificate is not signed by a trusted CA",
             C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired",
             C::NotValidYet | C::NotValidYetContext { .. } => {
@@ -518,14 +567,15 @@ fn describe_tls(e: std::io::Error) -> Box<dyn std::error::Error + Send + Sync> {
             }
             _ => "the server's certificate was refused",
         },
-        Some(rustls::Error::AlertReceived(_)) => "the server refused the handshake",
-        Some(_) => "",
+        rustls::Error::AlertReceived(_) => {
+            "the server refused the TLS session (a client certificate it does not accept, or none)"
+        }
+        _ => "",
     };
-    let t = tls_cause(&e).map(|t| t.to_string()).unwrap_or_default();
     if plain.is_empty() {
-        t.into()
+        t.to_string()
     } else {
-        format!("{plain} ({t})").into()
+        format!("{plain} ({t})")
     }
 }
 
@@ -543,7 +593,7 @@ impl HttpClient {
     fn idle_open(&self, origin: &str) -> usize {
         let idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.get(origin)
-            .map_or(0, |l| l.iter().filter(|c| !c.conn.is_closed()).count())
+            .map_or(0, |l| l.iter().filter(|c| !c.conn.send.is_closed()).count())
     }
 }
 
