@@ -54,7 +54,7 @@ pub mod metrics;
 mod session;
 #[cfg(test)]
 mod test_support;
-mod tls;
+pub mod tls;
 mod transport;
 
 pub use acquire::{AcquireOptions, Backoff};

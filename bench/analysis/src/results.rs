@@ -216,12 +216,16 @@ macro_rules! cell_row {
             DataFrame::new(rows.len(), columns)
         }
 
-        /// Converts a frame back to rows; every column must be present.
+        /// Converts a frame back to rows; every column must be present
+        /// except those [`absent`] fills in.
         fn from_frame(df: &DataFrame) -> Result<Vec<CellRow>, ReadError> {
             $(
                 let mut $name = <$ty as ColumnType>::read(
-                    df.column(stringify!($name))
-                        .map_err(|_| ReadError::Missing(stringify!($name)))?,
+                    &df.column(stringify!($name))
+                        .cloned()
+                        .ok()
+                        .or_else(|| absent(stringify!($name), df.height()))
+                        .ok_or(ReadError::Missing(stringify!($name)))?,
                 )
                 .map_err(|source| ReadError::Column { name: stringify!($name), source })?
                 .into_iter();
@@ -232,6 +236,13 @@ macro_rules! cell_row {
                 .collect())
         }
     };
+}
+
+/// The value of a column a table written before it existed lacks: `tls`
+/// (issue 28) is `none`, as every earlier run was plain HTTP. `None` for
+/// every other column (then the table is refused).
+fn absent(name: &str, height: usize) -> Option<Column> {
+    (name == "tls").then(|| Column::new("tls".into(), vec!["none"; height]))
 }
 
 cell_row! {
@@ -411,6 +422,9 @@ cell_row! {
     /// Lost idle sessions the cell replaced by a new one, keeping `idle_sessions` open
     /// (their losses are in `session_lost`).
     idle_reopened: u64,
+    /// The transport the workers reached the lock-server over: `none` (plain HTTP) or `tls`
+    /// (`--tls`, issue 28); a table from before the column reads as `none`.
+    tls: String,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),
