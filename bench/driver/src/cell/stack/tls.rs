@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use fencepost_harness::pki::Ca;
 
-use super::StackError;
+use super::error::StackError;
 
 /// The lock-server's TLS arguments and the CA the clients trust.
 pub(super) struct CellTls {
