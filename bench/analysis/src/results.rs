@@ -454,7 +454,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<CellRow>, BadInput> {
     } else if csv.is_file() {
         let frame = CsvReadOptions::default()
             .with_has_header(true)
-            .with_schema(Some(Arc::new(schema())))
+            .with_schema(Some(Arc::new(csv_schema(&csv))))
             .try_into_reader_with_file_path(Some(csv.clone()))
             .and_then(|r| r.finish())
             .map_err(ReadError::from);
@@ -468,6 +468,22 @@ pub fn read_results(dir: &Path) -> Result<Vec<CellRow>, BadInput> {
             reason: Chain(&e).to_string(),
             path,
         })
+}
+
+/// The schema of the csv at `path`: [`schema`] without the columns its
+/// header lacks that [`absent`] fills in (a table from before `tls`).
+fn csv_schema(path: &Path) -> Schema {
+    let header = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.lines().next().map(str::to_owned))
+        .unwrap_or_default();
+    let present: Vec<&str> = header.split(',').map(|c| c.trim_matches('"')).collect();
+    let full = schema();
+    Schema::from_iter(
+        full.iter()
+            .filter(|(name, _)| present.contains(&name.as_str()) || absent(name, 0).is_none())
+            .map(|(name, dtype)| (name.clone(), dtype.clone())),
+    )
 }
 
 /// [`read_results`] for the output commands: additionally refuses an empty table.
