@@ -159,7 +159,7 @@ def start(binary: Path, args: list[str], log: Path) -> tuple[subprocess.Popen, s
             if not chunk:
                 break
             buf += chunk
-            m = re.search(rb"listening on (http://\S+)", buf)
+            m = re.search(rb"listening on (https?://\S+)", buf)
             if m:
                 return child, m.group(1).decode()
     finally:

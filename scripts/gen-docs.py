@@ -959,11 +959,66 @@ def gen_peer_sessions(here: Path) -> str:
         + link(here, "data/peer-sessions/report.md") + "."
     )
     return body
+def gen_tls(here: Path) -> str:
+    """Plain HTTP vs TLS on the heartbeat, interleaved pairs of one seed each (data/tls/)."""
+    base = ROOT / "data" / "tls"
+    if not base.is_dir():
+        raise Missing("data/tls/")
+    runs = []
+    for d in sorted(p for p in base.iterdir() if p.is_dir()):
+        rows = read_run(f"tls/{d.name}", "results.csv")
+        m = read_run(f"tls/{d.name}", "manifest.json")
+        runs.append((d.name, rows[0], m))
+    if not runs:
+        raise Missing("data/tls/*/results.csv")
+
+    def mmm(vals: list[float], digits: int) -> str:
+        vals = sorted(vals)
+        return f"{f(statistics.median(vals), digits)} ({f(vals[0], digits)}–{f(vals[-1], digits)})"
+
+    out = []
+    for mode, label in (("none", "plain HTTP"), ("tls", "TLS")):
+        rs = [r for _, r, _ in runs if r.get("tls", "none") == mode]
+        if not rs:
+            raise Missing(f"data/tls/*: no run with tls={mode}")
+        out.append([
+            label, str(len(rs)),
+            mmm([num(r["hb_rtt_p50_us"]) / 1e3 for r in rs], 2),
+            mmm([num(r["hb_rtt_p99_us"]) / 1e3 for r in rs], 2),
+            mmm([num(r["hb_rtt_corrected_p50_us"]) / 1e3 for r in rs], 2),
+            mmm([num(r["hb_rtt_corrected_p99_us"]) / 1e3 for r in rs], 2),
+            mmm([num(r["hb_replies"]) / num(r["duration_s"]) for r in rs], 0),
+            mmm([num(r["throughput_per_s"]) for r in rs], 1),
+            mmm([num(r["hb_timeouts"]) for r in rs], 0),
+            str(sum(int(r["duplicate_attempted"]) + int(r["paid_twice"]) for r in rs)),
+        ])
+    first = runs[0][2]
+    argv = " ".join(a for a in ["bench"] + first["argv"][1:])
+    argv = re.sub(r"--out \S+", "--out DIR", argv)
+    argv = re.sub(r"--seed \d+", "--seed S", argv)
+    seeds = sorted({m["seed"] for _, _, m in runs})
+    order = ", ".join(name for name, _, _ in sorted(runs, key=lambda x: x[2]["started_at"]))
+    loads = sorted(num((m.get("machine_load") or {}).get("busy_cores")) for _, _, m in runs)
+    busy = f"{f(loads[0], 1)}–{f(loads[-1], 1)}"
+    return (
+        table(["transport", "runs", "raw p50 ms", "raw p99 ms", "corrected p50 ms",
+               "corrected p99 ms", "heartbeats/s", "payouts/s", "heartbeat timeouts",
+               "duplicates"], out, ["l"] + ["r"] * 9)
+        + f"\n\nMedian (min–max) over the runs of `{argv}` without and with `--tls`, seeds "
+        f"{', '.join(map(str, seeds))} (one per pair), run in the order {order} on one machine; "
+        f"{run_line('', first)}; the whole machine was busy {busy} cores over the runs (every "
+        "process counted, `machine_load.busy_cores`). Heartbeats/s are the heartbeat replies over "
+        "the measured window; "
+        "duplicates are `duplicate_attempted + paid_twice` summed over the runs. Source: "
+        + ", ".join(link(here, f"data/tls/{name}/results.csv", f"{name}") for name, _, _ in runs)
+        + " (written by `bench run`)."
+    )
 
 
 GENERATORS = {
     "pack-run": gen_pack_run,
     "sessions": gen_sessions,
+    "tls": gen_tls,
     "pack-decision": gen_pack_decision,
     "pack-steps": gen_pack_steps,
     "pack-triggers": gen_pack_triggers,

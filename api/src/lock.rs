@@ -294,6 +294,10 @@ pub struct ServerConfigView {
     /// Absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<String>,
+    /// The transport security served: `none` (plain HTTP), `tls`, or `mtls`
+    /// (client certificates required). Empty from servers older than issue 28.
+    #[serde(default)]
+    pub tls: String,
 }
 
 /// `GET /v1/config`'s `clock`: the kernel's clock-discipline estimate

@@ -394,6 +394,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub server_pause: Option<String>,
 
+    /// Serve the lock-server over TLS (issue 28): each cell makes a CA and a
+    /// certificate for 127.0.0.1 in its directory (cells/<id>/tls/), the
+    /// lock-server gets --tls-cert/--tls-key, every SDK client trusts that CA
+    /// alone. The results' `tls` column and the manifest's config say so.
+    /// Process runtime, fencepost backend, no --net-delay.
+    #[arg(long)]
+    pub tls: bool,
+
     /// Turn off check_still_held/ensure_time_for before the submit (UC-03: lets stale writes reach the fences).
     #[arg(long)]
     pub disable_client_check: bool,

@@ -131,6 +131,7 @@ pub fn cell_row(m: &Measurement) -> CellRow {
         stopped_by: m.stopped_by.to_string(),
         lock_server_rss_peak_kb: m.lock_server_rss_peak_kb.map_or(f64::NAN, |kb| kb as f64),
         idle_reopened: m.idle_reopened,
+        tls: if plan.conditions.tls { "tls" } else { "none" }.to_owned(),
     }
 }
 
@@ -173,6 +174,7 @@ mod tests {
             seed: 9,
             conditions: Conditions {
                 net_delay: None,
+                tls: false,
                 server_pause: Some(PauseSpec {
                     every: Duration::from_secs(2),
                     pause_for: Duration::from_millis(300),

@@ -96,6 +96,9 @@ pub struct RunConfig {
     /// `--sessions`, `--min-samples`, `--max-duration`.
     #[serde(serialize_with = "sampling")]
     pub sampling: Sampling,
+    /// `--tls`: the lock-server serves HTTPS with a certificate made for
+    /// the cell, and every SDK client trusts its CA (issue 28).
+    pub tls: bool,
 }
 
 fn sampling<S: serde::Serializer>(v: &Sampling, s: S) -> Result<S::Ok, S::Error> {
@@ -209,6 +212,7 @@ impl RunConfig {
             conditions: Conditions {
                 net_delay: self.net_delay,
                 server_pause: self.server_pause,
+                tls: self.tls,
             },
             warmup: self
                 .warmup

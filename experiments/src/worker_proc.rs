@@ -240,6 +240,7 @@ pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> Result<WorkerEnv, F
     Ok(WorkerEnv {
         backend: args.backend,
         lock_url: args.lock_url.clone(),
+        tls_ca: None,
         rail_url: args.rail_url.clone(),
         lease: args.lease,
         session_ttl: args.session_ttl,

@@ -1,13 +1,16 @@
 //! Starts `lock-server` and `rail-stub` as child processes, the way the bench,
 //! the experiments and the integration tests all need them: on a free loopback
 //! port (`--listen 127.0.0.1:0`), ready once the child prints its one
-//! `listening on http://IP:PORT` line, and always stopped — on drop (error,
+//! `listening on http://IP:PORT` line (`https://` for a lock-server with
+//! TLS), and always stopped — on drop (error,
 //! panic), and by the kernel if this process dies first (`PR_SET_PDEATHSIG`).
 //!
 //! It also owns the process-level faults the experiments inject: SIGSTOP /
 //! SIGCONT (a stalled server or worker) and SIGKILL (a crash). And the
-//! tests' `promtool check metrics` ([`promtool_check_metrics`]).
+//! tests' `promtool check metrics` ([`promtool_check_metrics`]), and the
+//! certificates TLS runs make at run time ([`pki`]).
 
+pub mod pki;
 mod promtool;
 pub use promtool::promtool_check_metrics;
 
@@ -58,6 +61,14 @@ pub enum HarnessError {
         /// The last lines the child wrote to stderr.
         stderr_tail: String,
     },
+    /// A run-time certificate ([`pki`]) could not be made or written.
+    #[error("certificate {what}: {detail}")]
+    Certificate {
+        /// The certificate or file.
+        what: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// Sending a signal failed (the child is gone).
     #[error("signal {signal} to pid {pid} failed: {source}")]
     Signal {
@@ -78,6 +89,8 @@ pub struct ChildService {
     child: Option<Child>,
     /// The bound address the child printed.
     addr: SocketAddr,
+    /// Whether its line said `https://`.
+    https: bool,
     /// Where the child's stderr goes (its JSON logs), kept for diagnostics.
     stderr_path: PathBuf,
     /// Whether we SIGSTOPped it (so drop SIGCONTs before killing).
@@ -134,6 +147,7 @@ impl ChildService {
             name: name.clone(),
             child: Some(child),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            https: false,
             stderr_path: stderr_path.to_path_buf(),
             stopped: false,
         };
@@ -154,6 +168,7 @@ impl ChildService {
         match parse_listening_line(&line) {
             Some(addr) => {
                 service.addr = addr;
+                service.https = line.trim().starts_with("listening on https://");
                 Ok(service)
             }
             None => Err(service.not_ready(format!("first stdout line was {:?}", line.trim_end()))),
@@ -183,6 +198,7 @@ impl ChildService {
             name: binary_name(binary),
             child: Some(child),
             addr,
+            https: false,
             stderr_path: stderr_path.to_path_buf(),
             stopped: false,
         })
@@ -202,9 +218,10 @@ impl ChildService {
         self.addr
     }
 
-    /// The base URL, `http://IP:PORT`.
+    /// The base URL, `http://IP:PORT` (`https://` if the child said so).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The child's pid.
@@ -342,10 +359,11 @@ fn spawn_owned(
     })
 }
 
-/// Parses `listening on http://IP:PORT`.
+/// Parses `listening on http://IP:PORT` or `listening on https://IP:PORT`.
 pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
-    line.trim()
-        .strip_prefix("listening on http://")?
+    let rest = line.trim().strip_prefix("listening on ")?;
+    rest.strip_prefix("http://")
+        .or_else(|| rest.strip_prefix("https://"))?
         .parse()
         .ok()
 }
@@ -534,6 +552,7 @@ mod tests {
             name: "gone".into(),
             child: None,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            https: false,
             stderr_path: PathBuf::from("/dev/null"),
             stopped: true,
         };
@@ -550,6 +569,10 @@ mod tests {
 
     #[test]
     fn parses_the_listening_line() {
+        assert_eq!(
+            parse_listening_line("listening on https://127.0.0.1:4322\n"),
+            Some("127.0.0.1:4322".parse().unwrap())
+        );
         assert_eq!(
             parse_listening_line("listening on http://127.0.0.1:4321\n"),
             Some("127.0.0.1:4321".parse().unwrap())

@@ -18,6 +18,15 @@ use crate::metrics::{ClientStats, DeadlineKind, MarginStats, PrometheusMetrics};
 use crate::session::Session;
 use crate::transport::duration_ms;
 
+/// The client's rustls configuration, when it uses TLS.
+fn tls_config(config: &LockClientConfig) -> Result<Option<Arc<rustls::ClientConfig>>, ConfigError> {
+    if config.uses_tls() {
+        crate::tls::client_config(&config.tls).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
 /// The entry point of the SDK: holds the base URL, timeouts, margin policy,
 /// clock and metrics, and opens sessions. Cheap to clone (one shared core).
 #[derive(Clone)]
@@ -26,11 +35,15 @@ pub struct LockClient {
 }
 
 impl LockClient {
-    /// Validates `config` and builds the client. Does no I/O.
+    /// Validates `config` and builds the client. Does no network I/O; with
+    /// TLS in use ([`LockClientConfig::uses_tls`]) it reads the CA bundle (or
+    /// the system's roots) and the client certificate now, so an unusable
+    /// file fails here rather than at the first request.
     pub fn new(config: LockClientConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        let tls = tls_config(&config)?;
         Ok(LockClient {
-            inner: Arc::new(ClientInner::new(config, None)),
+            inner: Arc::new(ClientInner::new(config, tls, None)),
         })
     }
 
@@ -46,8 +59,9 @@ impl LockClient {
         metrics: PrometheusMetrics,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
+        let tls = tls_config(&config)?;
         Ok(LockClient {
-            inner: Arc::new(ClientInner::new(config, Some(metrics))),
+            inner: Arc::new(ClientInner::new(config, tls, Some(metrics))),
         })
     }
 

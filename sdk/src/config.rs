@@ -4,6 +4,7 @@
 //! starts half-configured.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,19 @@ pub const ENV_TOKEN: &str = "FENCEPOST_TOKEN";
 /// Environment variable naming a file that holds the API token (surrounding
 /// whitespace trimmed), e.g. a mounted Kubernetes Secret.
 pub const ENV_TOKEN_FILE: &str = "FENCEPOST_TOKEN_FILE";
+/// The SDK's key of the CA bundle it trusts for `https://` (PEM file;
+/// default: the system's roots).
+pub const KEY_TLS_CA: &str = "lock.client.tls.ca";
+/// The SDK's key of its client certificate for mutual TLS (PEM file).
+pub const KEY_TLS_CERT: &str = "lock.client.tls.cert";
+/// The SDK's key of the client certificate's private key (PEM file).
+pub const KEY_TLS_KEY: &str = "lock.client.tls.key";
+/// Environment variable of [`KEY_TLS_CA`].
+pub const ENV_TLS_CA: &str = "LOCK_CLIENT_TLS_CA";
+/// Environment variable of [`KEY_TLS_CERT`].
+pub const ENV_TLS_CERT: &str = "LOCK_CLIENT_TLS_CERT";
+/// Environment variable of [`KEY_TLS_KEY`].
+pub const ENV_TLS_KEY: &str = "LOCK_CLIENT_TLS_KEY";
 
 /// Environment variable of [`KEY_MARGIN`].
 pub const ENV_MARGIN: &str = "LOCK_CLIENT_SAFETY_MARGIN";
@@ -211,6 +225,17 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// A TLS file that cannot be used: unreadable, not PEM, no certificate
+    /// or key in it, or (for the default trust) no system root found.
+    #[error("{key}={path}: {reason}")]
+    Tls {
+        /// The SDK's key (`lock.client.tls.*`).
+        key: &'static str,
+        /// The file as given (empty for the system roots).
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A duration that does not parse (`250ms`, `15s`, `2m` are the forms).
     #[error("{key}={value}: {source}")]
     Duration {
@@ -279,14 +304,31 @@ impl PartialEq for ApiToken {
     }
 }
 
+/// TLS settings for `https://` replicas (issue 28). Files are read once, by
+/// [`LockClient::new`](crate::LockClient::new), which builds one rustls
+/// configuration (`ring` provider) shared by every connection of the client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// `lock.client.tls.ca`: a PEM bundle of the CAs trusted to sign the
+    /// lock-server's certificate. `None`: the system's roots
+    /// (`rustls-native-certs`); if none can be loaded, `LockClient::new`
+    /// fails and says so.
+    pub ca_file: Option<PathBuf>,
+    /// `lock.client.tls.cert`: this client's certificate chain (PEM), sent
+    /// when the server asks for one (mutual TLS). Needs `client_key`.
+    pub client_cert: Option<PathBuf>,
+    /// `lock.client.tls.key`: the private key of `client_cert` (PEM).
+    pub client_key: Option<PathBuf>,
+}
+
 /// Everything a [`LockClient`](crate::LockClient) needs. Build it with
 /// [`LockClientConfig::new`] (defaults) or [`LockClientConfig::from_env`]
 /// (C4 environment variables), then override fields with the `with_*`
 /// methods; [`LockClient::new`](crate::LockClient::new) validates it.
 #[derive(Clone)]
 pub struct LockClientConfig {
-    /// The lock-server's base URL, `http://HOST:PORT` (no trailing path): the
-    /// first replica tried.
+    /// The lock-server's base URL, `http://HOST:PORT` or `https://HOST:PORT`
+    /// (no trailing path): the first replica tried.
     pub base_url: String,
     /// Further replicas' base URLs (C1 §6), tried after `base_url` when a
     /// replica answers `503 NOT_LEADER` without naming the leader or cannot be
@@ -318,6 +360,9 @@ pub struct LockClientConfig {
     /// `FENCEPOST_TOKEN` or `FENCEPOST_TOKEN_FILE` by [`from_env`](Self::from_env)
     /// and [`token_from_env`](Self::token_from_env). Never printed.
     pub token: Option<ApiToken>,
+    /// The trust and the client certificate for `https://` URLs. Used (and
+    /// its files read) when a URL is `https://` or a field is set.
+    pub tls: TlsSettings,
 }
 
 impl fmt::Debug for LockClientConfig {
@@ -332,6 +377,7 @@ impl fmt::Debug for LockClientConfig {
             .field("confirm_with_server", &self.confirm_with_server)
             .field("seed", &self.seed)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -350,14 +396,17 @@ impl LockClientConfig {
             seed: 0,
             clock: Arc::new(BootTimeClock::new()),
             token: None,
+            tls: TlsSettings::default(),
         }
     }
 
     /// The defaults overridden by `LOCK_URLS` (comma-separated replica URLs,
     /// replacing `base_url`), `LOCK_CLIENT_SAFETY_MARGIN`, `LOCK_DEFAULT_TTL`,
-    /// `LOCK_SESSION_TTL` and the API token (`FENCEPOST_TOKEN` or
-    /// `FENCEPOST_TOKEN_FILE`, see [`token_from_env`](Self::token_from_env))
-    /// when set; refuses bad values naming the key.
+    /// `LOCK_SESSION_TTL`, the TLS files `LOCK_CLIENT_TLS_CA`,
+    /// `LOCK_CLIENT_TLS_CERT`, `LOCK_CLIENT_TLS_KEY` and the API token
+    /// (`FENCEPOST_TOKEN` or `FENCEPOST_TOKEN_FILE`, see
+    /// [`token_from_env`](Self::token_from_env)) when set; refuses bad values
+    /// naming the key.
     pub fn from_env(base_url: impl Into<String>) -> Result<Self, ConfigError> {
         Self::from_lookup(base_url, |name| std::env::var(name).ok())
     }
@@ -380,7 +429,7 @@ impl LockClientConfig {
                 return Err(ConfigError::Invalid {
                     key: KEY_URLS,
                     value: v,
-                    reason: "must list at least one http:// URL, comma-separated",
+                    reason: "must list at least one http:// or https:// URL, comma-separated",
                 });
             }
             cfg = cfg.with_urls(urls);
@@ -393,6 +442,16 @@ impl LockClientConfig {
         }
         if let Some(v) = lookup(ENV_SESSION_TTL) {
             cfg.session_ttl = parse_ttl(KEY_SESSION_TTL, &v)?;
+        }
+        let file = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        if let Some(ca) = file(ENV_TLS_CA) {
+            cfg.tls.ca_file = Some(ca);
+        }
+        if let Some(cert) = file(ENV_TLS_CERT) {
+            cfg.tls.client_cert = Some(cert);
+        }
+        if let Some(key) = file(ENV_TLS_KEY) {
+            cfg.tls.client_key = Some(key);
         }
         cfg.token_from_lookup(lookup)
     }
@@ -490,6 +549,37 @@ impl LockClientConfig {
         self
     }
 
+    /// Trusts the CAs in the PEM bundle at `path` (instead of the system's
+    /// roots) for `https://` replicas.
+    pub fn with_tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca_file = Some(path.into());
+        self
+    }
+
+    /// Presents the certificate chain at `cert` (key at `key`, both PEM)
+    /// when a server asks for one (mutual TLS).
+    pub fn with_tls_client_cert(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.tls.client_cert = Some(cert.into());
+        self.tls.client_key = Some(key.into());
+        self
+    }
+
+    /// Whether the client needs a TLS configuration: a URL is `https://` or
+    /// a TLS setting is given.
+    pub fn uses_tls(&self) -> bool {
+        self.tls != TlsSettings::default()
+            || self.urls().iter().any(|u| {
+                matches!(
+                    crate::http::split_url(u),
+                    Some((crate::http::Scheme::Https, _, _))
+                )
+            })
+    }
+
     /// Checks every value; the error names the key and the accepted range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.margin.validate()?;
@@ -513,9 +603,27 @@ impl LockClientConfig {
                 return Err(ConfigError::Invalid {
                     key,
                     value: url.clone(),
-                    reason: "must be an http:// URL such as http://127.0.0.1:7070 (plain HTTP/1.1: the SDK speaks no TLS)",
+                    reason: "must be an http:// or https:// URL such as http://127.0.0.1:7070",
                 });
             }
+        }
+        let shown = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        match (&self.tls.client_cert, &self.tls.client_key) {
+            (Some(_), None) => {
+                return Err(ConfigError::Invalid {
+                    key: KEY_TLS_KEY,
+                    value: String::new(),
+                    reason: "must be set with lock.client.tls.cert",
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: KEY_TLS_CERT,
+                    value: shown(&self.tls.client_key).unwrap_or_default(),
+                    reason: "must be set with lock.client.tls.key (the key alone names no certificate)",
+                });
+            }
+            _ => {}
         }
         Ok(())
     }

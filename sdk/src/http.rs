@@ -1,13 +1,25 @@
-//! The SDK's HTTP/1.1 client: plain `http://`, keep-alive connections pooled
-//! per `host:port`, `TCP_NODELAY`, a bounded connect and a bounded reply.
+//! The SDK's HTTP/1.1 client: `http://` and `https://` (rustls), keep-alive
+//! connections pooled per scheme and `host:port`, `TCP_NODELAY`, a bounded
+//! connect (TCP and TLS handshake together) and a bounded reply.
 //!
 //! It is written on hyper's connection API rather than on a general client
 //! because the heartbeat path is the product: every exchange here is a small
 //! JSON request to one lock-server, and a general client's layers (redirect
 //! policy, proxy lookup, URL re-parsing of each response) cost more CPU per
 //! heartbeat than the lock-server spends answering it (docs/performance.md,
-//! `bench peer`). Nothing here follows a redirect, reads a
-//! proxy variable or speaks TLS.
+//! `bench peer`). Nothing here follows a redirect or reads a proxy variable.
+//!
+//! **TLS.** A client built with a rustls `ClientConfig`
+//! ([`HttpClient::with_options`]; the SDK builds one per
+//! [`LockClient`](crate::LockClient) from `LockClientConfig::tls`) wraps each
+//! new `https://` connection in `tokio-rustls`, with the URL's host as the
+//! server name (an IP literal is checked against the certificate's IP
+//! addresses). The handshake happens once per connection, inside the connect
+//! timeout; pooled connections reuse it, so a heartbeat on a warm connection
+//! pays only the record layer. A handshake that fails (unknown CA, expired
+//! certificate, wrong name) is an [`HttpError`] that says TLS and why; the
+//! server saw no request. A client without a TLS configuration refuses
+//! `https://` URLs.
 //!
 //! One exchange takes an idle connection of the pool (or opens one), writes
 //! the request, reads the whole reply and puts the connection back. A pooled
@@ -37,14 +49,17 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::HeaderValue;
 use hyper::{Request, header};
 use hyper_util::rt::TokioIo;
+use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_rustls::TlsConnector;
 
 use crate::clock::{Clock, MonoTime, MonotonicClock};
 
 /// The largest reply body read (a C1 reply is a few hundred bytes).
 pub const MAX_REPLY_BYTES: usize = 1 << 20;
 
-/// Idle connections kept per `host:port`; more are closed when they come back.
+/// Idle connections kept per scheme and `host:port`; more are closed when they come back.
 pub const MAX_IDLE_PER_HOST: usize = 256;
 
 /// How long a connection may sit idle in the pool before it is closed instead
@@ -83,15 +98,49 @@ pub struct HttpReply {
     pub body: Bytes,
 }
 
+/// The two schemes the client speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// `http://`: plain HTTP/1.1 (default port 80).
+    Http,
+    /// `https://`: HTTP/1.1 over TLS (default port 443).
+    Https,
+}
+
+impl Scheme {
+    /// `http` or `https`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
 /// What went wrong in an exchange.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    /// The URL is not `http://host[:port][/path]`.
+    /// The URL is not `http(s)://host[:port][/path]`.
     Url,
     /// The TCP connection could not be opened (refused, unreachable, DNS).
     Connect,
-    /// The TCP connection did not open within the connect timeout.
+    /// The TCP connection and TLS handshake did not complete within the
+    /// connect timeout.
     ConnectTimeout,
+    /// The TLS handshake failed (or the URL is `https://` and the client has
+    /// no TLS configuration): no request was written.
+    Tls,
+    /// The TLS layer failed after the handshake, while the request was
+    /// written or the reply read (a server refusing the client certificate
+    /// under TLS 1.3 says so here, at the first read).
+    TlsExchange,
     /// The connection failed while the request was written or the reply read.
     Exchange,
     /// The reply body is larger than [`MAX_REPLY_BYTES`].
@@ -123,9 +172,17 @@ impl HttpError {
     }
 
     /// The connection was never opened (refused, unreachable, not resolved,
-    /// or not within the connect timeout): the server saw nothing.
+    /// not within the connect timeout, or its TLS handshake failed): the
+    /// server saw no request.
     pub fn is_connect(&self) -> bool {
-        matches!(self.kind, Kind::Connect | Kind::ConnectTimeout)
+        matches!(self.kind, Kind::Connect | Kind::ConnectTimeout | Kind::Tls)
+    }
+
+    /// TLS failed: the handshake (unknown CA, expired or misnamed
+    /// certificate, no TLS configured), or the TLS layer later in the
+    /// exchange (a refused client certificate).
+    pub fn is_tls(&self) -> bool {
+        matches!(self.kind, Kind::Tls | Kind::TlsExchange)
     }
 
     /// The connect timeout fired.
@@ -138,9 +195,11 @@ impl fmt::Display for HttpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.target;
         match self.kind {
-            Kind::Url => write!(f, "{t:?} is not an http://host:port URL"),
+            Kind::Url => write!(f, "{t:?} is not an http:// or https://host:port URL"),
             Kind::Connect => write!(f, "cannot connect to {t}"),
             Kind::ConnectTimeout => write!(f, "no connection to {t} within the connect timeout"),
+            Kind::Tls => write!(f, "TLS handshake with {t} failed"),
+            Kind::TlsExchange => write!(f, "TLS failed during the exchange with {t}"),
             Kind::Exchange => write!(f, "the connection failed during the exchange with {t}"),
             Kind::TooLarge => write!(f, "the reply of {t} exceeds {MAX_REPLY_BYTES} bytes"),
         }?;
@@ -159,11 +218,14 @@ impl std::error::Error for HttpError {
     }
 }
 
-/// Splits `http://authority/path` into the authority (`host:port`) and the
-/// origin-form path (`/` when there is none). `None` for anything else,
-/// `https://` included (the SDK speaks no TLS).
-pub fn split_url(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("http://")?;
+/// Splits `http://authority/path` or `https://authority/path` into the
+/// scheme, the authority (`host:port`) and the origin-form path (`/` when
+/// there is none). `None` for anything else.
+pub fn split_url(url: &str) -> Option<(Scheme, &str, &str)> {
+    let (scheme, rest) = match url.strip_prefix("https://") {
+        Some(rest) => (Scheme::Https, rest),
+        None => (Scheme::Http, url.strip_prefix("http://")?),
+    };
     let (authority, path) = match rest.find(['/', '?']) {
         Some(i) if rest[i..].starts_with('?') => return None,
         Some(i) => (&rest[..i], &rest[i..]),
@@ -172,7 +234,7 @@ pub fn split_url(url: &str) -> Option<(&str, &str)> {
     if authority.is_empty() || authority.contains(['@', ' ']) {
         return None;
     }
-    Some((authority, path))
+    Some((scheme, authority, path))
 }
 
 /// The pooled HTTP/1.1 client (cheap to clone; clones share the pool).
@@ -186,16 +248,39 @@ pub struct HttpClient {
 struct Pool {
     connect_timeout: Duration,
     idle_timeout: Duration,
+    /// Handshakes `https://` connections; `None`: https is refused.
+    tls: Option<TlsConnector>,
     /// Reads when a connection went idle (connection hygiene, no lease).
     clock: MonotonicClock,
-    /// Idle connections by authority, oldest first; the most recently used
-    /// is taken first.
+    /// Idle connections by origin (`scheme://host:port`), oldest first; the
+    /// most recently used is taken first.
     idle: Mutex<HashMap<String, Vec<Idle>>>,
+}
+
+/// How long a failed exchange on a TLS connection waits for the
+/// connection's task to report the TLS alert that ended it.
+const TLS_CAUSE_WAIT: Duration = Duration::from_millis(100);
+
+/// One HTTP/1.1 connection: its request half, and for TLS what its
+/// connection task reports if it ends on a TLS error (under TLS 1.3 a
+/// refused client certificate is an alert read after the handshake, and
+/// hyper hands the request back only as "canceled").
+struct Conn {
+    send: SendRequest<Full<Bytes>>,
+    tls_end: Option<oneshot::Receiver<String>>,
+}
+
+impl Conn {
+    /// The TLS error that ended this connection, if it ended on one.
+    async fn tls_end(&mut self) -> Option<String> {
+        let rx = self.tls_end.as_mut()?;
+        tokio::time::timeout(TLS_CAUSE_WAIT, rx).await.ok()?.ok()
+    }
 }
 
 /// A pooled connection and when it was put back.
 struct Idle {
-    conn: SendRequest<Full<Bytes>>,
+    conn: Conn,
     since: MonoTime,
 }
 
@@ -208,13 +293,15 @@ impl fmt::Debug for HttpClient {
                 "authorization",
                 &self.authorization.as_ref().map(|_| "<redacted>"),
             )
+            .field("tls", &self.inner.tls.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl HttpClient {
-    /// A client whose new connections must open within `connect_timeout`,
-    /// and which closes connections idle for [`DEFAULT_IDLE_TIMEOUT`].
+    /// A plain-HTTP client whose new connections must open within
+    /// `connect_timeout`, and which closes connections idle for
+    /// [`DEFAULT_IDLE_TIMEOUT`]. It refuses `https://` URLs.
     pub fn new(connect_timeout: Duration) -> Self {
         Self::with_idle_timeout(connect_timeout, DEFAULT_IDLE_TIMEOUT)
     }
@@ -222,10 +309,22 @@ impl HttpClient {
     /// As [`HttpClient::new`], closing connections idle for `idle_timeout`
     /// (zero: every exchange opens a new connection).
     pub fn with_idle_timeout(connect_timeout: Duration, idle_timeout: Duration) -> Self {
+        Self::with_options(connect_timeout, idle_timeout, None)
+    }
+
+    /// As [`HttpClient::with_idle_timeout`], speaking `https://` with `tls`
+    /// as well (built once, shared by every connection; its crypto provider
+    /// is the caller's choice: the SDK's is `ring`). `None`: plain HTTP only.
+    pub fn with_options(
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Self {
         HttpClient {
             inner: Arc::new(Pool {
                 connect_timeout,
                 idle_timeout,
+                tls: tls.map(TlsConnector::from),
                 clock: MonotonicClock::new(),
                 idle: Mutex::new(HashMap::new()),
             }),
@@ -250,8 +349,10 @@ impl HttpClient {
         url: &str,
         json: Option<Bytes>,
     ) -> Result<HttpReply, HttpError> {
-        let (authority, path) =
+        let (scheme, authority, path) =
             split_url(url).ok_or_else(|| HttpError::new(Kind::Url, url, None))?;
+        // `scheme://authority`: the pool's key.
+        let origin = &url[..scheme.as_str().len() + 3 + authority.len()];
         let mut request = Request::builder()
             .method(method.as_hyper())
             .uri(path)
@@ -266,26 +367,24 @@ impl HttpClient {
             .body(Full::new(json.unwrap_or_default()))
             .map_err(|e| HttpError::new(Kind::Url, url, Some(Box::new(e))))?;
         loop {
-            let (mut conn, reused) = match self.take_idle(authority).await {
+            let (mut conn, reused) = match self.take_idle(origin).await {
                 Some(c) => (c, true),
-                None => (self.connect(authority).await?, false),
+                None => (self.connect(scheme, authority).await?, false),
             };
-            match conn.try_send_request(request).await {
+            match conn.send.try_send_request(request).await {
                 Ok(reply) => {
                     let status = reply.status().as_u16();
-                    let body = Limited::new(reply.into_body(), MAX_REPLY_BYTES)
+                    let body = match Limited::new(reply.into_body(), MAX_REPLY_BYTES)
                         .collect()
                         .await
-                        .map_err(|e| {
-                            let kind = if e.is::<http_body_util::LengthLimitError>() {
-                                Kind::TooLarge
-                            } else {
-                                Kind::Exchange
-                            };
-                            HttpError::new(kind, url, Some(e))
-                        })?
-                        .to_bytes();
-                    self.put_idle(authority, conn);
+                    {
+                        Ok(b) => b.to_bytes(),
+                        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                            return Err(HttpError::new(Kind::TooLarge, url, Some(e)));
+                        }
+                        Err(e) => return Err(exchange_failed(&mut conn, url, e).await),
+                    };
+                    self.put_idle(origin, conn);
                     return Ok(HttpReply { status, body });
                 }
                 Err(mut e) => match e.take_message() {
@@ -294,25 +393,22 @@ impl HttpClient {
                     // connection's failure ends the exchange.
                     Some(unsent) if reused => request = unsent,
                     _ => {
-                        return Err(HttpError::new(
-                            Kind::Exchange,
-                            url,
-                            Some(Box::new(e.into_error())),
-                        ));
+                        let e = Box::new(e.into_error());
+                        return Err(exchange_failed(&mut conn, url, e).await);
                     }
                 },
             }
         }
     }
 
-    /// An idle connection to `authority` that is still open, not idle too
+    /// An idle connection to `origin` that is still open, not idle too
     /// long, and ready.
-    async fn take_idle(&self, authority: &str) -> Option<SendRequest<Full<Bytes>>> {
+    async fn take_idle(&self, origin: &str) -> Option<Conn> {
         loop {
             let mut conn = {
                 let now = self.inner.clock.now();
                 let mut idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
-                let list = idle.get_mut(authority)?;
+                let list = idle.get_mut(origin)?;
                 loop {
                     let c = list.pop()?;
                     if now.saturating_duration_since(c.since) >= self.inner.idle_timeout {
@@ -320,54 +416,189 @@ impl HttpClient {
                         list.clear();
                         return None;
                     }
-                    if !c.conn.is_closed() {
+                    if !c.conn.send.is_closed() {
                         break c.conn;
                     }
                 }
             };
             // Ready at once unless the previous reply's end is still being
             // processed by the connection task; an error means it closed.
-            if conn.ready().await.is_ok() {
+            if conn.send.ready().await.is_ok() {
                 return Some(conn);
             }
         }
     }
 
-    fn put_idle(&self, authority: &str, conn: SendRequest<Full<Bytes>>) {
-        if conn.is_closed() {
+    fn put_idle(&self, origin: &str, conn: Conn) {
+        if conn.send.is_closed() {
             return;
         }
         let since = self.inner.clock.now();
         let mut idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.entry(authority.to_string()).or_default();
+        let list = idle.entry(origin.to_string()).or_default();
         if list.len() < MAX_IDLE_PER_HOST {
             list.push(Idle { conn, since });
         }
     }
 
-    /// Opens a connection to `authority` (port 80 if none is given).
-    async fn connect(&self, authority: &str) -> Result<SendRequest<Full<Bytes>>, HttpError> {
+    /// Opens a connection to `authority` (port 80 or 443 if none is given),
+    /// TLS-handshaken for `https`; all of it within the connect timeout.
+    async fn connect(&self, scheme: Scheme, authority: &str) -> Result<Conn, HttpError> {
         let addr = if has_port(authority) {
             authority.to_string()
         } else {
-            format!("{authority}:80")
+            format!("{authority}:{}", scheme.default_port())
         };
-        let stream = tokio::time::timeout(self.inner.connect_timeout, TcpStream::connect(&addr))
+        let tls = match scheme {
+            Scheme::Http => None,
+            Scheme::Https => {
+                let Some(connector) = self.inner.tls.clone() else {
+                    return Err(HttpError::new(
+                        Kind::Tls,
+                        &addr,
+                        Some("this client has no TLS configuration".into()),
+                    ));
+                };
+                let name = server_name(authority)
+                    .ok_or_else(|| HttpError::new(Kind::Url, authority, None))?;
+                Some((connector, name))
+            }
+        };
+        let opened = async {
+            let stream = TcpStream::connect(&addr)
+                .await
+                .map_err(|e| HttpError::new(Kind::Connect, &addr, Some(Box::new(e))))?;
+            stream
+                .set_nodelay(true)
+                .map_err(|e| HttpError::new(Kind::Connect, &addr, Some(Box::new(e))))?;
+            match tls {
+                None => handshake(TokioIo::new(stream), &addr, None).await,
+                Some((connector, name)) => {
+                    let stream = connector
+                        .connect(name, stream)
+                        .await
+                        .map_err(|e| HttpError::new(Kind::Tls, &addr, Some(describe_tls(e))))?;
+                    let (tx, rx) = oneshot::channel();
+                    let mut conn = handshake(TokioIo::new(stream), &addr, Some(tx)).await?;
+                    conn.tls_end = Some(rx);
+                    Ok(conn)
+                }
+            }
+        };
+        tokio::time::timeout(self.inner.connect_timeout, opened)
             .await
             .map_err(|_| HttpError::new(Kind::ConnectTimeout, &addr, None))?
-            .map_err(|e| HttpError::new(Kind::Connect, &addr, Some(Box::new(e))))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| HttpError::new(Kind::Connect, &addr, Some(Box::new(e))))?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| HttpError::new(Kind::Connect, &addr, Some(Box::new(e))))?;
-        // The connection task ends when the server closes or the last
-        // sender is dropped; its error is the exchange's to report.
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(sender)
+    }
+}
+
+/// HTTP/1.1 over an open `io`; the connection runs on its own task, which
+/// sends the TLS error it ends on (if any) to `tls_end`.
+async fn handshake<T>(
+    io: TokioIo<T>,
+    addr: &str,
+    tls_end: Option<oneshot::Sender<String>>,
+) -> Result<Conn, HttpError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, connection) = http1::handshake(io)
+        .await
+        .map_err(|e| HttpError::new(Kind::Connect, addr, Some(Box::new(e))))?;
+    // The connection task ends when the server closes or the last
+    // sender is dropped; its error is the exchange's to report.
+    tokio::spawn(async move {
+        if let Err(e) = connection.await
+            && let (Some(tx), Some(t)) = (tls_end, tls_cause(&e))
+        {
+            let _ = tx.send(plain_tls(t));
+        }
+    });
+    Ok(Conn {
+        send,
+        tls_end: None,
+    })
+}
+
+/// The error of an exchange that failed on `conn`: a TLS one if the TLS
+/// layer says why (in `e`'s chain, or reported by the connection's task).
+async fn exchange_failed(
+    conn: &mut Conn,
+    url: &str,
+    e: Box<dyn std::error::Error + Send + Sync>,
+) -> HttpError {
+    if let Some(t) = tls_cause(&*e) {
+        return HttpError::new(Kind::TlsExchange, url, Some(plain_tls(t).into()));
+    }
+    match conn.tls_end().await {
+        Some(why) => HttpError::new(Kind::TlsExchange, url, Some(why.into())),
+        None => HttpError::new(Kind::Exchange, url, Some(e)),
+    }
+}
+
+/// The TLS server name of `authority`: its host without the port, an IP
+/// literal (`[v6]` unbracketed) as an IP address.
+fn server_name(authority: &str) -> Option<ServerName<'static>> {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        &rest[..rest.find(']')?]
+    } else if has_port(authority) {
+        &authority[..authority.rfind(':')?]
+    } else {
+        authority
+    };
+    ServerName::try_from(host.to_string()).ok()
+}
+
+/// The rustls error somewhere in `e`'s source chain, if any.
+fn tls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<rustls::Error>() {
+            return Some(t);
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && let Some(t) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+        {
+            return Some(t);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// A handshake failure in words ([`plain_tls`]), or the I/O error itself.
+fn describe_tls(e: std::io::Error) -> Box<dyn std::error::Error + Send + Sync> {
+    match tls_cause(&e) {
+        Some(t) => plain_tls(t).into(),
+        None => Box::new(e),
+    }
+}
+
+/// A TLS error in words: the certificate problems a user meets (unknown CA,
+/// expired, wrong name) and a server's refusal named plainly, with rustls's
+/// own text.
+fn plain_tls(t: &rustls::Error) -> String {
+    use rustls::CertificateError as C;
+    let plain = match t {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => "the server's certificate is not signed by a trusted CA",
+            C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired",
+            C::NotValidYet | C::NotValidYetContext { .. } => {
+                "the server's certificate is not valid yet"
+            }
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                "the server's certificate is not valid for this host name"
+            }
+            _ => "the server's certificate was refused",
+        },
+        rustls::Error::AlertReceived(_) => {
+            "the server refused the TLS session (a client certificate it does not accept, or none)"
+        }
+        _ => "",
+    };
+    if plain.is_empty() {
+        t.to_string()
+    } else {
+        format!("{plain} ({t})")
     }
 }
 
@@ -381,278 +612,13 @@ fn has_port(authority: &str) -> bool {
 
 #[cfg(test)]
 impl HttpClient {
-    /// Pooled connections to `authority` not yet seen closed.
-    fn idle_open(&self, authority: &str) -> usize {
+    /// Pooled connections to `origin` (`scheme://host:port`) not yet seen closed.
+    fn idle_open(&self, origin: &str) -> usize {
         let idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.get(authority)
-            .map_or(0, |l| l.iter().filter(|c| !c.conn.is_closed()).count())
+        idle.get(origin)
+            .map_or(0, |l| l.iter().filter(|c| !c.conn.send.is_closed()).count())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
-
-    use super::*;
-
-    /// What the test server does with the n-th request (0-based, counted
-    /// over all connections).
-    #[derive(Clone, Copy)]
-    enum Act {
-        /// 200 with a small body, connection kept.
-        Answer,
-        /// 200, then the server closes the connection.
-        AnswerThenClose,
-        /// Reads the request and closes without answering.
-        Vanish,
-        /// 200 with a body larger than [`MAX_REPLY_BYTES`].
-        Huge,
-    }
-
-    struct Server {
-        base: String,
-        authority: String,
-        connections: Arc<AtomicUsize>,
-        requests: Arc<AtomicUsize>,
-    }
-
-    /// A minimal HTTP/1.1 server on loopback that follows `script` (then
-    /// answers everything) and counts connections and requests.
-    async fn server(script: Vec<Act>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let authority = listener.local_addr().unwrap().to_string();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let requests = Arc::new(AtomicUsize::new(0));
-        let (c, r) = (connections.clone(), requests.clone());
-        let script = Arc::new(script);
-        tokio::spawn(async move {
-            loop {
-                let (mut sock, _) = listener.accept().await.unwrap();
-                c.fetch_add(1, Ordering::SeqCst);
-                let (r, script) = (r.clone(), script.clone());
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    loop {
-                        // One request: the head, then Content-Length bytes.
-                        let head_end = loop {
-                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                                break i + 4;
-                            }
-                            let mut chunk = [0u8; 4096];
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        };
-                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse().unwrap());
-                        while buf.len() < head_end + len {
-                            let mut chunk = [0u8; 4096];
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        buf.drain(..head_end + len);
-                        let n = r.fetch_add(1, Ordering::SeqCst);
-                        let act = script.get(n).copied().unwrap_or(Act::Answer);
-                        let body = match act {
-                            Act::Vanish => return,
-                            Act::Huge => vec![b'x'; MAX_REPLY_BYTES + 1],
-                            _ => b"{}".to_vec(),
-                        };
-                        let reply =
-                            format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
-                        if sock.write_all(reply.as_bytes()).await.is_err()
-                            || sock.write_all(&body).await.is_err()
-                        {
-                            return;
-                        }
-                        if let Act::AnswerThenClose = act {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Server {
-            base: format!("http://{authority}"),
-            authority,
-            connections,
-            requests,
-        }
-    }
-
-    fn client() -> HttpClient {
-        HttpClient::new(Duration::from_secs(5))
-    }
-
-    /// A GET that must get an answer; its status.
-    async fn get_status(c: &HttpClient, url: &str) -> u16 {
-        c.send(HttpMethod::Get, url, None).await.unwrap().status
-    }
-
-    #[tokio::test]
-    async fn sequential_exchanges_share_one_connection() {
-        let s = server(vec![]).await;
-        let c = client();
-        for i in 0..5 {
-            let r = c
-                .send(
-                    HttpMethod::Post,
-                    &format!("{}/v1/x/{i}", s.base),
-                    Some(Bytes::from_static(b"{}")),
-                )
-                .await
-                .unwrap();
-            assert_eq!((r.status, &r.body[..]), (200, &b"{}"[..]));
-        }
-        assert_eq!(s.requests.load(Ordering::SeqCst), 5);
-        assert_eq!(s.connections.load(Ordering::SeqCst), 1);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_exchanges_open_at_most_one_connection_each_and_keep_them() {
-        let s = server(vec![]).await;
-        let c = client();
-        let url = format!("{}/v1/x", s.base);
-        for _round in 0..4 {
-            let all = (0..8).map(|_| {
-                let (c, url) = (c.clone(), url.clone());
-                tokio::spawn(async move { c.send(HttpMethod::Get, &url, None).await })
-            });
-            for r in join_all(all).await {
-                assert_eq!(r.unwrap().status, 200);
-            }
-        }
-        assert_eq!(s.requests.load(Ordering::SeqCst), 32);
-        let opened = s.connections.load(Ordering::SeqCst);
-        assert!(
-            (1..=8).contains(&opened),
-            "{opened} connections for 8 at a time"
-        );
-    }
-
-    async fn join_all<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
-        let mut out = Vec::new();
-        for h in handles.collect::<Vec<_>>() {
-            out.push(h.await.unwrap());
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn a_connection_idle_past_the_idle_timeout_is_not_reused() {
-        let s = server(vec![]).await;
-        let c = HttpClient::with_idle_timeout(Duration::from_secs(5), Duration::ZERO);
-        let url = format!("{}/a", s.base);
-        for _ in 0..3 {
-            assert_eq!(get_status(&c, &url).await, 200);
-        }
-        assert_eq!(s.connections.load(Ordering::SeqCst), 3);
-        assert_eq!(s.requests.load(Ordering::SeqCst), 3);
-    }
-
-    #[tokio::test]
-    async fn a_connection_the_server_closed_is_replaced_not_failed() {
-        let s = server(vec![Act::AnswerThenClose]).await;
-        let c = client();
-        let url = format!("{}/a", s.base);
-        assert_eq!(get_status(&c, &url).await, 200);
-        // Wait (with a deadline) until the client has seen the close.
-        tokio::time::timeout(Duration::from_secs(10), async {
-            while c.idle_open(&s.authority) > 0 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .expect("the client never saw the server close the connection");
-        assert_eq!(get_status(&c, &url).await, 200);
-        assert_eq!(s.connections.load(Ordering::SeqCst), 2);
-        assert_eq!(s.requests.load(Ordering::SeqCst), 2);
-    }
-
-    #[tokio::test]
-    async fn a_request_that_may_have_arrived_is_never_sent_again() {
-        // The second request goes out on the reused connection and gets no
-        // answer: an error, and the server saw it exactly once.
-        let s = server(vec![Act::Answer, Act::Vanish]).await;
-        let c = client();
-        let url = format!("{}/v1/locks/k/acquire", s.base);
-        let body = || Some(Bytes::from_static(b"{}"));
-        c.send(HttpMethod::Post, &url, body()).await.unwrap();
-        let e = c.send(HttpMethod::Post, &url, body()).await.unwrap_err();
-        assert!(!e.is_connect(), "{e}");
-        assert_eq!(s.requests.load(Ordering::SeqCst), 2);
-        assert_eq!(s.connections.load(Ordering::SeqCst), 1);
-    }
-
-    #[tokio::test]
-    async fn a_refused_connection_is_a_connect_error() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        drop(l);
-        let e = client()
-            .send(HttpMethod::Get, &format!("http://{addr}/"), None)
-            .await
-            .unwrap_err();
-        assert!(e.is_connect() && !e.is_timeout(), "{e}");
-        assert!(e.to_string().contains(&addr.to_string()), "{e}");
-    }
-
-    #[tokio::test]
-    async fn an_oversized_reply_is_refused() {
-        let s = server(vec![Act::Huge]).await;
-        let e = client()
-            .send(HttpMethod::Get, &format!("{}/", s.base), None)
-            .await
-            .unwrap_err();
-        assert!(e.to_string().contains("exceeds"), "{e}");
-    }
-
-    #[tokio::test]
-    async fn a_bad_url_names_itself() {
-        let e = client()
-            .send(HttpMethod::Get, "https://127.0.0.1:1/", None)
-            .await
-            .unwrap_err();
-        assert!(e.to_string().contains("https://127.0.0.1:1/"), "{e}");
-    }
-
-    #[test]
-    fn split_url_takes_http_urls_and_nothing_else() {
-        assert_eq!(
-            split_url("http://127.0.0.1:7070/v1/sessions"),
-            Some(("127.0.0.1:7070", "/v1/sessions"))
-        );
-        assert_eq!(split_url("http://lock:7070"), Some(("lock:7070", "/")));
-        assert_eq!(split_url("http://[::1]:7070/x"), Some(("[::1]:7070", "/x")));
-        assert_eq!(split_url("http://h/p?q=1"), Some(("h", "/p?q=1")));
-        for bad in [
-            "https://h:1/",
-            "ftp://h/",
-            "h:7070",
-            "http://",
-            "http:///x",
-            "http://u@h/",
-            "http://h?x",
-        ] {
-            assert_eq!(split_url(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn has_port_reads_v4_v6_and_names() {
-        assert!(has_port("127.0.0.1:7070"));
-        assert!(has_port("[::1]:7070"));
-        assert!(has_port("lock:1"));
-        assert!(!has_port("lock"));
-        assert!(!has_port("[::1]"));
-    }
-}
+mod tests;

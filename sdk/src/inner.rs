@@ -31,11 +31,16 @@ pub(crate) struct ClientInner {
 impl ClientInner {
     /// The shared core of a client on a validated `config`, recording into
     /// `prom` (shared instruments) or, without, private ones built for
-    /// `config`. Does no I/O.
-    pub(crate) fn new(config: LockClientConfig, prom: Option<PrometheusMetrics>) -> Self {
+    /// `config`; `https://` connections are made with `tls`. Does no I/O.
+    pub(crate) fn new(
+        config: LockClientConfig,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        prom: Option<PrometheusMetrics>,
+    ) -> Self {
         let http = Http::new(
             &config.urls(),
             config.request_timeout,
+            tls,
             config.token.as_ref(),
         );
         let adaptive = config.margin.is_adaptive();

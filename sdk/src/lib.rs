@@ -54,16 +54,22 @@ pub mod metrics;
 mod session;
 #[cfg(test)]
 mod test_support;
+pub mod tls;
 mod transport;
 
 pub use acquire::{AcquireOptions, Backoff};
 pub use client::LockClient;
 pub use clock::{BootTimeClock, Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
-pub use config::{ApiToken, ConfigError, LockClientConfig, MarginPolicy};
+pub use config::{ApiToken, ConfigError, LockClientConfig, MarginPolicy, TlsSettings};
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
 pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary, PrometheusMetrics};
 pub use session::schedule;
 pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
+
+/// The rustls the SDK is built on (ring provider), so that an
+/// [`HttpClient::with_options`](http::HttpClient::with_options) caller builds
+/// its `ClientConfig` with the same version.
+pub use rustls;
 
 /// The HDR histogram type [`LockClient::rtt_histogram`] (and the corrected and
 /// tick-lag histograms) return (values in µs).

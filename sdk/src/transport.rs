@@ -10,6 +10,10 @@
 //! `send` returned is the *first* attempt's, so the time spent finding the
 //! leader counts against the lease and failover never extends a deadline.
 //! The replica that served last is remembered for the next exchange.
+//! A `leader` named `https://…` (a replica started with an https
+//! `--advertise`) is followed over TLS with the client's one TLS
+//! configuration; a TLS handshake that fails counts as a connection that
+//! could not be opened (the server saw no request).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,14 +109,15 @@ pub(crate) struct Http {
 
 impl Http {
     /// A client for `base_urls` (the first is tried first) whose connections
-    /// time out after `connect_timeout`, sending `token` (if any) as a bearer
-    /// token with every request.
+    /// (TCP and, for `https://`, the TLS handshake with `tls`) time out
+    /// after `connect_timeout`, sending `token` (if any) with every request.
     pub(crate) fn new(
         base_urls: &[String],
         connect_timeout: Duration,
+        tls: Option<Arc<rustls::ClientConfig>>,
         token: Option<&crate::config::ApiToken>,
     ) -> Self {
-        let client = HttpClient::new(connect_timeout)
+        let client = HttpClient::with_options(connect_timeout, crate::http::DEFAULT_IDLE_TIMEOUT, tls)
             .with_authorization(token.map(|t| t.header_value().clone()));
         let bases: Vec<String> = base_urls
             .iter()

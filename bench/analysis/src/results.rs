@@ -216,12 +216,16 @@ macro_rules! cell_row {
             DataFrame::new(rows.len(), columns)
         }
 
-        /// Converts a frame back to rows; every column must be present.
+        /// Converts a frame back to rows; every column must be present
+        /// except those [`absent`] fills in.
         fn from_frame(df: &DataFrame) -> Result<Vec<CellRow>, ReadError> {
             $(
                 let mut $name = <$ty as ColumnType>::read(
-                    df.column(stringify!($name))
-                        .map_err(|_| ReadError::Missing(stringify!($name)))?,
+                    &df.column(stringify!($name))
+                        .cloned()
+                        .ok()
+                        .or_else(|| absent(stringify!($name), df.height()))
+                        .ok_or(ReadError::Missing(stringify!($name)))?,
                 )
                 .map_err(|source| ReadError::Column { name: stringify!($name), source })?
                 .into_iter();
@@ -232,6 +236,13 @@ macro_rules! cell_row {
                 .collect())
         }
     };
+}
+
+/// The value of a column a table written before it existed lacks: `tls`
+/// (issue 28) is `none`, as every earlier run was plain HTTP. `None` for
+/// every other column (then the table is refused).
+fn absent(name: &str, height: usize) -> Option<Column> {
+    (name == "tls").then(|| Column::new("tls".into(), vec!["none"; height]))
 }
 
 cell_row! {
@@ -411,6 +422,9 @@ cell_row! {
     /// Lost idle sessions the cell replaced by a new one, keeping `idle_sessions` open
     /// (their losses are in `session_lost`).
     idle_reopened: u64,
+    /// The transport the workers reached the lock-server over: `none` (plain HTTP) or `tls`
+    /// (`--tls`, issue 28); a table from before the column reads as `none`.
+    tls: String,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),
@@ -440,7 +454,7 @@ pub fn read_results(dir: &Path) -> Result<Vec<CellRow>, BadInput> {
     } else if csv.is_file() {
         let frame = CsvReadOptions::default()
             .with_has_header(true)
-            .with_schema(Some(Arc::new(schema())))
+            .with_schema(Some(Arc::new(csv_schema(&csv))))
             .try_into_reader_with_file_path(Some(csv.clone()))
             .and_then(|r| r.finish())
             .map_err(ReadError::from);
@@ -454,6 +468,22 @@ pub fn read_results(dir: &Path) -> Result<Vec<CellRow>, BadInput> {
             reason: Chain(&e).to_string(),
             path,
         })
+}
+
+/// The schema of the csv at `path`: [`schema`] without the columns its
+/// header lacks that [`absent`] fills in (a table from before `tls`).
+fn csv_schema(path: &Path) -> Schema {
+    let header = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.lines().next().map(str::to_owned))
+        .unwrap_or_default();
+    let present: Vec<&str> = header.split(',').map(|c| c.trim_matches('"')).collect();
+    let full = schema();
+    Schema::from_iter(
+        full.iter()
+            .filter(|(name, _)| present.contains(&name.as_str()) || absent(name, 0).is_none())
+            .map(|(name, dtype)| (name.clone(), dtype.clone())),
+    )
 }
 
 /// [`read_results`] for the output commands: additionally refuses an empty table.

@@ -238,6 +238,20 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             "idle sessions are fencepost SDK sessions; drop --backend etcd",
         ));
     }
+    if args.tls {
+        let why = if !matches!(runtime, Runtime::Process { .. }) {
+            Some("needs --runtime process (the cell makes the lock-server's certificate)")
+        } else if backends.contains(&BackendKind::Etcd) {
+            Some("serves the fencepost lock-server over TLS; drop --backend etcd")
+        } else if args.net_delay.is_some() {
+            Some("does not go through the --net-delay proxy yet; drop one of the two")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(flag("--tls", "", why));
+        }
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
     let out = match &args.out {
         Some(p) => p.clone(),
@@ -275,6 +289,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             backends,
             etcd_url,
             sampling,
+            tls: args.tls,
         },
         cells: grid::cells(&ttls, &margins, &policies, repeat),
         out,

@@ -49,6 +49,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         backends: vec![bench_driver::backend::BackendKind::Fencepost],
         etcd_url: None,
         sampling: Default::default(),
+        tls: false,
     }
 }
 

@@ -189,6 +189,7 @@ impl ChaosConfig {
             conditions: Conditions {
                 net_delay: (!self.replicated()).then_some(LatencySpec::Fixed(Duration::ZERO)),
                 server_pause: None,
+                tls: false,
             },
             // Every operation of the run is checked, from the first one.
             warmup: Duration::ZERO,

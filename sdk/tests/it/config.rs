@@ -71,13 +71,21 @@ fn bad_ttls_are_refused_naming_the_key() {
             .to_string()
             .starts_with("lock.client.base-url=not a url:")
     );
-    // The SDK speaks no TLS: refused when built, not at the first request.
-    let cfg = LockClientConfig::new("https://lock.example:7070");
+    // https:// reads its trust when the client is built: a CA file that
+    // cannot be read is refused then, not at the first request.
+    let cfg = LockClientConfig::new("https://lock.example:7070")
+        .with_tls_ca("/nonexistent/fencepost-ca.pem");
     let err = LockClient::new(cfg).err().unwrap().to_string();
     assert!(
-        err.starts_with("lock.client.base-url=https://lock.example:7070:") && err.contains("TLS"),
+        err.starts_with("lock.client.tls.ca=/nonexistent/fencepost-ca.pem: cannot read"),
         "{err}"
     );
+    // A client certificate without its key is refused, naming the key.
+    let cfg = LockClientConfig::new("https://lock.example:7070").with_tls_ca("/nonexistent/ca.pem");
+    let mut cfg = cfg;
+    cfg.tls.client_cert = Some("/nonexistent/client.pem".into());
+    let err = LockClient::new(cfg).err().unwrap().to_string();
+    assert!(err.starts_with("lock.client.tls.key="), "{err}");
     for ok in [
         "http://127.0.0.1:7070",
         "http://lock:7070/",

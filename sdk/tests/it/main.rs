@@ -14,6 +14,7 @@ mod mock;
 mod prometheus;
 mod real_server;
 mod replicas;
+mod tls;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

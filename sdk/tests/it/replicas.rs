@@ -18,7 +18,7 @@ use fencepost_sdk::{
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A fresh schema in the test database, or `None` to skip (never under CI).
-async fn fresh_pg_url() -> Option<String> {
+pub async fn fresh_pg_url() -> Option<String> {
     let url = match std::env::var("FENCEPOST_TEST_PG_URL") {
         Ok(u) if !u.is_empty() => u,
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {

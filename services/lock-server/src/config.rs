@@ -38,6 +38,8 @@ pub use crate::core::Sabotage;
 ///   lock-server --grace 200ms                    # fixed grace instead of the derived one
 ///   lock-server --store postgres://fp@db:5432/fp --listen 0.0.0.0:7070 \
 ///       --advertise http://lock-1:7070 --leader-lease 5s   # one of several replicas
+///   lock-server --listen 0.0.0.0:7443 --tls-cert lock.crt --tls-key lock.key \
+///       --tls-client-ca clients-ca.crt                     # mutual TLS
 ///
 /// API tokens (docs/security.md): without --auth-tokens any client that
 /// reaches the port may revoke any grant (the server says so at start and
@@ -47,6 +49,11 @@ pub use crate::core::Sabotage;
 ///   lock-server --auth-tokens tokens             # kill -HUP re-reads the file
 /// Clients send Authorization: Bearer TOKEN (the SDK reads FENCEPOST_TOKEN or
 /// FENCEPOST_TOKEN_FILE).
+///
+/// TLS (issue 28): with --tls-cert and --tls-key the server speaks only HTTPS
+/// and prints `listening on https://IP:PORT`; the pair is reloaded on SIGHUP
+/// and when either file changes. --tls-client-ca also requires every client
+/// to present a certificate signed by that CA (mutual TLS).
 #[derive(Debug, Parser)]
 #[command(name = "lock-server", version, verbatim_doc_comment)]
 pub struct Args {
@@ -55,7 +62,7 @@ pub struct Args {
     pub command: Option<Command>,
 
     /// lock.listen: the address to serve on; port 0 picks a free port. Prints
-    /// `listening on http://IP:PORT` once ready.
+    /// `listening on http://IP:PORT` (`https://` with TLS) once ready.
     #[arg(long, env = "LOCK_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
 
@@ -104,8 +111,9 @@ pub struct Args {
     pub clock_quantum: Option<String>,
 
     /// lock.advertise: the base URL other replicas name in NOT_LEADER's
-    /// `leader` when this one leads (postgres:// only). Default: http:// and the
-    /// bound address, unless that is 0.0.0.0 or [::] (then none is named).
+    /// `leader` when this one leads (postgres:// only). Default: http:// (https://
+    /// with TLS) and the bound address, unless that is 0.0.0.0 or [::] (then
+    /// none is named).
     #[arg(long, env = "LOCK_ADVERTISE")]
     pub advertise: Option<String>,
 
@@ -124,6 +132,32 @@ pub struct Args {
     /// revoke any grant).
     #[arg(long, env = "LOCK_AUTH_TOKENS", value_name = "FILE")]
     pub auth_tokens: Option<PathBuf>,
+
+    /// lock.tls.cert: the server certificate, PEM (the leaf first, then any
+    /// intermediates). With --tls-key, the server speaks only HTTPS. Reloaded
+    /// on SIGHUP and when the file changes.
+    #[arg(long, env = "LOCK_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// lock.tls.key: the private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "LOCK_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
+    /// lock.tls.client-ca: require a client certificate signed by a CA in
+    /// this PEM bundle (mutual TLS). Read once, at start.
+    #[arg(long, env = "LOCK_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+/// The TLS files named by `lock.tls.*` (not yet read: see `crate::tls`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// `lock.tls.cert`.
+    pub cert: PathBuf,
+    /// `lock.tls.key`.
+    pub key: PathBuf,
+    /// `lock.tls.client-ca`: mutual TLS when set.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// What `lock-server` does instead of serving.
@@ -212,9 +246,41 @@ impl Args {
                 Some(url)
             }
             None if bound.ip().is_unspecified() => None,
+            None if self.tls_cert.is_some() => Some(format!("https://{bound}")),
             None => Some(format!("http://{bound}")),
         };
         Ok(crate::leader::LeaderConfig::new(advertise, lease))
+    }
+
+    /// The TLS files, or `None` for plain HTTP. A certificate without its
+    /// key (or the reverse), or a client CA without both, is refused.
+    pub fn tls_files(&self) -> Result<Option<TlsFiles>, ConfigError> {
+        let shown = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+            })),
+            (Some(cert), None) => Err(ConfigError {
+                key: "lock.tls.key",
+                value: String::new(),
+                why: format!("must be set with lock.tls.cert ({})", cert.display()),
+            }),
+            (None, Some(key)) => Err(ConfigError {
+                key: "lock.tls.cert",
+                value: String::new(),
+                why: format!("must be set with lock.tls.key ({})", key.display()),
+            }),
+            (None, None) => match shown(&self.tls_client_ca) {
+                Some(ca) => Err(ConfigError {
+                    key: "lock.tls.client-ca",
+                    value: ca,
+                    why: "needs lock.tls.cert and lock.tls.key (mutual TLS is TLS first)".into(),
+                }),
+                None => Ok(None),
+            },
+        }
     }
 
     /// Checks every value and builds the server's [`Limits`].
@@ -369,6 +435,28 @@ mod tests {
             "root",
         ]);
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn tls_files_come_in_pairs_and_switch_the_default_advertise_to_https() {
+        assert_eq!(args(&[]).tls_files().unwrap(), None);
+        let t = args(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]);
+        let files = t.tls_files().unwrap().unwrap();
+        assert_eq!(files.cert, PathBuf::from("c.pem"));
+        assert_eq!(files.client_ca, None);
+        let bound: SocketAddr = "127.0.0.1:7443".parse().unwrap();
+        assert_eq!(
+            t.leader(bound).unwrap().advertise.as_deref(),
+            Some("https://127.0.0.1:7443")
+        );
+        let e = args(&["--tls-cert", "c.pem"]).tls_files().unwrap_err();
+        assert!(e.to_string().starts_with("lock.tls.key="), "{e}");
+        let e = args(&["--tls-key", "k.pem"]).tls_files().unwrap_err();
+        assert!(e.to_string().starts_with("lock.tls.cert="), "{e}");
+        let e = args(&["--tls-client-ca", "ca.pem"])
+            .tls_files()
+            .unwrap_err();
+        assert!(e.to_string().starts_with("lock.tls.client-ca="), "{e}");
     }
 
     #[test]

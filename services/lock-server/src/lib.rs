@@ -6,7 +6,9 @@
 //!
 //! Layout: [`core`] is the pure state machine, [`service`] wires it to a store
 //! and a clock, [`http`] is the C1 surface, [`auth`] its API tokens, [`config`]
-//! the C4 keys, and [`run`] serves a bound listener until a shutdown future resolves.
+//! the C4 keys, [`tls`] the HTTPS transport, and [`run`] (plain HTTP, auth off)
+//! or [`serve`] (API tokens and TLS as configured) serves a bound listener
+//! until a shutdown future resolves.
 
 pub mod auth;
 pub mod config;
@@ -15,6 +17,7 @@ pub mod http;
 pub mod leader;
 pub mod service;
 pub mod store;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,14 +27,15 @@ use fencepost_api::Clock;
 pub use crate::core::Limits;
 pub use crate::service::LockService;
 
-/// Serves `service` on `listener` until `shutdown` resolves, running the
-/// sweeper beside it, with auth off. In-flight requests finish before this returns.
+/// Serves `service` over plain HTTP on `listener` until `shutdown`
+/// resolves, running the sweeper beside it. In-flight requests finish before
+/// this returns.
 pub async fn run(
     listener: tokio::net::TcpListener,
     service: Arc<LockService>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    run_with_auth(listener, service, None, shutdown).await
+    serve(listener, service, None, None, shutdown).await
 }
 
 /// [`run`], with API tokens when `auth` is given (issue 28).
@@ -39,6 +43,32 @@ pub async fn run_with_auth(
     listener: tokio::net::TcpListener,
     service: Arc<LockService>,
     auth: Option<Arc<auth::Authenticator>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve(listener, service, auth, None, shutdown).await
+}
+
+/// As [`run`], over TLS ([`tls::serve`]): every connection is handshaken
+/// with `tls` (mutual TLS when it holds a client CA), whose certificate is
+/// reloaded on SIGHUP and when its files change. `/v1/config` names the mode.
+pub async fn run_tls(
+    listener: tokio::net::TcpListener,
+    service: Arc<LockService>,
+    tls: tls::TlsServer,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve(listener, service, None, Some(tls), shutdown).await
+}
+
+/// Serves `service` on `listener` until `shutdown` resolves: API tokens
+/// when `auth` is given, HTTPS when `tls` is. The sequence every transport
+/// shares: sweeper and elector beside the server, then (once every request
+/// is answered) resign.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: Arc<LockService>,
+    auth: Option<Arc<auth::Authenticator>>,
+    tls: Option<tls::TlsServer>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -73,14 +103,24 @@ pub async fn run_with_auth(
             }
         })
     });
-    let served = axum::serve(listener, http::app_with_auth(service.clone(), auth))
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = shutdown => {}
-                _ = stop_rx.changed() => {}
-            }
-        })
-        .await;
+    let stop = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = stop_rx.changed() => {}
+        }
+    };
+    let served = match tls {
+        None => {
+            axum::serve(listener, http::app_with_auth(service.clone(), auth))
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        Some(tls) => {
+            service.set_tls_mode(tls.mode);
+            let app = http::app_with_auth(service.clone(), auth);
+            tls::serve(listener, app, tls, stop).await
+        }
+    };
     let _ = stop_tx.send(true);
     let _ = sweeper.await;
     if let Some(elector) = elector {

@@ -1,7 +1,8 @@
-//! The `lock-server` binary: parse the C4 options, open the store, bind, print
-//! `listening on http://IP:PORT`, serve until SIGTERM or Ctrl-C. With
-//! `--auth-tokens` it reads the token file first (a bad file: exit 2) and
-//! re-reads it on SIGHUP; `lock-server token new` issues a token instead.
+//! The `lock-server` binary: parse the C4 options, load the TLS files if any,
+//! open the store, bind, print `listening on http://IP:PORT` (`https://` with
+//! TLS), serve until SIGTERM or Ctrl-C. With `--auth-tokens` it reads the
+//! token file first (a bad file: exit 2) and re-reads it on SIGHUP;
+//! `lock-server token new` issues a token instead.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use fencepost_api::MonotonicClock;
 use fencepost_api::auth::{Role, issue_token};
 use lock_server::auth::Authenticator;
 use lock_server::config::{Args, Command, TokenCommand};
+use lock_server::tls::TlsMode;
 
 #[tokio::main]
 async fn main() {
@@ -78,6 +80,18 @@ async fn main() {
             s.as_str()
         );
     }
+    // The TLS files are read before anything is bound or opened: a bad
+    // certificate stops the start with the key and the file named.
+    let tls = match args
+        .tls_files()
+        .and_then(|f| f.map(|f| lock_server::tls::TlsServer::load(&f)).transpose())
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("lock-server: {e}");
+            std::process::exit(2);
+        }
+    };
     let listener = match lock_server::listen(args.listen) {
         Ok(l) => l,
         Err(e) => {
@@ -115,6 +129,16 @@ async fn main() {
     // One election round before announcing: a replica on a free leader row
     // serves from its first request; otherwise it starts as a standby.
     service.elect_once().await;
+    let mode = tls.as_ref().map_or(TlsMode::None, |t| t.mode);
+    service.set_tls_mode(mode);
+    if mode == TlsMode::None && !addr.ip().is_loopback() {
+        tracing::warn!(
+            event = "plaintext",
+            %addr,
+            "lock.tls.cert is not set: every request and reply crosses the network in plaintext; \
+             set --tls-cert and --tls-key (docs/deployment.md, TLS)"
+        );
+    }
     let view = service.config_view();
     tracing::info!(
         store = %view.store,
@@ -124,17 +148,22 @@ async fn main() {
         advertise = service.leader_config().and_then(|c| c.advertise.as_deref()).unwrap_or(""),
         leader_lease_ms = view.leader_lease_ms.unwrap_or(0),
         auth = if auth.is_some() { "tokens" } else { "none" },
+        tls = mode.as_str(),
         %addr,
         "lock-server ready"
     );
     // The clock check of the lease-safety essay: does the kernel's estimate
     // of this host's clock error vouch for lock.clock.offset-max?
     service.log_clock_discipline();
-    println!("listening on http://{addr}");
-    let _ = std::io::stdout().flush();
+    if tls.is_some() {
+        // Installs the SIGHUP handler before the line is printed (tokio keeps
+        // a handler installed for the process's life): a reload asked for as
+        // soon as the line appears reloads instead of killing the server.
+        let _ = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    }
     if let Some(a) = &auth {
-        // Listening before the first request is served: from here on a
-        // SIGHUP re-reads the file instead of ending the process.
+        // Before the line is printed, for the same reason: from here on a
+        // SIGHUP re-reads the token file instead of ending the process.
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
             Ok(hup) => {
                 tokio::spawn(reload_on_sighup(a.clone(), hup));
@@ -145,7 +174,10 @@ async fn main() {
             ),
         }
     }
-    if let Err(e) = lock_server::run_with_auth(listener, service, auth, shutdown_signal()).await {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("listening on {scheme}://{addr}");
+    let _ = std::io::stdout().flush();
+    if let Err(e) = lock_server::serve(listener, service, auth, tls, shutdown_signal()).await {
         eprintln!("lock-server: {e}");
         std::process::exit(1);
     }

@@ -31,13 +31,16 @@ pub fn default_warmup(session_ttl: Duration, lease: Duration, margin: f64) -> Du
 /// the workers finish the payout in hand within one acquire and one rail hop.
 const JOIN_SLACK: Duration = Duration::from_secs(5);
 
-/// Faults and delays injected into a cell (configuration, recorded in its row).
+/// Faults, delays and the transport of a cell (configuration, recorded in its row).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Conditions {
     /// Extra round-trip delay between workers and lock-server (the delay proxy).
     pub net_delay: Option<LatencySpec>,
     /// SIGSTOP/SIGCONT the lock-server on this schedule.
     pub server_pause: Option<PauseSpec>,
+    /// Workers reach the lock-server over TLS (`bench run --tls`): the
+    /// stack makes a CA and a server certificate for the cell.
+    pub tls: bool,
 }
 
 impl Conditions {
@@ -160,6 +163,7 @@ impl CellPlan {
         WorkerEnv {
             backend: stack.backend(),
             lock_url: stack.lock_url().to_string(),
+            tls_ca: stack.tls_ca().map(Into::into),
             rail_url: stack.rail_url().to_string(),
             lease: self.lease,
             session_ttl: self.session_ttl,
@@ -203,6 +207,7 @@ impl CellPlan {
             rail_args: Vec::new(),
             lock_args: Vec::new(),
             db_relays: false,
+            tls: self.conditions.tls,
         }
     }
 }

@@ -15,6 +15,11 @@
 //! workers every URL (comma-separated `lock_url`); CPU seconds per process (issue 12)
 //! read the pids from [`Stack::pids`], the fence-1 trace the rail-stub's log
 //! from [`Stack::rail_log`].
+//!
+//! TLS (issue 28): with [`StackSpec::tls`] the process runtime makes a CA and
+//! a loopback server certificate in the stack's directory, starts every
+//! lock-server with them (`https://` URLs), and hands the CA to the workers
+//! ([`Stack::tls_ca`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -36,6 +41,7 @@ use bench_core::overhead::ProxyOverhead;
 mod error;
 mod launch;
 mod replicas;
+mod tls;
 
 use error::READY_PATIENCE;
 pub use error::StackError;
@@ -95,18 +101,18 @@ pub const REPLICA_LEADER_LEASE: Duration = Duration::from_secs(1);
 
 /// Waits until one of `urls` answers `/readyz` 200 (a replica on PostgreSQL
 /// first takes the leader row, which after a killed predecessor waits out its
-/// lease plus grace).
-async fn await_ready(urls: &[String]) -> Result<(), StackError> {
-    let c = reqwest::Client::builder()
-        .timeout(Duration::from_millis(500))
-        .build()?;
+/// lease plus grace); over TLS trusting `ca` when given.
+async fn await_ready(urls: &[String], ca: Option<&Path>) -> Result<(), StackError> {
+    const PROBE: Duration = Duration::from_millis(500);
+    let c = tls::probe_client(ca, PROBE)?;
     let t = tokio::time::Instant::now();
     loop {
         for u in urls {
-            if c.get(format!("{u}/readyz"))
-                .send()
+            let url = format!("{u}/readyz");
+            let probe = c.send(fencepost_sdk::http::HttpMethod::Get, &url, None);
+            if tokio::time::timeout(PROBE, probe)
                 .await
-                .is_ok_and(|r| r.status() == 200)
+                .is_ok_and(|r| r.is_ok_and(|r| r.status == 200))
             {
                 return Ok(());
             }
@@ -144,6 +150,9 @@ pub struct StackSpec {
     /// Replicas (process runtime, PostgreSQL): each reaches PostgreSQL
     /// through a delay proxy of its own, which faults can cut or delay.
     pub db_relays: bool,
+    /// Serve the lock-server(s) over TLS with a certificate made for the
+    /// stack (process runtime, no delay proxy).
+    pub tls: bool,
 }
 
 /// The services themselves, by runtime.
@@ -196,6 +205,8 @@ pub struct Stack {
     /// The services' own addresses (never the proxy's), by Prometheus job:
     /// `--metrics-listen`'s discovery answer.
     metrics_targets: Vec<(&'static str, String)>,
+    /// The CA the lock-server's certificate chains to, when it serves TLS.
+    tls_ca: Option<PathBuf>,
 }
 
 impl Stack {
@@ -224,6 +235,17 @@ impl Stack {
         .into_iter()
         .chain(spec.rail_args.iter().cloned())
         .collect::<Vec<_>>();
+        let cell_tls = match (&spec.runtime, spec.tls) {
+            (_, false) => None,
+            (_, true) if spec.net_delay.is_some() => {
+                return Err(StackError::TlsUnsupported(
+                    "does not go through the --net-delay proxy yet",
+                ));
+            }
+            (Runtime::Process { .. }, true) => Some(tls::make(dir)?),
+            (_, true) => return Err(StackError::TlsUnsupported("needs --runtime process")),
+        };
+        let tls_ca = cell_tls.as_ref().map(|t| t.ca.clone());
         let mut restart_args = Vec::new();
         let (mut db_relays, mut replica_args) = (Vec::new(), Vec::new());
         let (services, lock_url, rail_url) = match &spec.runtime {
@@ -243,6 +265,9 @@ impl Stack {
                 }
                 let mut args = vec!["--store".to_string(), store];
                 args.extend(lock_args);
+                if let Some(t) = &cell_tls {
+                    args.extend(t.args.iter().cloned());
+                }
                 if replicated {
                     args.extend([
                         "--leader-lease".to_string(),
@@ -260,7 +285,7 @@ impl Stack {
                     .chain(standbys.iter().map(|s| s.url()))
                     .collect();
                 if replicated {
-                    await_ready(&lock_urls).await?;
+                    await_ready(&lock_urls, tls_ca.as_deref()).await?;
                 }
                 let rail_url = rail.url();
                 let lock = Arc::new(Mutex::new(lock));
@@ -308,7 +333,7 @@ impl Stack {
                     log_dir: dir.to_path_buf(),
                 })
                 .await?;
-                await_ready(&d.replica_urls()).await?;
+                await_ready(&d.replica_urls(), None).await?;
                 let urls = (d.lock_url.clone(), d.rail_url.clone());
                 (Services::Docker(Box::new(d)), urls.0, urls.1)
             }
@@ -369,6 +394,7 @@ impl Stack {
             db_relays,
             lock_restarts: 0,
             metrics_targets,
+            tls_ca,
         };
         let targets = stack.fault_targets();
         if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
@@ -392,6 +418,12 @@ impl Stack {
     /// The lock service behind [`Stack::lock_url`].
     pub fn backend(&self) -> BackendKind {
         self.backend
+    }
+
+    /// The CA (PEM) the lock-server's certificate chains to, when the stack
+    /// serves TLS ([`StackSpec::tls`]): what every SDK client must trust.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls_ca.as_deref()
     }
 
     /// The services as Prometheus targets of `cell`, one group per job
@@ -593,6 +625,7 @@ mod tests {
             rail_args: Vec::new(),
             lock_args: Vec::new(),
             db_relays: false,
+            tls: false,
         }
     }
 

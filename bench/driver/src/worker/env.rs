@@ -22,6 +22,9 @@ pub struct WorkerEnv {
     pub backend: BackendKind,
     /// The lock-server (or the delay proxy in front of it), or etcd's client URL.
     pub lock_url: String,
+    /// The CA bundle the SDK trusts for an `https://` `lock_url` (`bench run
+    /// --tls`: the cell's own CA); `None`: plain HTTP.
+    pub tls_ca: Option<std::path::PathBuf>,
     /// The rail-stub.
     pub rail_url: String,
     /// The lease each acquire asks for.

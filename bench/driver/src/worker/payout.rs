@@ -76,6 +76,10 @@ pub fn sdk_client(env: &WorkerEnv, idx: u64) -> Result<LockClient, BuildError> {
         .with_default_ttl(env.lease)
         .with_request_timeout(request_timeout(env))
         .with_seed(env.seed.wrapping_add(idx));
+    let config = match &env.tls_ca {
+        Some(ca) => config.with_tls_ca(ca),
+        None => config,
+    };
     Ok(match &env.prometheus {
         Some(p) => LockClient::with_prometheus(config, p.clone())?,
         None => LockClient::new(config)?,

@@ -129,6 +129,7 @@ pub(crate) fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         stopped_by: "duration".into(),
         lock_server_rss_peak_kb: 9000.0,
         idle_reopened: 0,
+        tls: "none".into(),
     }
 }
 

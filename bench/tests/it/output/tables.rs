@@ -50,6 +50,32 @@ fn results_round_trip_through_parquet_and_csv_in_column_order() {
     assert_eq!(read_results(dir.path()).unwrap(), rows, "csv fallback");
 }
 
+/// A table written before the `tls` column (issue 28) reads as plain HTTP,
+/// from parquet and from csv.
+#[test]
+fn a_table_without_the_tls_column_reads_as_plain_http() {
+    let dir = Scratch::new("no-tls");
+    let mut rows = trigger_rows();
+    for r in &mut rows {
+        r.tls = "tls".into();
+    }
+    write_results(dir.path(), &rows).unwrap();
+    // The csv without its last column, as an older bench wrote it.
+    let csv = dir.path().join("results.csv");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let old: Vec<String> = text
+        .lines()
+        .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+        .collect();
+    assert!(old[0].ends_with("idle_reopened"), "{}", old[0]);
+    std::fs::write(&csv, old.join("\n") + "\n").unwrap();
+    std::fs::remove_file(dir.path().join("results.parquet")).unwrap();
+    let back = read_results(dir.path()).unwrap();
+    assert_eq!(back.len(), rows.len());
+    assert!(back.iter().all(|r| r.tls == "none"), "{:?}", back[0].tls);
+    assert_eq!(back[0].idle_reopened, rows[0].idle_reopened);
+}
+
 /// "Not measured" is NaN, never 0, and survives both formats (a docker
 /// runtime's services have no pid to read CPU seconds from).
 #[test]

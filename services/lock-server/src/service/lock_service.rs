@@ -6,7 +6,7 @@
 //! mutation's persist-and-apply half to its end.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use fencepost_api::clock::{Clock, MonoTime};
@@ -17,6 +17,7 @@ use super::metrics::Metrics;
 use crate::core::{Caps, Limits, LockTable};
 use crate::leader::{LeaderConfig, LeaderState, Role};
 use crate::store::{Fence, LockStore, StoreError};
+use crate::tls::TlsMode;
 
 /// A serving lock-server's state. Cheap to share behind an `Arc`.
 pub struct LockService {
@@ -34,6 +35,8 @@ pub struct LockService {
     pub counters: Counters,
     /// The `/metrics` registry and the latency histograms.
     pub(super) metrics: Metrics,
+    /// The transport security `/v1/config` reports; set once when serving over TLS.
+    pub(super) tls_mode: OnceLock<TlsMode>,
 }
 
 /// The lock table and the takeover it was loaded at.
@@ -113,6 +116,7 @@ impl LockService {
             store,
             counters: Counters::default(),
             metrics: Metrics::new(me.clone(), commit_duration),
+            tls_mode: OnceLock::new(),
         }))
     }
 
@@ -143,6 +147,7 @@ impl LockService {
             store,
             counters: Counters::default(),
             metrics: Metrics::new(me.clone(), commit_duration),
+            tls_mode: OnceLock::new(),
         }))
     }
 
@@ -206,6 +211,18 @@ impl LockService {
     /// How this replica takes part in the election (`None`: single-node).
     pub fn leader_config(&self) -> Option<&LeaderConfig> {
         self.leader_cfg.as_ref()
+    }
+
+    /// Records the transport security this service is served with
+    /// ([`crate::run_tls`] sets it; the first call wins). `/v1/config`
+    /// reports it; until set it is [`TlsMode::None`].
+    pub fn set_tls_mode(&self, mode: TlsMode) {
+        let _ = self.tls_mode.set(mode);
+    }
+
+    /// The transport security this service is served with.
+    pub fn tls_mode(&self) -> TlsMode {
+        self.tls_mode.get().copied().unwrap_or_default()
     }
 
     /// The store.

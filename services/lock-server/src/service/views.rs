@@ -55,6 +55,7 @@ impl LockService {
             clock: Some(self.clock_view()),
             // The router fills it in: it is the one that knows the auth mode.
             auth: None,
+            tls: self.tls_mode().as_str().to_string(),
         }
     }
 

@@ -14,3 +14,4 @@ mod replicas;
 mod semantics;
 mod store_suite;
 mod support;
+mod tls;

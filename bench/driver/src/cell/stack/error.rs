@@ -37,6 +37,13 @@ pub enum StackError {
     /// The readiness client could not be built (a broken installation): report it.
     #[error(transparent)]
     Client(#[from] reqwest::Error),
+    /// `--tls` on a runtime or with a fault it does not support yet (it needs
+    /// `--runtime process`, the fencepost backend and no `--net-delay`).
+    #[error("--tls {0}")]
+    TlsUnsupported(&'static str),
+    /// The TLS probe client could not be built from the cell's CA.
+    #[error("--tls: {0}")]
+    TlsClient(#[from] fencepost_sdk::ConfigError),
     /// No replica served `/readyz` in time: check the lock-servers' logs and
     /// the PostgreSQL they share.
     #[error("no lock-server of {urls:?} served within {READY_PATIENCE:?}")]
