@@ -117,8 +117,9 @@ impl Http {
         tls: Option<Arc<rustls::ClientConfig>>,
         token: Option<&crate::config::ApiToken>,
     ) -> Self {
-        let client = HttpClient::with_options(connect_timeout, crate::http::DEFAULT_IDLE_TIMEOUT, tls)
-            .with_authorization(token.map(|t| t.header_value().clone()));
+        let client =
+            HttpClient::with_options(connect_timeout, crate::http::DEFAULT_IDLE_TIMEOUT, tls)
+                .with_authorization(token.map(|t| t.header_value().clone()));
         let bases: Vec<String> = base_urls
             .iter()
             .map(|b| b.trim_end_matches('/').to_string())
