@@ -66,7 +66,7 @@ pub mod window;
 
 /// The boxed future a [`RemoteWorker`] returns (defined with the worker).
 pub use crate::worker::BoxFuture;
-pub use faults::Fault;
+pub use faults::{Fault, FaultNotApplied};
 pub use measurement::{Measurement, WriteError, ledger_delta, save_blocks};
 pub use plan::{CellPlan, Conditions, Sampling, StoppedBy, WARMUP_PERIODS, default_warmup};
 pub use pool::{

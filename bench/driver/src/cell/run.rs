@@ -20,6 +20,7 @@ use fencepost_sdk::prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::cell::faults::FaultNotApplied;
 use crate::cell::measurement::{Measurement, ledger_delta};
 use crate::cell::plan::{CellPlan, StoppedBy};
 use crate::cell::pool::{Pool, PoolError, SpawnRemote};
@@ -53,6 +54,9 @@ pub enum CellError {
         /// The cell's id.
         cell: String,
     },
+    /// A fault schedule of the cell fell due and was never applied.
+    #[error(transparent)]
+    FaultNotApplied(#[from] FaultNotApplied),
     /// A schedule's own failure (an experiment's rounds, faults or worker
     /// processes): that error is this one's message and causes, and says
     /// what to do.
@@ -472,7 +476,7 @@ pub async fn measure(
     // Read before the join: the services still run (the stack stops them after).
     let rss_peak_kb = stack.pids().and_then(|(lock, _)| cpu::peak_rss_kb(lock));
     // Faults stop before the join, so a paused server cannot hold a worker up.
-    stack.stop_faults().await;
+    let faults = stack.stop_faults().await;
     let workers = pool.finish(plan.join_grace()).await?;
     if let Some(t) = &hooks.telemetry {
         // One scrape of the final counts, then the services leave discovery.
@@ -485,6 +489,8 @@ pub async fn measure(
     if ended? == Ended::Interrupted {
         return Ok(None);
     }
+    // A fault the row names but the window never had: no row at all.
+    faults?;
     let Some(w) = opened else {
         return Err(CellError::NoWindow {
             cell: plan.id.clone(),

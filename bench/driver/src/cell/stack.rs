@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use crate::backend::BackendKind;
 use crate::backend::etcd::server::EtcdServer;
-use crate::cell::faults::{Fault, FaultTargets, FaultTasks};
+use crate::cell::faults::{Fault, FaultNotApplied, FaultTargets, FaultTasks};
 use crate::docker::{self, DockerServices, DockerSpec, Postgres};
 use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
 use crate::rail::RailClient;
@@ -550,16 +550,19 @@ impl Stack {
         }
     }
 
-    /// Stops the fault schedules; every service is running again when this returns.
-    pub async fn stop_faults(&mut self) {
-        if let Some(t) = self.fault_tasks.take() {
-            t.stop().await;
+    /// Stops the fault schedules; every service is running again when this
+    /// returns. An error names a fault that fell due and was never applied.
+    pub async fn stop_faults(&mut self) -> Result<(), FaultNotApplied> {
+        match self.fault_tasks.take() {
+            Some(t) => t.stop().await,
+            None => Ok(()),
         }
     }
 
     /// Stops everything: faults, the proxy, then the services.
     pub async fn stop(mut self) {
-        self.stop_faults().await;
+        // Stopping, not measuring: a missed fault was reported by the cell.
+        let _ = self.stop_faults().await;
         self.shut_down();
     }
 
