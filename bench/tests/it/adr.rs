@@ -171,6 +171,33 @@ fn the_document_covers_every_trigger_and_derives_the_revision() {
     assert!(md.contains("projection.csv`: **not measured in this pack**"));
 }
 
+/// Issue 28: the pack states the transport each condition was measured
+/// over, read from the rows' `tls` column, never assumed.
+#[test]
+fn every_condition_names_the_transport_its_cells_ran_over() {
+    let dir = Scratch::new("adr-transport");
+    fixture(dir.path());
+    let md = render(&load(dir.path()).unwrap());
+    assert!(md.contains("workers, plain HTTP]"), "{md}");
+    assert!(!md.contains(", TLS]"), "no cell ran with --tls: {md}");
+    // The same sweep measured with --tls, one cell of the pause sweep plain.
+    let mut rows = Vec::new();
+    for lease in [1000, 2000] {
+        for m in [0.1, 0.3, 0.5] {
+            let mut r = scaled(&format!("ttl={}s_margin={m:.2}", lease / 1000), m, lease);
+            r.tls = "tls".into();
+            rows.push(r);
+        }
+    }
+    write_sweep(&dir.path().join("sweep"), &rows);
+    let md = render(&load(dir.path()).unwrap());
+    assert!(md.contains("workers, TLS]"), "{md}");
+    assert!(
+        md.contains("workers, plain HTTP]"),
+        "the pause sweep ran plain: {md}"
+    );
+}
+
 /// §12's machine load is read from each step's own manifest: a recorded
 /// reading shows as the step's busy cores, a step without one as "—".
 #[test]

@@ -59,8 +59,20 @@ fn measured_only(ev: &Evidence) -> Vec<Condition> {
     ev.production_rtt.iter().map(measured_production).collect()
 }
 
-/// The load of a condition's cells, as a name suffix: ` [16 workers + 100
-/// idle sessions]`; a range where the cells differ.
+/// The transport a condition's cells reached the lock-server over (the
+/// `tls` column, issue 28): `plain HTTP`, `TLS`, or both where they differ.
+fn transport_of(rows: &[&CellRow]) -> &'static str {
+    let tls = rows.iter().filter(|r| r.tls == "tls").count();
+    match tls {
+        0 => "plain HTTP",
+        n if n == rows.len() => "TLS",
+        _ => "plain HTTP and TLS",
+    }
+}
+
+/// The load of a condition's cells and the transport they ran over, as a
+/// name suffix: ` [16 workers + 100 idle sessions, plain HTTP]`; a range
+/// where the cells differ.
 fn load_of(rows: &[&CellRow]) -> String {
     let range = |v: Vec<u32>| {
         let (lo, hi) = (v.iter().min().copied(), v.iter().max().copied());
@@ -75,10 +87,14 @@ fn load_of(rows: &[&CellRow]) -> String {
     }
     let workers = range(rows.iter().map(|r| r.workers).collect());
     let idle: Vec<u32> = rows.iter().map(|r| r.idle_sessions).collect();
+    let transport = transport_of(rows);
     if idle.iter().all(|n| *n == 0) {
-        format!(" [{workers} workers]")
+        format!(" [{workers} workers, {transport}]")
     } else {
-        format!(" [{workers} workers + {} idle sessions]", range(idle))
+        format!(
+            " [{workers} workers + {} idle sessions, {transport}]",
+            range(idle)
+        )
     }
 }
 
