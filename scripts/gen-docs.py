@@ -663,6 +663,45 @@ def gen_peer_wrk(here: Path) -> str:
     )
 
 
+def gen_peer_ab(here: Path) -> str:
+    """Interleaved A/B runs of heartbeat-path changes (data/peer-limits/ab/, issue 27)."""
+    runs = [("server-path", "the server's L2 path, same `{}` body"),
+            ("no-body", "the server's path and no heartbeat body (the SDK's L2 now)"),
+            ("reply-in-place", "one table lookup and the reply written in place, on top")]
+    rows, rels = [], []
+    for name, what in runs:
+        rel = f"data/peer-limits/ab/{name}.csv"
+        path = ROOT / rel
+        if not path.is_file():
+            raise Missing(rel)
+        lines = path.read_text().splitlines()
+        first = lines[0].lstrip("# ") if lines and lines[0].startswith("#") else ""
+        recs = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+        by: dict[str, dict[str, dict]] = {}
+        for r in recs:
+            by.setdefault(r["pair"], {})[r["build"]] = r
+        pairs = [p for p in by.values() if "a" in p and "b" in p]
+        speed = [num(p["b"]["heartbeat_per_s"]) / num(p["a"]["heartbeat_per_s"]) for p in pairs]
+        ratio = {b: [num(p[b]["heartbeat_over_healthz"]) for p in pairs] for b in "ab"}
+        sm, slo, shi, _ = spread(speed)
+        verdict = "kept: every pair faster" if slo > 1 else "dropped: not shown in every pair"
+        def mmm(v):
+            m, lo, hi, _ = spread(v)
+            return f"{m:.2f} ({lo:.2f}–{hi:.2f})"
+        rows.append([what, str(len(pairs)), f"**{sm:.3f}×** ({slo:.3f}–{shi:.3f})",
+                     mmm(ratio["a"]), mmm(ratio["b"]), verdict])
+        rels.append((rel, first))
+    return (
+        table(["change (B against A)", "pairs", "B ÷ A heartbeats/s", "A heartbeat ÷ healthz", "B heartbeat ÷ healthz", "verdict"],
+              rows, ["l", "r", "r", "r", "r", "l"])
+        + "\n\nMedian (min–max) over interleaved pairs in one run each (`scripts/ab-heartbeat.sh`: both builds "
+        "serving at once on `memory:`, `wrk -t1 -c16` for 4 s per load, the order alternating by pair); a change is "
+        "kept only when B is faster in every pair. What each run compared, from its file: "
+        + "; ".join(f"{link(here, rel, Path(rel).name)}: {first}" for rel, first in rels)
+        + "."
+    )
+
+
 def gen_peer_floor(here: Path) -> str:
     """Heartbeat ÷ floor per system and clients (data/peer-limits/, issue 27)."""
     rows = read_run("peer-limits", "peer.csv")
@@ -1037,6 +1076,7 @@ GENERATORS = {
     "peer-floor": gen_peer_floor,
     "peer-ceiling": gen_peer_ceiling,
     "peer-wrk": gen_peer_wrk,
+    "peer-ab": gen_peer_ab,
     "peer-sessions": gen_peer_sessions,
     "chaos-docker-replicas": gen_chaos_docker_replicas,
     "failover": gen_failover,

@@ -26,10 +26,10 @@ base="http://127.0.0.1:$port"
 for _ in $(seq 100); do curl -fs "$base/healthz" >/dev/null && break; sleep 0.05; done
 sid=$(curl -fs -XPOST "$base/v1/sessions" -H 'content-type: application/json' \
   -d '{"owner_id":"wrk","ttl_ms":600000}' | python3 -c 'import sys,json; print(json.load(sys.stdin)["session_id"])')
+# L2 as the SDK sends it: no body (C1 allows an empty one).
 cat >"$work/hb.lua" <<LUA
 wrk.method = "POST"
-wrk.body = "{}"
-wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Content-Length"] = "0"
 wrk.path = "/v1/sessions/$sid/heartbeat"
 LUA
 rate() { awk '/Requests\/sec/ {print $2}'; }

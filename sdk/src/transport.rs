@@ -185,8 +185,9 @@ impl Http {
         timeout: Duration,
     ) -> Reply<HeartbeatReply> {
         let id = encode_key(session_id);
-        let mut call = Call::new(HttpMethod::Post, format!("/v1/sessions/{id}/heartbeat"));
-        call.body = Some(Bytes::from_static(b"{}"));
+        // No body: C1 allows an empty one, and the server then neither
+        // collects nor parses it (issue 27: the heartbeat is the hot path).
+        let call = Call::new(HttpMethod::Post, format!("/v1/sessions/{id}/heartbeat"));
         self.json(clock, &call, timeout, None).await
     }
 

@@ -33,7 +33,9 @@ pub struct PeerPlan {
     pub etcd_url: Option<String>,
     /// The PostgreSQL cluster's directory (`--pg-dir`), where the postgres
     /// store's fsync ceiling is measured; without it that ceiling is not.
-    #[serde(default)]
+    /// Not written to the manifest: it is a scratch path of the machine that
+    /// ran (the rows say whether the ceiling was measured).
+    #[serde(default, skip_serializing)]
     pub pg_dir: Option<PathBuf>,
     /// The HTTP clients that drive the lock-server (`--http-client`), in order.
     pub http_clients: Vec<PeerHttpClient>,

@@ -271,13 +271,10 @@ async fn fencepost_op(
 ) -> Result<(), String> {
     match op {
         PeerOp::Heartbeat => {
-            let resp = timed(http.send(
-                HttpMethod::Post,
-                &urls.heartbeat,
-                Some(Bytes::from_static(b"{}")),
-            ))
-            .await
-            .map_err(|e| format!("L2: {e}"))?;
+            // No body, as the SDK sends it (C1 allows an empty one).
+            let resp = timed(http.send(HttpMethod::Post, &urls.heartbeat, None))
+                .await
+                .map_err(|e| format!("L2: {e}"))?;
             if resp.status != 200 {
                 let body = String::from_utf8_lossy(&resp.body);
                 return Err(format!("L2: {} {body}", resp.status));

@@ -258,7 +258,8 @@ impl Conn {
         match (self, handle) {
             (Conn::Fencepost { http, .. }, Handle::Session { heartbeat, .. }) => {
                 let r = http
-                    .send(HttpMethod::Post, heartbeat, Some(Bytes::from_static(b"{}")))
+                    // No body, as the SDK sends it.
+                    .send(HttpMethod::Post, heartbeat, None)
                     .await
                     .map_err(ConnError::Http)?;
                 if r.status != 200 {

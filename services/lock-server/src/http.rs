@@ -3,10 +3,11 @@
 //! ([`ApiError`]'s `IntoResponse`). Client mistakes are 4xx with a JSON body
 //! `{"code","message"}`; only the store's failure is a 5xx, and it changes nothing.
 //!
-//! **API tokens (issue 28).** Every request but the probes (`/healthz`,
-//! `/readyz`) first passes [`authenticate`]: with `--auth-tokens` a request
+//! **API tokens (issue 28).** With `--auth-tokens`, every request but the
+//! probes (`/healthz`, `/readyz`) first passes [`authenticate`]: a request
 //! without a known bearer token is `401 UNAUTHENTICATED` (with
-//! `WWW-Authenticate: Bearer`) before anything else is read; with auth off
+//! `WWW-Authenticate: Bearer`) before anything else is read. With auth off
+//! that layer is not installed (it would only mark every request open) and
 //! every request passes, as before. Each handler then checks what the
 //! principal may do — its role, its key scope — before it calls the service
 //! (`403 FORBIDDEN`, nothing changed), and the service checks the session
@@ -15,10 +16,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Extension;
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -120,10 +121,50 @@ pub fn app(service: Arc<LockService>) -> Router {
     app_with_auth(service, None)
 }
 
+/// The handlers' state: the service, and whether [`authenticate`] runs in
+/// front of them (so [`Who`] can tell auth off from a request that skipped
+/// the layer, and fail closed on the latter).
+#[derive(Clone)]
+struct AppState {
+    service: Arc<LockService>,
+    auth_on: bool,
+}
+
+impl FromRef<AppState> for Arc<LockService> {
+    fn from_ref(state: &AppState) -> Self {
+        Arc::clone(&state.service)
+    }
+}
+
+/// What the request proved ([`RequestAuth`]), for a handler: what
+/// [`authenticate`] put in its extensions with auth on; open with auth off,
+/// where that layer is not installed. A request without one on a server
+/// with auth on is refused (401), never served as open.
+struct Who(RequestAuth);
+
+impl FromRequestParts<AppState> for Who {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        match parts.extensions.remove::<RequestAuth>() {
+            Some(proved) => Ok(Who(proved)),
+            None if !state.auth_on => Ok(Who(RequestAuth::open())),
+            None => Err(ApiError::new(
+                LockErrorCode::Unauthenticated,
+                "this server requires an API token: send Authorization: Bearer TOKEN",
+            )),
+        }
+    }
+}
+
 /// The router for one lock-server; with `auth`, every request but the
 /// probes needs a bearer token from its file (issue 28).
 pub fn app_with_auth(service: Arc<LockService>, auth: Option<Arc<Authenticator>>) -> Router {
-    Router::new()
+    let state = AppState {
+        service,
+        auth_on: auth.is_some(),
+    };
+    let routes = Router::new()
         .route("/v1/sessions", post(create_session))
         .route("/v1/sessions/{session_id}/heartbeat", post(heartbeat))
         .route("/v1/sessions/{session_id}", delete(delete_session))
@@ -152,10 +193,13 @@ pub fn app_with_auth(service: Arc<LockService>, auth: Option<Arc<Authenticator>>
                 "method not allowed on this path; see C1 (L1-L8)",
             )
         })
-        .layer(axum::middleware::from_fn(refuse_declared_oversize))
+        .layer(axum::middleware::from_fn(refuse_declared_oversize));
+    let routes = match auth {
         // Outermost: a request without a known token learns nothing else.
-        .layer(axum::middleware::from_fn_with_state(auth, authenticate))
-        .with_state(service)
+        Some(auth) => routes.layer(axum::middleware::from_fn_with_state(auth, authenticate)),
+        None => routes,
+    };
+    routes.with_state(state)
 }
 
 /// The probes, open without a token so orchestrators can reach them.
@@ -168,28 +212,26 @@ fn is_probe(path: &str) -> bool {
 /// token, or `401 UNAUTHENTICATED` (missing, malformed or unknown token)
 /// before the request reaches any handler. The probes pass without one.
 async fn authenticate(
-    State(auth): State<Option<Arc<Authenticator>>>,
+    State(auth): State<Arc<Authenticator>>,
     mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let proved = match &auth {
-        None => RequestAuth::open(),
-        Some(_) if is_probe(req.uri().path()) => RequestAuth::open(),
-        Some(a) => {
-            let header = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .map(HeaderValue::as_bytes);
-            match a.authenticate(header) {
-                Some(p) => RequestAuth::as_principal(p),
-                None => {
-                    let why = if header.is_none() {
-                        "this server requires an API token: send Authorization: Bearer TOKEN"
-                    } else {
-                        "the Authorization header is not Bearer TOKEN, or the token is not known to this server"
-                    };
-                    return ApiError::new(LockErrorCode::Unauthenticated, why).into_response();
-                }
+    let proved = if is_probe(req.uri().path()) {
+        RequestAuth::open()
+    } else {
+        let header = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        match auth.authenticate(header) {
+            Some(p) => RequestAuth::as_principal(p),
+            None => {
+                let why = if header.is_none() {
+                    "this server requires an API token: send Authorization: Bearer TOKEN"
+                } else {
+                    "the Authorization header is not Bearer TOKEN, or the token is not known to this server"
+                };
+                return ApiError::new(LockErrorCode::Unauthenticated, why).into_response();
             }
         }
     };
@@ -278,7 +320,7 @@ fn session_of(path: Result<Path<String>, PathRejection>) -> ApiResult<String> {
 
 async fn create_session(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
@@ -291,16 +333,22 @@ async fn create_session(
     Ok((StatusCode::CREATED, Json(granted)).into_response())
 }
 
+/// L2. The hot path of a fleet (issue 27): the request's headers are read
+/// in place, never copied, and a body known to be empty (C1 allows it; the
+/// SDK sends none) is not collected or parsed.
 async fn heartbeat(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> ApiResult<Json<HeartbeatReply>> {
     ApiError::forbid(who.refuse_sessions())?;
     let id = session_of(path)?;
-    let _: serde_json::Map<String, serde_json::Value> = read_json(&headers, body, true).await?;
+    let (parts, body) = req.into_parts();
+    if !body.is_end_stream() {
+        let _: serde_json::Map<String, serde_json::Value> =
+            read_json(&parts.headers, body, true).await?;
+    }
     let ttl = s.heartbeat_as(who.caller(), &id).await?;
     Ok(Json(HeartbeatReply {
         ttl_ms: ttl.as_millis() as u64,
@@ -310,7 +358,7 @@ async fn heartbeat(
 
 async fn delete_session(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<StatusCode> {
     ApiError::forbid(who.refuse_sessions())?;
@@ -342,7 +390,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for KeyCall<T> {
 /// (the reply serialised, the store's commit included).
 async fn acquire(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     req: Request,
 ) -> ApiResult<Response> {
     // A latency figure, no expiry decision: real elapsed time even when the
@@ -362,7 +410,7 @@ async fn acquire(
 
 async fn renew(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     KeyCall { key, body }: KeyCall<RenewRequest>,
 ) -> ApiResult<Response> {
     ApiError::forbid(who.refuse_key(&key))?;
@@ -380,7 +428,7 @@ async fn renew(
 
 async fn release(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     KeyCall { key, body }: KeyCall<ReleaseRequest>,
 ) -> ApiResult<StatusCode> {
     ApiError::forbid(who.refuse_key(&key))?;
@@ -391,7 +439,7 @@ async fn release(
 
 async fn revoke(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     KeyCall { key, body }: KeyCall<RevokeRequest>,
 ) -> ApiResult<Response> {
     ApiError::forbid(who.refuse_unless_admin("L8 revoke"))?;
@@ -406,7 +454,7 @@ async fn revoke(
 
 async fn info(
     State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
+    Who(who): Who,
     path: Result<Path<String>, PathRejection>,
 ) -> ApiResult<Response> {
     let key = key_of(path)?;
@@ -414,10 +462,7 @@ async fn info(
     Ok(Json(s.info(&key).await?).into_response())
 }
 
-async fn config(
-    State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
-) -> ApiResult<Response> {
+async fn config(State(s): State<Arc<LockService>>, Who(who): Who) -> ApiResult<Response> {
     ApiError::forbid(who.refuse_unless_monitor("GET /v1/config"))?;
     let mut view = s.config_view();
     view.auth = Some(who.mode().to_string());
@@ -429,10 +474,7 @@ async fn readyz(State(s): State<Arc<LockService>>) -> ApiResult<&'static str> {
     Ok("ready\n")
 }
 
-async fn metrics(
-    State(s): State<Arc<LockService>>,
-    Extension(who): Extension<RequestAuth>,
-) -> ApiResult<Response> {
+async fn metrics(State(s): State<Arc<LockService>>, Who(who): Who) -> ApiResult<Response> {
     ApiError::forbid(who.refuse_unless_monitor("GET /metrics"))?;
     Ok((
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
