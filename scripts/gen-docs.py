@@ -663,6 +663,74 @@ def gen_peer_wrk(here: Path) -> str:
     )
 
 
+def gen_peer_grant_profile(here: Path) -> str:
+    """Where the CPU of 64 clients' grants goes (data/peer-limits/profile-grants.txt, issue 27)."""
+    rel = "data/peer-limits/profile-grants.txt"
+    path = ROOT / rel
+    if not path.is_file():
+        raise Missing(rel)
+    sections: dict[str, list[tuple[str, str]]] = {}
+    runs, current = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("# ["):
+            runs.append(line[2:].strip())
+        elif line.startswith("## "):
+            current = line[3:].strip()
+            sections[current] = []
+        elif current and line.strip():
+            share, _, what = line.strip().partition("  ")
+            sections[current].append((share, what.strip()))
+    procs = sections.get("share of all samples by process", [])[:6]
+    if not procs:
+        raise Missing(f"{rel}: no share by process")
+    objs = sections.get("lock-server: by shared object (share of all samples)", [])[:4]
+    syms = sections.get("lock-server: top symbols (share of all samples)", [])[:5]
+    loads = "; ".join(f"`{r}`" for r in runs)
+    return (
+        table(["process (all samples of the run)", "share"],
+              [[("idle (`swapper`)" if w == "swapper" else f"`{w}`"), s] for s, w in procs], ["l", "r"])
+        + "\n\n"
+        + table(["lock-server: shared object", "share of all samples"], [[f"`{w}`", s] for s, w in objs], ["l", "r"])
+        + "\n\n"
+        + table(["lock-server: hottest symbols", "share of all samples"],
+                [[f"`{' '.join(w.split()[1:])[:90]}` ({w.split()[0]})", s] for s, w in syms], ["l", "r"])
+        + f"\n\n`scripts/profile-grants.sh`: one `bench peer --ops grant --concurrency 64` (every store, etcd beside them) under a system-wide perf profile (software clock); its measurements: {loads}. "
+        + f"Source: {link(here, rel)}."
+    )
+
+
+def gen_peer_pg_floor(here: Path) -> str:
+    """One client's grants: PostgreSQL's own floor, the lock-server on it, etcd (data/peer-limits/pg-floor.csv, issue 27)."""
+    rel = "data/peer-limits/pg-floor.csv"
+    path = ROOT / rel
+    if not path.is_file():
+        raise Missing(rel)
+    lines = path.read_text().splitlines()
+    first = lines[0].lstrip("# ") if lines and lines[0].startswith("#") else ""
+    recs = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+    if not recs:
+        raise Missing(f"{rel}: no pairs")
+    cols = [("pgbench_grants_per_s", "PostgreSQL alone, autocommitted"),
+            ("pgbench_fenced_grants_per_s", "PostgreSQL alone, the leader's fenced transactions"),
+            ("fencepost_postgres_grants_per_s", "fencepost/postgres (lock-server, SDK client)"),
+            ("etcd_grants_per_s", "etcd/bbolt")]
+    rows = [[r["pair"]] + [f(num(r[c]), 0) for c, _ in cols] for r in recs]
+    def ratio(a, b):
+        m, lo, hi, _ = spread([num(r[a]) / num(r[b]) for r in recs])
+        return f"**{m:.2f}×** ({lo:.2f}–{hi:.2f})"
+    ratios = [
+        ["fencepost/postgres ÷ etcd (issue 27 asks ≥ 1.0)", ratio("fencepost_postgres_grants_per_s", "etcd_grants_per_s")],
+        ["PostgreSQL's fenced floor ÷ etcd", ratio("pgbench_fenced_grants_per_s", "etcd_grants_per_s")],
+        ["fencepost/postgres ÷ PostgreSQL's fenced floor", ratio("fencepost_postgres_grants_per_s", "pgbench_fenced_grants_per_s")],
+    ]
+    return (
+        table(["pair"] + [f"{w} grants/s" for _, w in cols], rows, ["r"] * (1 + len(cols)))
+        + "\n\n"
+        + table(["ratio within each pair", "median (min–max)"], ratios, ["l", "r"])
+        + f"\n\nFrom its file: {first}. Source: {link(here, rel)}."
+    )
+
+
 def gen_peer_ab(here: Path) -> str:
     """Interleaved A/B runs of heartbeat-path changes (data/peer-limits/ab/, issue 27)."""
     runs = [("server-path", "the server's L2 path, same `{}` body"),
@@ -1077,6 +1145,8 @@ GENERATORS = {
     "peer-ceiling": gen_peer_ceiling,
     "peer-wrk": gen_peer_wrk,
     "peer-ab": gen_peer_ab,
+    "peer-grant-profile": gen_peer_grant_profile,
+    "peer-pg-floor": gen_peer_pg_floor,
     "peer-sessions": gen_peer_sessions,
     "chaos-docker-replicas": gen_chaos_docker_replicas,
     "failover": gen_failover,

@@ -681,6 +681,8 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, PeerRunError> {
         }
     }
     drop(systems);
+    // The servers' data (etcd's, SQLite's files) is scratch; their logs stay.
+    bench_core::peer::remove_server_data(&plan.out.join("servers"));
     let text = report::render(&plan, &rows);
     let path = plan.out.join("report.md");
     written(&path, std::fs::write(&path, &text))?;

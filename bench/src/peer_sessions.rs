@@ -19,7 +19,6 @@
 //! ([`bench_report::peer_sessions`]), and the servers' logs under
 //! `servers/` (their data files are removed after each group).
 
-use std::path::Path;
 use std::time::Duration;
 
 use bench_analysis::manifest::Manifest;
@@ -139,26 +138,6 @@ impl WindowProbe for Probe<'_> {
         self.cpu.closed().await;
         if let Some(pid) = self.cpu.system.pid {
             self.rss_end = (cpu::rss_kb(pid), cpu::peak_rss_kb(pid));
-        }
-    }
-}
-
-/// Removes a finished group's server data (SQLite files, etcd's data
-/// directory), keeping the logs.
-fn remove_data(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n == "etcd-data") {
-                let _ = std::fs::remove_dir_all(&p);
-            } else {
-                remove_data(&p);
-            }
-        } else if p.extension().is_none_or(|x| x != "log") {
-            let _ = std::fs::remove_file(&p);
         }
     }
 }
@@ -308,7 +287,7 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, SessionsRunError> {
                 )?;
             }
             drop(systems);
-            remove_data(&gp.out);
+            bench_core::peer::remove_server_data(&gp.out);
         }
     }
     let text = report::render(&plan, &rows);

@@ -124,3 +124,24 @@ impl Serialize for PeerHttpClient {
         s.serialize_str(self.as_str())
     }
 }
+
+/// Removes the server data a finished `bench peer` run leaves under `dir`
+/// (SQLite files, etcd's data directory), keeping the logs. Best effort:
+/// what cannot be removed stays.
+pub fn remove_server_data(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == "etcd-data") {
+                let _ = std::fs::remove_dir_all(&p);
+            } else {
+                remove_server_data(&p);
+            }
+        } else if p.extension().is_none_or(|x| x != "log") {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+}

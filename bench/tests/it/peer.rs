@@ -168,6 +168,12 @@ fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
             .any(|e| e.unwrap().file_name() == bench_core::fsync::PROBE_FILE),
         "the probe file was left behind"
     );
+    // The servers' data is scratch (etcd's alone is over 100 MB after a
+    // full run); their logs stay.
+    assert!(
+        !out.join("servers/etcd/etcd-data").exists(),
+        "etcd's data directory was left in --out"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
