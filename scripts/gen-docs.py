@@ -699,15 +699,22 @@ def gen_peer_grant_profile(here: Path) -> str:
     )
 
 
-def gen_peer_pg_floor(here: Path) -> str:
-    """One client's grants: PostgreSQL's own floor, the lock-server on it, etcd (data/peer-limits/pg-floor.csv, issue 27)."""
-    rel = "data/peer-limits/pg-floor.csv"
+def read_commented_csv(rel: str) -> tuple[str, list[dict]]:
+    """A CSV under the repository whose first line may be a `#` comment
+    (what the run compared, written by the script that made it): that line,
+    and the rows."""
     path = ROOT / rel
     if not path.is_file():
         raise Missing(rel)
     lines = path.read_text().splitlines()
     first = lines[0].lstrip("# ") if lines and lines[0].startswith("#") else ""
-    recs = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+    return first, list(csv.DictReader(l for l in lines if not l.startswith("#")))
+
+
+def gen_peer_pg_floor(here: Path) -> str:
+    """One client's grants: PostgreSQL's own floor, the lock-server on it, etcd (data/peer-limits/pg-floor.csv, issue 27)."""
+    rel = "data/peer-limits/pg-floor.csv"
+    first, recs = read_commented_csv(rel)
     if not recs:
         raise Missing(f"{rel}: no pairs")
     cols = [("pgbench_grants_per_s", "PostgreSQL alone, autocommitted"),
@@ -739,12 +746,7 @@ def gen_peer_ab(here: Path) -> str:
     rows, rels = [], []
     for name, what in runs:
         rel = f"data/peer-limits/ab/{name}.csv"
-        path = ROOT / rel
-        if not path.is_file():
-            raise Missing(rel)
-        lines = path.read_text().splitlines()
-        first = lines[0].lstrip("# ") if lines and lines[0].startswith("#") else ""
-        recs = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+        first, recs = read_commented_csv(rel)
         by: dict[str, dict[str, dict]] = {}
         for r in recs:
             by.setdefault(r["pair"], {})[r["build"]] = r
