@@ -482,3 +482,44 @@ async fn metrics(State(s): State<Arc<LockService>>, Who(who): Who) -> ApiResult<
     )
         .into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::extract::FromRequestParts;
+    use fencepost_api::clock::{FakeClock, MonoTime};
+
+    use super::{AppState, Who};
+    use crate::core::Limits;
+    use crate::service::LockService;
+    use crate::store::memory::MemoryStore;
+
+    async fn state(auth_on: bool) -> AppState {
+        let clock = FakeClock::new(MonoTime::from_nanos(1_000_000_000));
+        let service = LockService::start(
+            Limits::default(),
+            Arc::new(MemoryStore::default()),
+            Arc::new(clock),
+        )
+        .await
+        .unwrap();
+        AppState { service, auth_on }
+    }
+
+    /// A request that reaches a handler without what the auth layer proves:
+    /// open with auth off (the layer is not installed), refused with auth
+    /// on, never served as open (issue 28's fail-closed rule).
+    #[tokio::test]
+    async fn a_request_that_skipped_the_auth_layer_is_refused_when_auth_is_on() {
+        let (mut parts, ()) = axum::http::Request::new(()).into_parts();
+        let open = Who::from_request_parts(&mut parts, &state(false).await).await;
+        assert_eq!(open.ok().map(|Who(w)| w.mode()), Some("none"));
+        let refused = Who::from_request_parts(&mut parts, &state(true).await).await;
+        let err = refused
+            .err()
+            .expect("auth on: no principal must be refused");
+        assert_eq!(err.status, axum::http::StatusCode::UNAUTHORIZED);
+        assert_eq!(err.body.code, "UNAUTHENTICATED");
+    }
+}
