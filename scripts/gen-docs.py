@@ -719,6 +719,7 @@ def gen_peer_pg_floor(here: Path) -> str:
         raise Missing(f"{rel}: no pairs")
     cols = [("pgbench_grants_per_s", "PostgreSQL alone, autocommitted"),
             ("pgbench_fenced_grants_per_s", "PostgreSQL alone, the leader's fenced transactions"),
+            ("pgbench_fenced_one_grants_per_s", "PostgreSQL alone, the leader's one-statement writes"),
             ("fencepost_postgres_grants_per_s", "fencepost/postgres (lock-server, SDK client)"),
             ("etcd_grants_per_s", "etcd/bbolt")]
     rows = [[r["pair"]] + [f(num(r[c]), 0) for c, _ in cols] for r in recs]
@@ -727,14 +728,38 @@ def gen_peer_pg_floor(here: Path) -> str:
         return f"**{m:.2f}×** ({lo:.2f}–{hi:.2f})"
     ratios = [
         ["fencepost/postgres ÷ etcd (issue 27 asks ≥ 1.0)", ratio("fencepost_postgres_grants_per_s", "etcd_grants_per_s")],
-        ["PostgreSQL's fenced floor ÷ etcd", ratio("pgbench_fenced_grants_per_s", "etcd_grants_per_s")],
-        ["fencepost/postgres ÷ PostgreSQL's fenced floor", ratio("fencepost_postgres_grants_per_s", "pgbench_fenced_grants_per_s")],
+        ["PostgreSQL's floor for the leader's one-statement writes ÷ etcd",
+         ratio("pgbench_fenced_one_grants_per_s", "etcd_grants_per_s")],
+        ["fencepost/postgres ÷ that floor",
+         ratio("fencepost_postgres_grants_per_s", "pgbench_fenced_one_grants_per_s")],
     ]
+    def ms(values):
+        m, lo, hi, _ = spread(values)
+        return f"{m:.3f} ({lo:.3f}–{hi:.3f})"
+    # One grant is two transactions (L4, L6): pgbench's ms per fenced one.
+    pg_tx = [1000 / (2 * num(r["pgbench_fenced_grants_per_s"])) for r in recs]
+    pg_one = [1000 / (2 * num(r["pgbench_fenced_one_grants_per_s"])) for r in recs]
+    hops = [
+        ["PostgreSQL alone: one of the leader's pipelined fenced transactions (pgbench)", ms(pg_tx)],
+        ["PostgreSQL alone: one of the leader's one-statement writes (pgbench), what L4 and L6 send", ms(pg_one)],
+        ["the lock-server's store transaction (`lock_store_commit_duration_seconds`)",
+         ms([num(r["split_store_commit_ms"]) for r in recs])],
+        ["the lock-server's L4 answer, store transaction included (`lock_grant_duration_seconds`)",
+         ms([num(r["split_server_l4_ms"]) for r in recs])],
+        ["the client's L4 round trip (Python `http.client`, keep-alive)",
+         ms([num(r["split_client_l4_ms"]) for r in recs])],
+    ]
+    store_over_pg = spread([num(r["split_store_commit_ms"]) / t for r, t in zip(recs, pg_one)])
     return (
         table(["pair"] + [f"{w} grants/s" for _, w in cols], rows, ["r"] * (1 + len(cols)))
         + "\n\n"
         + table(["ratio within each pair", "median (min–max)"], ratios, ["l", "r"])
-        + f"\n\nFrom its file: {first}. Source: {link(here, rel)}."
+        + "\n\n"
+        + table(["one grant's transaction, hop by hop (means over each pair's window)", "ms, median (min–max)"],
+                hops, ["l", "r"])
+        + f"\n\nThe lock-server's store transaction ÷ PostgreSQL's own one-statement write, within each pair: "
+        f"**{store_over_pg[0]:.2f}×** ({store_over_pg[1]:.2f}–{store_over_pg[2]:.2f}).\n\n"
+        f"From its file: {first}. Source: {link(here, rel)}."
     )
 
 
@@ -767,6 +792,37 @@ def gen_peer_ab(here: Path) -> str:
         + "\n\nMedian (min–max) over interleaved pairs in one run each (`scripts/ab-heartbeat.sh`: both builds "
         "serving at once on `memory:`, `wrk -t1 -c16` for 4 s per load, the order alternating by pair); a change is "
         "kept only when B is faster in every pair. What each run compared, from its file: "
+        + "; ".join(f"{link(here, rel, Path(rel).name)}: {first}" for rel, first in rels)
+        + "."
+    )
+
+
+def gen_peer_ab_grants(here: Path) -> str:
+    """Interleaved A/B runs of changes to one client's grant on PostgreSQL (data/peer-limits/ab/, issue 27)."""
+    runs = [("prepared-fence", "the fence and the breach audit prepared once per connection, not planned per transaction"),
+            ("one-wakeup", "on top: only COMMIT's answer wakes the drain task, not each statement's"),
+            ("one-statement", "on top, instead: a leader's lone grant, renewal or release as one fenced, audited statement")]
+    rows, rels = [], []
+    for name, what in runs:
+        rel = f"data/peer-limits/ab/{name}.csv"
+        first, recs = read_commented_csv(rel)
+        by: dict[str, dict[str, dict]] = {}
+        for r in recs:
+            by.setdefault(r["pair"], {})[r["build"]] = r
+        pairs = [p for p in by.values() if "a" in p and "b" in p]
+        if not pairs:
+            raise Missing(f"{rel}: no pairs with both builds")
+        def ratio(col):
+            return spread([num(p["b"][col]) / num(p["a"][col]) for p in pairs])
+        g, tx = ratio("grants_per_s"), ratio("store_commit_ms")
+        verdict = "kept: every pair faster" if g[1] > 1 else "dropped: not shown in every pair"
+        rows.append([what, str(len(pairs)), f"**{g[0]:.3f}×** ({g[1]:.3f}–{g[2]:.3f})",
+                     f"{tx[0]:.3f}× ({tx[1]:.3f}–{tx[2]:.3f})", verdict])
+        rels.append((rel, first))
+    return (
+        table(["change (B, against A)", "pairs", "B ÷ A grants/s, median (min–max)",
+               "B ÷ A store transaction time", "verdict"], rows, ["l", "r", "r", "r", "l"])
+        + "\n\nFrom each file: "
         + "; ".join(f"{link(here, rel, Path(rel).name)}: {first}" for rel, first in rels)
         + "."
     )
@@ -1147,6 +1203,7 @@ GENERATORS = {
     "peer-ceiling": gen_peer_ceiling,
     "peer-wrk": gen_peer_wrk,
     "peer-ab": gen_peer_ab,
+    "peer-ab-grants": gen_peer_ab_grants,
     "peer-grant-profile": gen_peer_grant_profile,
     "peer-pg-floor": gen_peer_pg_floor,
     "peer-sessions": gen_peer_sessions,

@@ -28,6 +28,7 @@ mod lock_store;
 pub mod memory;
 mod model;
 mod pg_batch;
+mod pg_fence;
 pub mod postgres;
 mod sql;
 pub mod sqlite;

@@ -9,7 +9,7 @@
 //! **Leadership (C1 §6).** The `fp_leader` row holds the leader's `epoch`,
 //! node id, advertised URL and lease end, written on PostgreSQL's clock
 //! ([`LockStore::claim_leadership`]). Every write transaction starts with
-//! the fence ([`PostgresStore::fence_sql`], run by [`LockStore::commit`] —
+//! the fence ([`super::pg_fence`], run by [`LockStore::commit`] —
 //! the one place the epoch is checked, once per batch, pipelined with the
 //! batch's writes): it key-share-locks the leader row for this epoch while
 //! its lease is live, and fails the transaction otherwise. A takeover first
@@ -29,6 +29,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures_util::future::{MaybeDone, maybe_done};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use super::error::StoreError;
 use super::lock_store::LockStore;
@@ -36,6 +37,10 @@ use super::model::{
     Committed, Fence, LeaderBid, LeaderRow, SessionRecord, Snapshot, TombstoneRecord, Write,
 };
 use super::pg_batch::{self, Clears, Grants, Inserts, Leases, Statement};
+use super::pg_fence::{
+    self, BREACH_AUDIT_SQL, FENCE_SQL, FENCED_CLEAR_GRANTS_SQL, FENCED_GRANTS_SQL,
+    FENCED_SET_LEASES_SQL,
+};
 use super::sql::{
     SELECT_LAST_TOKEN_SQL, SELECT_LOCKS_SQL, SELECT_SESSIONS_SQL, TABLES, key_record,
 };
@@ -80,7 +85,7 @@ CREATE TABLE IF NOT EXISTS fp_leader (
 ";
 
 /// The epoch breach audit (issue 26): a write transaction of the leader of
-/// epoch `e` ends with [`breach_audit_sql`], which records a row here if the
+/// epoch `e` ends with the audit of [`super::pg_fence`], which records a row here if the
 /// leader row has another epoch at that statement. The fence key-share-locks
 /// the row at the transaction's start, and a takeover must lock it `FOR
 /// UPDATE` first, so while the fence works this table stays empty; a row is
@@ -94,16 +99,6 @@ CREATE TABLE IF NOT EXISTS fp_epoch_breaches (
     at           TIMESTAMPTZ NOT NULL
 );
 ";
-
-/// The last statement of a write transaction of the leader of `epoch`
-/// (before COMMIT): inserts a breach row only if the leader row's epoch is
-/// not `epoch` (an integer formatted by us: no injection).
-fn breach_audit_sql(epoch: u64) -> String {
-    format!(
-        "INSERT INTO fp_epoch_breaches (writer_epoch, row_epoch, at) \
-         SELECT {epoch}, epoch, clock_timestamp() FROM fp_leader WHERE id = 1 AND epoch <> {epoch}"
-    )
-}
 
 /// Renews this node's lease of its epoch while it is live on the database's clock.
 const RENEW_LEADER_SQL: &str = "
@@ -180,28 +175,19 @@ impl PostgresStore {
     }
 
     /// The leader fence, run first in every write transaction (the one place
-    /// the epoch is checked; a batch runs it once). `None` on a single-node
-    /// store. As the leader of epoch `e`: the statements that key-share-lock
-    /// the leader row if it still has epoch `e` and a live lease on the
-    /// database's clock, and bound how long the transaction may idle (a
-    /// frozen leader's locks must not hold a takeover back). They fail with
-    /// `division_by_zero` (no row: `1 / 0`) exactly when the write may not
-    /// commit, which aborts the transaction, so the writes after them can be
-    /// sent without waiting for the fence's answer. A standby:
-    /// [`StoreError::Fenced`] before any connection is taken.
-    fn fence_sql(fence: Fence) -> Result<Option<(u64, String)>, StoreError> {
+    /// the epoch is checked; a batch runs it once): `None` on a single-node
+    /// store; as the leader of epoch `e`, the parameters of [`FENCE_SQL`]
+    /// (`e` and the idle limit in milliseconds). The fence fails the
+    /// transaction exactly when the write may not commit, which aborts it, so
+    /// the writes after it can be sent without waiting for its answer. A
+    /// standby: [`StoreError::Fenced`] before any connection is taken.
+    fn fence(fence: Fence) -> Result<Option<(i64, String)>, StoreError> {
         match fence {
             Fence::Unfenced | Fence::Unchecked { .. } => Ok(None),
             Fence::Standby => Err(StoreError::Fenced("this replica is a standby".into())),
             Fence::Leader { epoch, idle_limit } => Ok(Some((
-                epoch,
-                // Both values are integers formatted by us: no injection.
-                format!(
-                    "SET LOCAL idle_in_transaction_session_timeout = {}; \
-                     SELECT 1 / count(*)::int FROM (SELECT 1 FROM fp_leader WHERE id = 1 \
-                     AND epoch = {epoch} AND expires_at > clock_timestamp() FOR KEY SHARE) AS fence",
-                    idle_limit.as_millis().max(1)
-                ),
+                epoch as i64,
+                idle_limit.as_millis().max(1).to_string(),
             ))),
         }
     }
@@ -256,6 +242,13 @@ struct Prepared {
     clear_grants: tokio_postgres::Statement,
     delete_sessions: tokio_postgres::Statement,
     record_expired: tokio_postgres::Statement,
+    /// The fence and the audit of a leader's transaction ([`super::pg_fence`]).
+    fence: tokio_postgres::Statement,
+    audit: tokio_postgres::Statement,
+    /// A leader's one-statement writes, fenced and audited ([`super::pg_fence`]).
+    fenced_grants: tokio_postgres::Statement,
+    fenced_set_leases: tokio_postgres::Statement,
+    fenced_clear_grants: tokio_postgres::Statement,
 }
 
 impl Prepared {
@@ -268,6 +261,11 @@ impl Prepared {
             clear_grants: c.prepare_cached(pg_batch::CLEAR_GRANTS_SQL).await?,
             delete_sessions: c.prepare_cached(pg_batch::DELETE_SESSIONS_SQL).await?,
             record_expired: c.prepare_cached(pg_batch::PG_RECORD_EXPIRED_SQL).await?,
+            fence: c.prepare_cached(&FENCE_SQL).await?,
+            audit: c.prepare_cached(&BREACH_AUDIT_SQL).await?,
+            fenced_grants: c.prepare_cached(&FENCED_GRANTS_SQL).await?,
+            fenced_set_leases: c.prepare_cached(&FENCED_SET_LEASES_SQL).await?,
+            fenced_clear_grants: c.prepare_cached(&FENCED_CLEAR_GRANTS_SQL).await?,
         })
     }
 }
@@ -283,11 +281,18 @@ async fn send<F: Future>(mut f: Pin<&mut MaybeDone<F>>) {
 
 /// One statement of a batch's [`pg_batch::plan`] on `c` (inside the batch's
 /// transaction, or alone); the `(batch index, token)` of each grant in it.
+/// With `fenced` (a leader's epoch), the statement runs alone in its fenced,
+/// audited form ([`super::pg_fence`]); only the kinds
+/// [`pg_fence::runs_alone`] names have one.
 async fn run(
     c: &tokio_postgres::Client,
     p: &Prepared,
     s: &Statement<'_>,
+    fenced: Option<&i64>,
 ) -> Result<Vec<(usize, u64)>, tokio_postgres::Error> {
+    if fenced.is_some() {
+        assert!(pg_fence::runs_alone(s), "no fenced form of {s:?}");
+    }
     match s {
         Statement::InsertSessions(Inserts {
             ids,
@@ -304,7 +309,13 @@ async fn run(
             leases,
             writes,
         }) => {
-            let rows = c.query(&p.grants, &[keys, sessions, leases]).await?;
+            let rows = match fenced {
+                None => c.query(&p.grants, &[keys, sessions, leases]).await?,
+                Some(e) => {
+                    c.query(&p.fenced_grants, &[keys, sessions, leases, e])
+                        .await?
+                }
+            };
             // Keys are distinct within the statement (pg_batch): one row each.
             let at: HashMap<&str, usize> =
                 keys.iter().copied().zip(writes.iter().copied()).collect();
@@ -318,10 +329,22 @@ async fn run(
             tokens,
             leases,
         }) => {
-            c.execute(&p.set_leases, &[keys, tokens, leases]).await?;
+            match fenced {
+                None => c.execute(&p.set_leases, &[keys, tokens, leases]).await?,
+                Some(e) => {
+                    c.execute(&p.fenced_set_leases, &[keys, tokens, leases, e])
+                        .await?
+                }
+            };
         }
         Statement::ClearGrants(Clears { keys, tokens }) => {
-            c.execute(&p.clear_grants, &[keys, tokens]).await?;
+            match fenced {
+                None => c.execute(&p.clear_grants, &[keys, tokens]).await?,
+                Some(e) => {
+                    c.execute(&p.fenced_clear_grants, &[keys, tokens, e])
+                        .await?
+                }
+            };
         }
         Statement::DeleteSessions(ids) => {
             c.execute(&p.delete_sessions, &[ids]).await?;
@@ -336,6 +359,24 @@ async fn run(
         }
     }
     Ok(vec![])
+}
+
+/// The error of a leader's write that failed with `e`: [`StoreError::Fenced`]
+/// if the fence refused it (`division_by_zero`), logged here, where it is
+/// known (the request that waited for it may be gone: its client gave up).
+fn fence_refused(epoch: i64, writes: usize, e: tokio_postgres::Error) -> StoreError {
+    if e.code() != Some(&SqlState::DIVISION_BY_ZERO) {
+        return e.into();
+    }
+    tracing::warn!(
+        event = "write_fenced",
+        epoch,
+        writes,
+        "a write batch was refused by the epoch fence: another replica leads"
+    );
+    StoreError::Fenced(format!(
+        "epoch {epoch} is over: another replica leads, or its leader lease ran out"
+    ))
 }
 
 /// Puts each grant's token in its write's place.
@@ -368,73 +409,86 @@ impl LockStore for PostgresStore {
 
     async fn commit(&self, writes: &[Write]) -> Result<Vec<Committed>, StoreError> {
         let current = *self.fence.lock().unwrap_or_else(|e| e.into_inner());
-        let fence = Self::fence_sql(current)?;
-        let writer_epoch = current.writer_epoch();
+        let fence = Self::fence(current)?;
+        let writer_epoch = current.writer_epoch().map(|e| e as i64);
         let plan = pg_batch::plan(writes);
         let mut out = vec![None; writes.len()];
         let c = self.client().await?;
         let prepared = Prepared::on(&c).await?;
-        if writer_epoch.is_none()
-            && let [s] = plan.as_slice()
-        {
-            // One statement is a transaction of its own: one round trip.
-            place(&mut out, run(&c, &prepared, s).await?);
-            return Ok(out);
+        if let [s] = plan.as_slice() {
+            // One statement is a transaction of its own: one round trip. On a
+            // single node, as it is; on a leader, in its fenced and audited
+            // form, where the kind of write has one (pg_fence).
+            match (&fence, writer_epoch) {
+                (None, None) => {
+                    place(&mut out, run(&c, &prepared, s, None).await?);
+                    return Ok(out);
+                }
+                (Some((epoch, _)), _) if pg_fence::runs_alone(s) => {
+                    match run(&c, &prepared, s, Some(epoch)).await {
+                        Ok(tokens) => place(&mut out, tokens),
+                        Err(e) => return Err(fence_refused(*epoch, writes.len(), e)),
+                    }
+                    return Ok(out);
+                }
+                _ => {}
+            }
         }
-        // BEGIN (and, on a leader, the fence), one statement per kind of
-        // write, COMMIT — all sent before any answer is read (pipelined: one
-        // round trip and one WAL flush). tokio-postgres sends a request when
-        // its future is first polled, so each is polled once here, in this
-        // order; the server runs them in that order. The fence fails (an
-        // error, which aborts the transaction) unless the leader row still
-        // has this epoch and a live lease: every statement after it then
-        // fails and COMMIT rolls back, so nothing of a fenced batch is
-        // written. Once sent, they run to COMMIT (or ROLLBACK) even if this
-        // future is dropped, so the connection goes back to the pool idle.
-        let begin_sql = match &fence {
-            None => "BEGIN".to_string(),
-            Some((_, fence_sql)) => format!("BEGIN; {fence_sql}"),
-        };
-        let mut begin = pin!(maybe_done(c.batch_execute(&begin_sql)));
+        // BEGIN, on a leader the fence, one statement per kind of write, on a
+        // leader the breach audit, COMMIT — all sent before any answer is
+        // read (pipelined: one round trip and one WAL flush). tokio-postgres
+        // sends a request when its future is first polled, so each is polled
+        // once here, in this order; the server runs them in that order. The
+        // fence fails (an error, which aborts the transaction) unless the
+        // leader row still has this epoch and a live lease: every statement
+        // after it then fails and COMMIT rolls back, so nothing of a fenced
+        // batch is written. Once sent, they run to COMMIT (or ROLLBACK) even
+        // if this future is dropped, so the connection goes back to the pool
+        // idle. The fence and the audit are prepared statements, like the
+        // writes: PostgreSQL plans none of them again per transaction.
+        let fence_params: Option<[&(dyn ToSql + Sync); 2]> =
+            fence.as_ref().map(|(epoch, idle)| [epoch as _, idle as _]);
+        let audit_params: Option<[&(dyn ToSql + Sync); 1]> =
+            writer_epoch.as_ref().map(|epoch| [epoch as _]);
+        let mut begin = pin!(maybe_done(c.batch_execute("BEGIN")));
+        let mut fenced = fence_params
+            .as_ref()
+            .map(|p| Box::pin(maybe_done(c.execute(&prepared.fence, p))));
         let mut ran: Vec<_> = plan
             .iter()
-            .map(|s| Box::pin(maybe_done(run(&c, &prepared, s))))
+            .map(|s| Box::pin(maybe_done(run(&c, &prepared, s, None))))
             .collect();
         // A leader's transaction ends with the epoch breach audit (see
         // BREACH_SCHEMA), pipelined like the rest: no round trip of its own.
         // A query of its own, never one string with COMMIT: in an aborted
         // transaction it fails, and a failed statement skips the rest of its
         // query string, which would leave the connection in the transaction.
-        let audit_sql = writer_epoch.map(breach_audit_sql).unwrap_or_default();
-        let mut audit = pin!(maybe_done(c.batch_execute(&audit_sql)));
+        let mut audit = audit_params
+            .as_ref()
+            .map(|p| Box::pin(maybe_done(c.execute(&prepared.audit, p))));
         let mut commit = pin!(maybe_done(c.batch_execute("COMMIT")));
         send(begin.as_mut()).await;
+        if let Some(f) = &mut fenced {
+            send(f.as_mut()).await;
+        }
         for r in &mut ran {
             send(r.as_mut()).await;
         }
-        if writer_epoch.is_some() {
-            send(audit.as_mut()).await;
+        if let Some(a) = &mut audit {
+            send(a.as_mut()).await;
         }
         send(commit.as_mut()).await;
         begin.as_mut().await;
         if let Err(e) = begin.as_mut().take_output().expect("awaited") {
             commit.as_mut().await;
-            return Err(match (&fence, e.code()) {
-                (Some((epoch, _)), Some(&SqlState::DIVISION_BY_ZERO)) => {
-                    // Logged here, where it is known: the request that
-                    // waited for it may be gone (its client gave up).
-                    tracing::warn!(
-                        event = "write_fenced",
-                        epoch,
-                        writes = writes.len(),
-                        "a write batch was refused by the epoch fence: another replica leads"
-                    );
-                    StoreError::Fenced(format!(
-                        "epoch {epoch} is over: another replica leads, or its leader lease ran out"
-                    ))
-                }
-                _ => e.into(),
-            });
+            return Err(e.into());
+        }
+        if let (Some(f), Some((epoch, _))) = (&mut fenced, &fence) {
+            f.as_mut().await;
+            if let Err(e) = f.as_mut().take_output().expect("awaited") {
+                commit.as_mut().await;
+                return Err(fence_refused(*epoch, writes.len(), e));
+            }
         }
         for r in &mut ran {
             r.as_mut().await;
@@ -447,9 +501,12 @@ impl LockStore for PostgresStore {
                 }
             }
         }
-        if writer_epoch.is_some() {
-            audit.as_mut().await;
-            audit.as_mut().take_output().expect("awaited")?;
+        if let Some(a) = &mut audit {
+            a.as_mut().await;
+            if let Err(e) = a.as_mut().take_output().expect("awaited") {
+                commit.as_mut().await;
+                return Err(e.into());
+            }
         }
         commit.as_mut().await;
         commit.as_mut().take_output().expect("awaited")?;
