@@ -607,10 +607,11 @@ def gen_peer_ceiling(here: Path) -> str:
     rows = read_run("peer-limits", "peer.csv")
     m = read_run("peer-limits", "manifest.json")
     fs = {(f"{r['system']}/{r['store']}", r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "fsync"}
+    floor = {(peer_label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
     keys = sorted({(peer_label(r), int(r["conc"])) for r in rows if r["op"] == "grant"}, key=lambda k: (k[1], k[0]))
     out = []
     for lab, conc in keys:
-        per, of, fsy, gs, wtx = [], [], [], [], []
+        per, of, fsy, gs, wtx, free = [], [], [], [], [], []
         for r in rows:
             if r["op"] != "grant" or peer_label(r) != lab or int(r["conc"]) != conc:
                 continue
@@ -622,14 +623,21 @@ def gen_peer_ceiling(here: Path) -> str:
             per.append(g); fsy.append(f_); gs.append(num(r["ops_per_s"])); of.append(num(r["ops_per_s"]) / (f_ * g))
             if r.get("store_writes"):
                 wtx.append(int(r["store_writes"]) / tx)
+            # A grant is two requests (L4, L6): with a store that cost nothing,
+            # grants/s could reach at most half the floor's requests/s.
+            fl = floor.get((lab, r["conc"], r["repeat"]))
+            if fl:
+                free.append(min(1.0, fl / 2 / (f_ * g)))
         if not per:
             continue
         mm = lambda v, d: f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
         out.append([lab, str(conc), str(len(per)), mm(gs, 0), mm(fsy, 0), mm(per, 2),
-                    mm(wtx, 2) if wtx else "–", mm(of, 2)])
+                    mm(wtx, 2) if wtx else "–", mm(of, 2), mm(free, 2) if free else "–"])
     return (
         table(["system", "clients", "repeats", "grants/s", "fsyncs/s of its directory", "grants per flush",
-               "writes per transaction", "share of the ceiling"], out, ["l", "r", "r", "r", "r", "r", "r", "r"])
+               "writes per transaction", "share of the ceiling",
+               "share a free store would reach (½ floor requests/s ÷ ceiling)"],
+              out, ["l", "r", "r", "r", "r", "r", "r", "r", "r"])
         + "\n\nMedian (min–max) over repeats. " + peer_run_line(here, m)
     )
 

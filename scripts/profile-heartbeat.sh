@@ -2,15 +2,18 @@
 # Issue 27: the heartbeat against its floor with wrk, and where the
 # lock-server's CPU goes on each (perf, software clock: this machine has no
 # hardware counters). One release lock-server on the memory store, one
-# session; wrk (1 thread, 16 connections) on L2 and on GET /healthz in three
-# interleaved pairs of 4 s, then a 4 s perf profile of each under the same
+# session; wrk (1 thread, 16 connections) on L2 and on GET /healthz in PAIRS
+# (default 5) interleaved pairs of 4 s, the heartbeat first on odd pairs and
+# second on even ones, then a 4 s perf profile of each under the same
 # load. Writes OUT/wrk-pairs.csv, OUT/profile-heartbeat.txt and
 # OUT/profile-healthz.txt (default OUT: data/peer-limits).
 #
-#   cargo build --release -p lock-server && scripts/profile-heartbeat.sh [OUT]
+#   cargo build --release -p lock-server && scripts/profile-heartbeat.sh [OUT] [PAIRS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-data/peer-limits}
+pairs=${2:-5}
+case "$pairs" in '' | *[!0-9]* | 0) echo "profile-heartbeat: PAIRS must be a whole number ≥ 1, not '$pairs'" >&2; exit 2 ;; esac
 bin=${CARGO_TARGET_DIR:-target}/release/lock-server
 for tool in wrk perf curl python3; do
   command -v "$tool" >/dev/null || { echo "profile-heartbeat: $tool is not on PATH" >&2; exit 1; }
@@ -36,8 +39,12 @@ rate() { awk '/Requests\/sec/ {print $2}'; }
 hb() { wrk -t1 -c16 -d"$1" -s "$work/hb.lua" "$base"; }
 hz() { wrk -t1 -c16 -d"$1" "$base/healthz"; }
 echo "pair,heartbeat_per_s,healthz_per_s,ratio" >"$out/wrk-pairs.csv"
-for i in 1 2 3; do
-  a=$(hb 4s | rate); b=$(hz 4s | rate)
+for i in $(seq "$pairs"); do
+  if [ $((i % 2)) = 1 ]; then
+    a=$(hb 4s | rate); b=$(hz 4s | rate)
+  else
+    b=$(hz 4s | rate); a=$(hb 4s | rate)
+  fi
   echo "$i,$a,$b,$(python3 -c "print(f'{$a/$b:.3f}')")" | tee -a "$out/wrk-pairs.csv"
 done
 profile() {  # NAME LOADFN
