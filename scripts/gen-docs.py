@@ -771,6 +771,20 @@ def gen_peer_pg_floor(here: Path) -> str:
     )
 
 
+def read_ab_pairs(rel: str) -> tuple[str, list[dict[str, dict]]]:
+    """An interleaved A/B run's CSV (`pair`, `build` = a or b, …): what it
+    compared (its first line), and each pair's rows by build, for the pairs
+    that have both."""
+    first, recs = read_commented_csv(rel)
+    by: dict[str, dict[str, dict]] = {}
+    for r in recs:
+        by.setdefault(r["pair"], {})[r["build"]] = r
+    pairs = [p for p in by.values() if "a" in p and "b" in p]
+    if not pairs:
+        raise Missing(f"{rel}: no pairs with both builds")
+    return first, pairs
+
+
 def gen_peer_ab(here: Path) -> str:
     """Interleaved A/B runs of heartbeat-path changes (data/peer-limits/ab/, issue 27)."""
     runs = [("server-path", "the server's L2 path, same `{}` body"),
@@ -779,11 +793,7 @@ def gen_peer_ab(here: Path) -> str:
     rows, rels = [], []
     for name, what in runs:
         rel = f"data/peer-limits/ab/{name}.csv"
-        first, recs = read_commented_csv(rel)
-        by: dict[str, dict[str, dict]] = {}
-        for r in recs:
-            by.setdefault(r["pair"], {})[r["build"]] = r
-        pairs = [p for p in by.values() if "a" in p and "b" in p]
+        first, pairs = read_ab_pairs(rel)
         speed = [num(p["b"]["heartbeat_per_s"]) / num(p["a"]["heartbeat_per_s"]) for p in pairs]
         ratio = {b: [num(p[b]["heartbeat_over_healthz"]) for p in pairs] for b in "ab"}
         sm, slo, shi, _ = spread(speed)
@@ -813,13 +823,7 @@ def gen_peer_ab_grants(here: Path) -> str:
     rows, rels = [], []
     for name, what in runs:
         rel = f"data/peer-limits/ab/{name}.csv"
-        first, recs = read_commented_csv(rel)
-        by: dict[str, dict[str, dict]] = {}
-        for r in recs:
-            by.setdefault(r["pair"], {})[r["build"]] = r
-        pairs = [p for p in by.values() if "a" in p and "b" in p]
-        if not pairs:
-            raise Missing(f"{rel}: no pairs with both builds")
+        first, pairs = read_ab_pairs(rel)
         def ratio(col):
             return spread([num(p["b"][col]) / num(p["a"][col]) for p in pairs])
         g, tx = ratio("grants_per_s"), ratio("store_commit_ms")
