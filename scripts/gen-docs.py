@@ -15,6 +15,7 @@ file the block sits in.
 
     python3 scripts/gen-docs.py           # rewrite the blocks in place
     python3 scripts/gen-docs.py --check   # exit 1 naming every block that is not current
+                                          # (and first checks its own verdicts: self_test)
 
 Python 3.11 standard library only; never reads parquet.
 """
@@ -606,10 +607,29 @@ def gen_peer_ceiling(here: Path) -> str:
     """Grants against the store directory's fsync ceiling (data/peer-limits/, issue 27)."""
     rows = read_run("peer-limits", "peer.csv")
     m = read_run("peer-limits", "manifest.json")
+    out = []
+    for (lab, conc), st in ceiling_stats(rows).items():
+        per, of, fsy, gs, wtx, free = (st[k] for k in ("per", "of", "fsy", "gs", "wtx", "free"))
+        mm = lambda v, d: f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
+        out.append([lab, str(conc), str(len(per)), mm(gs, 0), mm(fsy, 0), mm(per, 2),
+                    mm(wtx, 2) if wtx else "–", mm(of, 2), mm(free, 2) if free else "–"])
+    return (
+        table(["system", "clients", "repeats", "grants/s", "fsyncs/s of its directory", "grants per flush",
+               "writes per transaction", "share of the ceiling",
+               "share a free store would reach (½ floor requests/s ÷ ceiling)"],
+              out, ["l", "r", "r", "r", "r", "r", "r", "r", "r"])
+        + "\n\nMedian (min–max) over repeats. " + peer_run_line(here, m)
+    )
+
+
+def ceiling_stats(rows: list[dict]) -> dict[tuple[str, int], dict[str, list[float]]]:
+    """Per (system, clients) of a `bench peer` run, over its repeats: grants per flush (`per`), share of the
+    fsync ceiling (`of`), fsyncs/s (`fsy`), grants/s (`gs`), writes per transaction (`wtx`) and the share a
+    store that cost nothing would reach (`free`)."""
     fs = {(f"{r['system']}/{r['store']}", r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "fsync"}
     floor = {(peer_label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
     keys = sorted({(peer_label(r), int(r["conc"])) for r in rows if r["op"] == "grant"}, key=lambda k: (k[1], k[0]))
-    out = []
+    stats = {}
     for lab, conc in keys:
         per, of, fsy, gs, wtx, free = [], [], [], [], [], []
         for r in rows:
@@ -628,18 +648,9 @@ def gen_peer_ceiling(here: Path) -> str:
             fl = floor.get((lab, r["conc"], r["repeat"]))
             if fl:
                 free.append(min(1.0, fl / 2 / (f_ * g)))
-        if not per:
-            continue
-        mm = lambda v, d: f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
-        out.append([lab, str(conc), str(len(per)), mm(gs, 0), mm(fsy, 0), mm(per, 2),
-                    mm(wtx, 2) if wtx else "–", mm(of, 2), mm(free, 2) if free else "–"])
-    return (
-        table(["system", "clients", "repeats", "grants/s", "fsyncs/s of its directory", "grants per flush",
-               "writes per transaction", "share of the ceiling",
-               "share a free store would reach (½ floor requests/s ÷ ceiling)"],
-              out, ["l", "r", "r", "r", "r", "r", "r", "r", "r"])
-        + "\n\nMedian (min–max) over repeats. " + peer_run_line(here, m)
-    )
+        if per:
+            stats[(lab, conc)] = {"per": per, "of": of, "fsy": fsy, "gs": gs, "wtx": wtx, "free": free}
+    return stats
 
 
 def gen_peer_wrk(here: Path) -> str:
@@ -840,23 +851,112 @@ def gen_peer_ab_grants(here: Path) -> str:
     )
 
 
+def heartbeat_floor_pairs(rows: list[dict]) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """(heartbeat ops/s, floor ops/s) of each repeat, by (system, clients), from a `bench peer` run."""
+    floor = {(peer_label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
+    keys = sorted({(peer_label(r), int(r["conc"])) for r in rows if r["op"] == "heartbeat"},
+                  key=lambda k: (k[1], k[0]))
+    out = {}
+    for lab, conc in keys:
+        pairs = [(num(r["ops_per_s"]), floor[(lab, r["conc"], r["repeat"])]) for r in rows
+                 if r["op"] == "heartbeat" and peer_label(r) == lab and int(r["conc"]) == conc
+                 and (lab, r["conc"], r["repeat"]) in floor]
+        if pairs:
+            out[(lab, conc)] = pairs
+    return out
+
+
+def target_verdict(values: list[float], target: float, most: bool = False) -> str:
+    """An issue-27 target over repeats (or pairs): met in all of them, met by the median only, or not met;
+    `most` makes it an upper bound."""
+    ok = (lambda x: x <= target) if most else (lambda x: x >= target)
+    if all(ok(x) for x in values):
+        return f"met in all {len(values)}"
+    if ok(statistics.median(values)):
+        return f"median met; not in {sum(not ok(x) for x in values)} of {len(values)}"
+    return "**not met**"
+
+
+def self_test() -> None:
+    """The verdicts' own checks (run by --check): each case must give its verdict, or the docs would say
+    "met" where a run did not."""
+    cases = [
+        (([0.95, 0.91, 1.2], 0.9, False), "met in all 3"),
+        (([0.95, 0.85, 1.2], 0.9, False), "median met; not in 1 of 3"),
+        (([0.80, 0.85, 0.95], 0.9, False), "**not met**"),
+        (([1.9, 2.1, 1.0], 2.0, True), "median met; not in 1 of 3"),
+        (([2.5, 2.1, 1.0], 2.0, True), "**not met**"),
+        (([0.7, 1.2], 2.0, True), "met in all 2"),
+    ]
+    for (values, target, most), want in cases:
+        got = target_verdict(values, target, most)
+        if got != want:
+            raise AssertionError(f"target_verdict({values}, {target}, most={most}) = {got!r}, not {want!r}")
+
+
+def gen_peer_targets(here: Path) -> str:
+    """Issue 27's targets, each with its measured value and a verdict, from the runs below it."""
+    def mm(v):
+        return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"
+
+    rows = read_run("peer-limits", "peer.csv")
+    out = []
+    pairs = heartbeat_floor_pairs(rows)
+    for lab in ("fencepost/sqlite", "fencepost/postgres", "etcd/bbolt"):
+        v = [h / fl for h, fl in pairs.get((lab, 16), [])]
+        if v:
+            mine = lab.startswith("fencepost")
+            out.append([f"heartbeat ÷ floor, 16 clients, `bench peer`: ≥ 0.9" if mine else "the same, etcd beside it",
+                        lab, mm(v), target_verdict(v, 0.9) if mine else "no target"])
+    wrk = [num(r["ratio"]) for r in read_run("peer-limits", "wrk-pairs.csv")]
+    out.append(["heartbeat ÷ healthz, `wrk -t1 -c16`: ≥ 0.9", "fencepost/memory", mm(wrk), target_verdict(wrk, 0.9)])
+    ceil = ceiling_stats(rows)
+    for lab in ("fencepost/sqlite", "fencepost/postgres"):
+        st = ceil.get((lab, 64))
+        if not st:
+            continue
+        out.append(["grants per flush, 64 clients: ≥ 8", lab, mm(st["per"]), target_verdict(st["per"], 8)])
+        v = target_verdict(st["of"], 0.5)
+        if st["free"] and max(st["free"]) < 0.5:
+            v += f"; a store that cost nothing would reach {mm(st['free'])} (the requests bound it)"
+        out.append(["grants/s ÷ (fsyncs/s × grants per flush), 64 clients: ≥ 0.5 (within 2×)", lab,
+                    mm(st["of"]), v])
+    _, floor_recs = read_commented_csv("data/peer-limits/pg-floor.csv")
+    v = [num(r["fencepost_postgres_grants_per_s"]) / num(r["etcd_grants_per_s"]) for r in floor_recs]
+    out.append(["one client's grants ÷ etcd's, interleaved pairs of `scripts/pg-floor.sh`: ≥ 1.0",
+                "fencepost/postgres", mm(v), target_verdict(v, 1.0)])
+    g1 = {(peer_label(r), r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "grant" and r["conc"] == "1"}
+    v = [g1[(lab, rep)] / g1[("etcd/bbolt", rep)] for (lab, rep) in g1
+         if lab == "fencepost/postgres" and ("etcd/bbolt", rep) in g1]
+    if v:
+        out.append(["the same in the `bench peer` run's repeats: ≥ 1.0", "fencepost/postgres", mm(v), target_verdict(v, 1.0)])
+    srows, _ = sessions_rows()
+    for lab in ("fencepost/sqlite", "fencepost/postgres", "etcd/bbolt"):
+        v, thin = sessions_p99_ratios(srows, lab, 100, 10_000, 1000)
+        if not v:
+            continue
+        mine = lab.startswith("fencepost")
+        out.append(["heartbeat p99 at 10,000 sessions ÷ at 100: ≤ 2" if mine else "the same, etcd beside it", lab,
+                    mm(v), ("insufficient data" if thin else target_verdict(v, 2.0, most=True)) if mine else "no target"])
+    return (
+        table(["target (issue 27)", "system", "measured, median (min–max)", "verdict over repeats or pairs"],
+              out, ["l", "l", "r", "l"])
+        + "\n\nEach value is taken within one repeat or pair, as everywhere on this page; a target is met in all "
+        "when every repeat meets it. The runs, and how each was measured, are in the sections below. Sources: "
+        + ", ".join(link(here, r) for r in ("data/peer-limits/peer.csv", "data/peer-limits/wrk-pairs.csv",
+                                             "data/peer-limits/pg-floor.csv", "data/peer-sessions/peer_sessions.csv"))
+        + "."
+    )
+
+
 def gen_peer_floor(here: Path) -> str:
     """Heartbeat ÷ floor per system and clients (data/peer-limits/, issue 27)."""
     rows = read_run("peer-limits", "peer.csv")
     m = read_run("peer-limits", "manifest.json")
     c = m["config"]
 
-    label = peer_label
-    floor = {(label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
-    keys = sorted({(label(r), int(r["conc"])) for r in rows if r["op"] == "heartbeat"},
-                  key=lambda k: (k[1], k[0]))
     out = []
-    for lab, conc in keys:
-        hb = [r for r in rows if r["op"] == "heartbeat" and label(r) == lab and int(r["conc"]) == conc]
-        pairs = [(num(r["ops_per_s"]), floor[(lab, r["conc"], r["repeat"])]) for r in hb
-                 if (lab, r["conc"], r["repeat"]) in floor]
-        if not pairs:
-            continue
+    for (lab, conc), pairs in heartbeat_floor_pairs(rows).items():
         med, lo, hi, ci = spread([h / fl for h, fl in pairs])
         out.append([lab, str(conc), str(len(pairs)), f(statistics.median(h for h, _ in pairs), 0),
                     f(statistics.median(fl for _, fl in pairs), 0), f"**{med:.2f}**", f"{lo:.2f}–{hi:.2f}",
@@ -1035,6 +1135,24 @@ def at_most(values: list[float], target: float) -> str:
     return f"not resolved at {len(values)} repeats"
 
 
+def sessions_p99_ratios(rows: list[dict], lab: str, base: int, at: int,
+                        min_samples: int) -> tuple[list[float], tuple[int, int] | None]:
+    """Corrected p99 at `at` sessions ÷ at `base`, within each repeat of a `bench peer --sessions` run, for one
+    system; and the thinnest (sessions, samples) below `min_samples`, if any."""
+    ratios, thin = [], None
+    for rep in sorted({r["repeat"] for r in rows}):
+        b = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == base]
+        a = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == at]
+        if not b or not a:
+            continue
+        for r in (b[0], a[0]):
+            if int(r["samples"]) < min_samples and (thin is None or int(r["samples"]) < thin[1]):
+                thin = (int(r["sessions"]), int(r["samples"]))
+        if num(b[0]["p99_corrected_us"]) > 0:
+            ratios.append(num(a[0]["p99_corrected_us"]) / num(b[0]["p99_corrected_us"]))
+    return ratios, thin
+
+
 def gen_peer_sessions(here: Path) -> str:
     """Cost against live sessions, fencepost's sessions against etcd's leases (data/peer-sessions/, issue 27)."""
     rows, m = sessions_rows()
@@ -1066,17 +1184,7 @@ def gen_peer_sessions(here: Path) -> str:
     base, at, target = 100, 10_000, 2.0
     ratio_rows = []
     for lab in sorted({peer_label(r) for r in rows}):
-        ratios, thin = [], None
-        for rep in sorted({r["repeat"] for r in rows}):
-            b = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == base]
-            a = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == at]
-            if not b or not a:
-                continue
-            for r in (b[0], a[0]):
-                if int(r["samples"]) < min_samples and (thin is None or int(r["samples"]) < thin[1]):
-                    thin = (int(r["sessions"]), int(r["samples"]))
-            if num(b[0]["p99_corrected_us"]) > 0:
-                ratios.append(num(a[0]["p99_corrected_us"]) / num(b[0]["p99_corrected_us"]))
+        ratios, thin = sessions_p99_ratios(rows, lab, base, at, min_samples)
         if not ratios:
             verdict = "not measured"
         elif thin:
@@ -1212,6 +1320,7 @@ GENERATORS = {
     "chaos-replicas": gen_chaos_replicas,
     "chaos-docker": gen_chaos_docker,
     "peer-floor": gen_peer_floor,
+    "peer-targets": gen_peer_targets,
     "peer-ceiling": gen_peer_ceiling,
     "peer-wrk": gen_peer_wrk,
     "peer-ab": gen_peer_ab,
@@ -1266,6 +1375,8 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"usage: {argv[0]} [--check]", file=sys.stderr)
         return 2
+    if check:
+        self_test()
     stale: list[str] = []
     errors: list[str] = []
     total = 0
