@@ -174,6 +174,19 @@ async fn main() {
             ),
         }
     }
+    if tls.is_none() && auth.is_none() {
+        // Nothing to reload, but a SIGHUP (a closed terminal, a reload sent
+        // to every service) must not end the server by its default action,
+        // as it does not with TLS or a token file: logged, and ignored.
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(hup) => {
+                tokio::spawn(ignore_sighup(hup));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP; a SIGHUP ends the server")
+            }
+        }
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
     println!("listening on {scheme}://{addr}");
     let _ = std::io::stdout().flush();
@@ -202,6 +215,17 @@ async fn reload_on_sighup(auth: Arc<Authenticator>, mut hup: tokio::signal::unix
                 auth.len()
             ),
         }
+    }
+}
+
+/// Logs every SIGHUP of a server with neither TLS nor a token file, and
+/// keeps serving.
+async fn ignore_sighup(mut hup: tokio::signal::unix::Signal) {
+    while hup.recv().await.is_some() {
+        tracing::info!(
+            event = "sighup",
+            "SIGHUP: nothing to reload (no TLS, no token file); still serving"
+        );
     }
 }
 

@@ -168,3 +168,27 @@ async fn sighup_rotates_the_token_file_and_a_bad_file_keeps_the_old_set() {
     assert_eq!(config_status(&c, &base, &old.secret).await, 401);
     assert!(server.is_running(), "SIGHUP must not stop the server");
 }
+
+/// With neither TLS nor a token file there is nothing to reload, but a
+/// SIGHUP must not end the server (its default action): it is logged and
+/// the server keeps answering.
+#[tokio::test]
+async fn sighup_without_tls_or_tokens_is_logged_and_the_server_keeps_serving() {
+    let mut server = start(&[]).await;
+    let base = server.url();
+    server.signal(Signal::SIGHUP).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while server.is_running() && !stderr_of(&server).contains("nothing to reload") {
+        assert!(Instant::now() < deadline, "the SIGHUP was never logged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        server.is_running(),
+        "SIGHUP ended the server: {}",
+        stderr_of(&server)
+    );
+    let r = reqwest::get(format!("{base}/readyz"))
+        .await
+        .expect("GET /readyz");
+    assert_eq!(r.status(), 200);
+}
