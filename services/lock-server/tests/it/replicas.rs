@@ -326,7 +326,12 @@ async fn failover_keeps_the_grant_then_reassigns_it(fault: &str) {
         if st == 200 {
             break body["token"].as_u64().unwrap();
         }
-        assert_eq!(body["code"], "LOCK_HELD", "{body}");
+        // Refused, never granted early: held, or (on a loaded machine, whose
+        // 1 s leader lease can lapse) no replica serving for a moment.
+        assert!(
+            body["code"] == "LOCK_HELD" || body["code"] == "NOT_LEADER",
+            "{body}"
+        );
         assert!(Instant::now() < deadline, "never reassigned: {body}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
