@@ -132,6 +132,13 @@ pub fn cell_row(m: &Measurement) -> CellRow {
         lock_server_rss_peak_kb: m.lock_server_rss_peak_kb.map_or(f64::NAN, |kb| kb as f64),
         idle_reopened: m.idle_reopened,
         tls: if plan.conditions.tls { "tls" } else { "none" }.to_owned(),
+        heartbeat_divisor: 3,
+        hb_gap_count: 0,
+        hb_gap_p50_us: 0,
+        hb_gap_p99_us: 0,
+        hb_gap_max_us: 0,
+        hb_gaps_over_window: 0,
+        server_pauses: 0,
     }
 }
 

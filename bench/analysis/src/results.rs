@@ -242,7 +242,18 @@ macro_rules! cell_row {
 /// (issue 28) is `none`, as every earlier run was plain HTTP. `None` for
 /// every other column (then the table is refused).
 fn absent(name: &str, height: usize) -> Option<Column> {
-    (name == "tls").then(|| Column::new("tls".into(), vec!["none"; height]))
+    match name {
+        "tls" => Some(Column::new("tls".into(), vec!["none"; height])),
+        // Before the divisor was an axis every cell heartbeat at U/3.
+        "heartbeat_divisor" => Some(Column::new(name.into(), vec![3u32; height])),
+        // Before gaps and freezes were recorded: 0, read as "not recorded"
+        // (`hb_gap_count == 0`) by the analysis, never as "none happened".
+        "hb_gap_count" | "hb_gap_p50_us" | "hb_gap_p99_us" | "hb_gap_max_us"
+        | "hb_gaps_over_window" | "server_pauses" => {
+            Some(Column::new(name.into(), vec![0u64; height]))
+        }
+        _ => None,
+    }
 }
 
 cell_row! {
@@ -425,6 +436,25 @@ cell_row! {
     /// The transport the workers reached the lock-server over: `none` (plain HTTP) or `tls`
     /// (`--tls`, issue 28); a table from before the column reads as `none`.
     tls: String,
+    /// The heartbeat divisor k of the cell's sessions: the SDK heartbeats every U / k
+    /// (ADR-006: 3); a table from before the column reads as 3.
+    heartbeat_divisor: u32,
+    /// Heartbeat gaps recorded: per session, from the send of the last acknowledged
+    /// heartbeat to the receipt of the next acknowledgement (the time its deadline was
+    /// exposed), plus one censored gap (≥) per session lost at its deadline; 0 = not recorded.
+    hb_gap_count: u64,
+    /// Heartbeat gap median (≥: censored gaps of lost sessions), in µs.
+    hb_gap_p50_us: u64,
+    /// Heartbeat gap 99th percentile (≥), in µs.
+    hb_gap_p99_us: u64,
+    /// Longest heartbeat gap (≥), in µs.
+    hb_gap_max_us: u64,
+    /// Gaps longer than the usable window they were exposed to: each one is a session lost
+    /// at its deadline.
+    hb_gaps_over_window: u64,
+    /// Freezes (`--server-pause` SIGSTOPs) applied to the lock-server inside the measured
+    /// window; 0 without `--server-pause` (and in a table from before the column).
+    server_pauses: u64,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),

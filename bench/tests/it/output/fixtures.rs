@@ -130,6 +130,8 @@ pub(crate) fn healthy(cell: &str, margin: f64, lease_ms: u64) -> CellRow {
         lock_server_rss_peak_kb: 9000.0,
         idle_reopened: 0,
         tls: "none".into(),
+        heartbeat_divisor: 3,
+        ..CellRow::default()
     }
 }
 
