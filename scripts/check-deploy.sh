@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks deploy/k8s/ against compose.yaml (issue 14): both parse as YAML, and
+# Checks deploy/k8s/ against compose.yaml: both parse as YAML, and
 # the k8s manifests use the same images (repository), the same listen ports,
 # the same number of lock-server replicas, and a bench Job with
 # --runtime external naming every replica. And the Prometheus checks (issue
@@ -25,7 +25,7 @@ bad() { echo "check-deploy: $*" >&2; fail=1; }
 write_rules_configmap() {
   {
     cat <<'HEAD'
-# fencepost's production checks as a ConfigMap (issue 24, docs/alerts.md): the
+# fencepost's production checks as a ConfigMap (docs/alerts.md): the
 # data is deploy/prometheus/fencepost-rules.yaml, which `bench rules` writes.
 # Do not edit: regenerate with scripts/check-deploy.sh --write-rules-configmap
 # (scripts/check-deploy.sh fails when the two differ). Mount it into your
@@ -106,7 +106,7 @@ n_urls=$(tr ',' '\n' <<<"$urls" | grep -cE ":$lock_port$" || true)
 [ "$n_urls" = "$n_k8s" ] || bad "$job: --lock-url names $n_urls replicas on port $lock_port, want $n_k8s ($urls)"
 grep -A1 -E '^\s*- --rail-url\s*$' "$job" | tail -n1 | grep -qE ":$rail_port\s*$" || bad "$job: --rail-url not on port $rail_port"
 
-# Prometheus (issue 24): the compose service mounts deploy/prometheus and
+# Prometheus: the compose service mounts deploy/prometheus and
 # loads prometheus.yml, whose rule_files name the generated rules; the
 # ConfigMap's data is that file byte for byte.
 if [ -n "$py" ]; then

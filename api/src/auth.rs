@@ -1,4 +1,4 @@
-//! API tokens (issue 28), shared by the lock-server and the rail-stub: the
+//! API tokens, shared by the lock-server and the rail-stub: the
 //! token file's format and parser, the bearer check, and the issuing of new
 //! tokens. The file stores only SHA-256 hashes of the secrets; a presented
 //! token is hashed once and compared with every entry in constant time

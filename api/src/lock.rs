@@ -40,7 +40,7 @@ pub enum LockErrorCode {
     /// table; see docs/contract-notes.md.)
     Unavailable,
     /// 401: no `Authorization: Bearer` token, or one the server does not know
-    /// (auth on, issue 28). Nothing changed. Not in C1's table; see
+    /// (auth on). Nothing changed. Not in C1's table; see
     /// docs/contract-notes.md.
     Unauthenticated,
     /// 403: a known token that may not do this: outside its role or key
@@ -290,12 +290,12 @@ pub struct ServerConfigView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ServerClockView>,
     /// `none` (any client that reaches the port may do anything) or `tokens`
-    /// (`--auth-tokens`: bearer tokens with roles and scopes, issue 28).
+    /// (`--auth-tokens`: bearer tokens with roles and scopes).
     /// Absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<String>,
     /// The transport security served: `none` (plain HTTP), `tls`, or `mtls`
-    /// (client certificates required). Empty from servers older than issue 28.
+    /// (client certificates required). Empty from servers older than API tokens.
     #[serde(default)]
     pub tls: String,
 }

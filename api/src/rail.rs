@@ -49,8 +49,8 @@ pub enum RailErrorCode {
     MethodNotAllowed,
     /// 503: the ledger store failed; nothing changed, retry later.
     Unavailable,
-    /// 401: `--auth-tokens` is on and a write carried no known bearer token
-    /// (issue 28). Nothing changed.
+    /// 401: `--auth-tokens` is on and a write carried no known bearer token.
+    /// Nothing changed.
     Unauthenticated,
     /// 403: the token's role may not write (a `monitor` token). Nothing changed.
     Forbidden,

@@ -1,4 +1,4 @@
-//! Certificates made at run time (issue 28), never committed: a throw-away
+//! Certificates made at run time, never committed: a throw-away
 //! CA and the server and client certificates it signs, written as PEM files
 //! into a directory the caller owns. The TLS tests make theirs per test;
 //! `bench run --tls` makes one set per cell.

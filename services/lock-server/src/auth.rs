@@ -1,4 +1,4 @@
-//! API tokens on the lock-server (issue 28): the token file named by
+//! API tokens on the lock-server: the token file named by
 //! `--auth-tokens` (`lock.auth.tokens`), held behind a lock so SIGHUP can
 //! swap in a re-read file without a restart ([`Authenticator::reload`]: a
 //! bad file is refused and the old set kept), and what a request proved
@@ -24,7 +24,7 @@ pub struct RequestAuth {
 
 impl RequestAuth {
     /// A request to a server with auth off: everything is allowed, as
-    /// before issue 28.
+    /// before API tokens existed.
     pub fn open() -> Self {
         RequestAuth { principal: None }
     }

@@ -50,7 +50,7 @@ pub use crate::core::Sabotage;
 /// Clients send Authorization: Bearer TOKEN (the SDK reads FENCEPOST_TOKEN or
 /// FENCEPOST_TOKEN_FILE).
 ///
-/// TLS (issue 28): with --tls-cert and --tls-key the server speaks only HTTPS
+/// TLS: with --tls-cert and --tls-key the server speaks only HTTPS
 /// and prints `listening on https://IP:PORT`; the pair is reloaded on SIGHUP
 /// and when either file changes. --tls-client-ca also requires every client
 /// to present a certificate signed by that CA (mutual TLS).
@@ -163,7 +163,7 @@ pub struct TlsFiles {
 /// What `lock-server` does instead of serving.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// API tokens (issue 28; docs/security.md).
+    /// API tokens (docs/security.md).
     #[command(subcommand)]
     Token(TokenCommand),
 }

@@ -3,7 +3,7 @@
 //! ([`ApiError`]'s `IntoResponse`). Client mistakes are 4xx with a JSON body
 //! `{"code","message"}`; only the store's failure is a 5xx, and it changes nothing.
 //!
-//! **API tokens (issue 28).** With `--auth-tokens`, every request but the
+//! **API tokens.** With `--auth-tokens`, every request but the
 //! probes (`/healthz`, `/readyz`) first passes [`authenticate`]: a request
 //! without a known bearer token is `401 UNAUTHENTICATED` (with
 //! `WWW-Authenticate: Bearer`) before anything else is read. With auth off
@@ -158,7 +158,7 @@ impl FromRequestParts<AppState> for Who {
 }
 
 /// The router for one lock-server; with `auth`, every request but the
-/// probes needs a bearer token from its file (issue 28).
+/// probes needs a bearer token from its file.
 pub fn app_with_auth(service: Arc<LockService>, auth: Option<Arc<Authenticator>>) -> Router {
     let state = AppState {
         service,
@@ -333,7 +333,7 @@ async fn create_session(
     Ok((StatusCode::CREATED, Json(granted)).into_response())
 }
 
-/// L2. The hot path of a fleet (issue 27): the request's headers are read
+/// L2. The hot path of a fleet: the request's headers are read
 /// in place, never copied, and a body known to be empty (C1 allows it; the
 /// SDK sends none) is not collected or parsed.
 async fn heartbeat(
@@ -509,7 +509,7 @@ mod tests {
 
     /// A request that reaches a handler without what the auth layer proves:
     /// open with auth off (the layer is not installed), refused with auth
-    /// on, never served as open (issue 28's fail-closed rule).
+    /// on, never served as open (the fail-closed rule).
     #[tokio::test]
     async fn a_request_that_skipped_the_auth_layer_is_refused_when_auth_is_on() {
         let (mut parts, ()) = axum::http::Request::new(()).into_parts();

@@ -38,7 +38,7 @@ pub async fn run(
     serve(listener, service, None, None, shutdown).await
 }
 
-/// [`run`], with API tokens when `auth` is given (issue 28).
+/// [`run`], with API tokens when `auth` is given.
 pub async fn run_with_auth(
     listener: tokio::net::TcpListener,
     service: Arc<LockService>,

@@ -1,4 +1,4 @@
-//! TLS on the C1 surface (issue 28): the server's certificate and key, an
+//! TLS on the C1 surface: the server's certificate and key, an
 //! optional client CA (mutual TLS), their reload, and the accept loop that
 //! serves the C1 router over `tokio-rustls`.
 //!

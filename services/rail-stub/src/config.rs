@@ -82,7 +82,7 @@ pub struct Cli {
     #[arg(long, value_name = "MODE", long_help = SABOTAGE_HELP)]
     pub sabotage: Option<Sabotage>,
 
-    /// API tokens for the writes (issue 28): the same file as the
+    /// API tokens for the writes: the same file as the
     /// lock-server's --auth-tokens (`NAME ROLE sha256:HEX [PREFIX]`; `lock-server
     /// token new` prints a line). Every POST then needs `Authorization: Bearer
     /// TOKEN` of a client or admin token (401 without one, 403 for a monitor

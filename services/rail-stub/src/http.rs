@@ -5,7 +5,7 @@
 //! Handlers only translate: path and body in, a call into [`AppState`], JSON
 //! out. Every decision lives in [`crate::state`] and [`crate::ledger`].
 //!
-//! With API tokens ([`app_with_auth`], issue 28) every write (any method but
+//! With API tokens ([`app_with_auth`]) every write (any method but
 //! GET and HEAD) first needs a client or admin bearer token: 401 without a
 //! known one, 403 for a monitor token, before its body is read. Reads stay
 //! open: the ledger holds no secret, and the bench and the experiments read

@@ -37,7 +37,7 @@ pub(super) fn session_unknown() -> CoreError {
 
 /// The refusal of a session id that is not bound to the caller's principal
 /// (auth on): someone else's, or unknown. One answer for both, so a caller
-/// learns nothing about ids it may not use (issue 28).
+/// learns nothing about ids it may not use.
 pub(super) fn session_not_yours() -> CoreError {
     CoreError::new(
         LockErrorCode::Forbidden,

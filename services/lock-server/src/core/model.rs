@@ -82,7 +82,7 @@ pub struct KeyEntry {
     pub pending: bool,
 }
 
-/// Who makes a request, as far as the session binding goes (issue 28).
+/// Who makes a request, as far as the session binding goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Caller<'a> {
     /// Auth is off: any caller may use any session (the behaviour before

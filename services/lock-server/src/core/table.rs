@@ -35,7 +35,7 @@ pub struct LockTable {
     /// The same ids, oldest first, to forget them by age and by count.
     pub(super) tombstone_q: VecDeque<(MonoTime, String)>,
     /// The principal of each tombstoned session opened with auth on, so its
-    /// owner hears 410 and everyone else 403 (issue 28). Forgotten with the tombstone.
+    /// owner hears 410 and everyone else 403. Forgotten with the tombstone.
     pub(super) tombstone_principals: HashMap<String, Arc<str>>,
 }
 
@@ -91,7 +91,7 @@ impl LockTable {
         }
     }
 
-    /// The session binding (issue 28), checked under the same hold of the
+    /// The session binding, checked under the same hold of the
     /// table as the operation it guards and before it changes anything:
     /// with auth on, session `id` must be bound to the caller's principal.
     /// A session that is someone else's and one that does not exist get the

@@ -1,5 +1,5 @@
-//! A write that commits while its replica loses and re-wins the leadership
-//! (issue 26): the table that decided it is replaced by the one the new
+//! A write that commits while its replica loses and re-wins the leadership:
+//! the table that decided it is replaced by the one the new
 //! takeover loaded, before or after the commit. Each test commits one write
 //! through a store that runs that takeover — `restore` of `load_live`, a new
 //! generation — at the chosen moment, then checks that the write is answered

@@ -15,7 +15,7 @@ pub struct SessionRecord {
     pub ttl_ms: u64,
     /// The principal (API token NAME) it is bound to; `None` when it was
     /// opened with auth off (a NULL column, also in rows written before
-    /// issue 28).
+    /// API tokens existed).
     pub principal: Option<String>,
 }
 

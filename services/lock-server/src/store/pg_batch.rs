@@ -99,7 +99,7 @@ pub(crate) const PG_TOMBSTONE_SELECT_SQL: &str = "SELECT id, (extract(epoch from
 /// the others older than `$2` ms, on the database's clock, in one statement
 /// (a batch's statements are pipelined one request each). The prune leaves
 /// the ids being inserted alone, so no row is touched twice. `$3` holds
-/// each id's principal (issue 28; an id is expired once, so `DISTINCT ON`
+/// each id's principal (an id is expired once, so `DISTINCT ON`
 /// keeps one row per id whatever the batch holds).
 pub(crate) const PG_RECORD_EXPIRED_SQL: &str = "
 WITH pruned AS (

@@ -58,7 +58,7 @@ use super::sql::{
 /// HOT, so each left a dead version and new index entries behind for
 /// lookups and vacuum.) The fill factor leaves room on each page for the
 /// new versions (set on existing tables too; it applies to pages written
-/// from then on). First, issue 28's principal columns
+/// from then on). First, the principal columns
 /// ([`PRINCIPAL_COLUMNS`](super::sql::PRINCIPAL_COLUMNS)), added to tables
 /// created before them.
 const PG_INDEXES: &str = "
@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS fp_leader (
 );
 ";
 
-/// The epoch breach audit (issue 26): a write transaction of the leader of
+/// The epoch breach audit: a write transaction of the leader of
 /// epoch `e` ends with the audit of [`super::pg_fence`], which records a row here if the
 /// leader row has another epoch at that statement. The fence key-share-locks
 /// the row at the transaction's start, and a takeover must lock it `FOR

@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS fp_tombstones (
 CREATE INDEX IF NOT EXISTS fp_tombstones_at ON fp_tombstones (expired_at_ms);
 ";
 
-/// Issue 28's columns: the principal (API token NAME) a session is bound to,
+/// The binding columns: the principal (API token NAME) a session is bound to,
 /// and the one its tombstone keeps; NULL for a session opened with auth off
 /// and in every row written before. Added to existing tables on open
 /// (PostgreSQL: `ADD COLUMN IF NOT EXISTS`; SQLite, which has no such

@@ -33,7 +33,7 @@ const INSERT_TOMBSTONE_SQL: &str = "INSERT INTO fp_tombstones (id, expired_at_ms
 /// Every tombstone, oldest first: id, age in ms on that clock, principal.
 const SELECT_TOMBSTONES_SQL: &str = "SELECT id, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - expired_at_ms, principal FROM fp_tombstones ORDER BY expired_at_ms, id";
 
-/// Adds each of issue 28's principal columns that `conn`'s tables lack
+/// Adds each of the principal columns that `conn`'s tables lack
 /// (files created before it); new files get them here too.
 fn add_principal_columns(conn: &Connection) -> Result<(), rusqlite::Error> {
     for (table, column) in PRINCIPAL_COLUMNS {

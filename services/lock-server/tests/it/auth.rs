@@ -1,4 +1,4 @@
-//! API tokens (issue 28) through the router, on a fake clock: every endpoint
+//! API tokens through the router, on a fake clock: every endpoint
 //! without a token, with a wrong one, out of its role or scope, and on
 //! another token's session; the issue's three requests; the same 403 for a
 //! foreign and an unknown session id; the owner of an expired session still

@@ -1,4 +1,4 @@
-//! The session binding (issue 28) survives what a session survives: a
+//! The session binding survives what a session survives: a
 //! restart on every store (and so a takeover, which loads the store the same
 //! way), its tombstone included; and a SQLite file or PostgreSQL schema made
 //! before the principal columns existed gets them on open, its old sessions
@@ -134,7 +134,7 @@ async fn the_binding_and_its_tombstone_survive_a_restart(kind: StoreKind) {
         .release_as(alice, "payout:1", &live, 1)
         .await
         .unwrap();
-    // With auth off nothing is checked, as before issue 28.
+    // With auth off nothing is checked, as before API tokens existed.
     second.heartbeat_as(Caller::Anyone, &unbound).await.unwrap();
 }
 
@@ -153,7 +153,7 @@ async fn postgres_the_binding_and_its_tombstone_survive_a_restart() {
     the_binding_and_its_tombstone_survive_a_restart(StoreKind::Postgres).await;
 }
 
-/// The schema of a SQLite file written before issue 28.
+/// The schema of a SQLite file written before API tokens existed.
 const OLD_SQLITE_SCHEMA: &str = "
 CREATE TABLE fp_sessions (id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, ttl_ms BIGINT NOT NULL);
 CREATE TABLE fp_locks (key TEXT PRIMARY KEY, last_token BIGINT NOT NULL, holder_session TEXT,

@@ -1,4 +1,4 @@
-//! API tokens on the real `lock-server` binary (issue 28): the start-up log
+//! API tokens on the real `lock-server` binary: the start-up log
 //! says the auth mode (a WARN without tokens), a bad token file stops the
 //! start, and SIGHUP re-reads the file: a rotated-in token works and a
 //! removed one is refused, while a bad file is logged at ERROR and the set

@@ -1,4 +1,4 @@
-//! Issue 11's server-side rules as scenarios through the router on the fake
+//! The server-side hardening rules as scenarios through the router on the fake
 //! clock: a renew never shortens, the holder's re-acquire answers its current
 //! grant, L7 and error bodies never carry a session id, dot keys are refused,
 //! and the table lets go of what it no longer needs (FREE keys leave memory,

@@ -1,4 +1,4 @@
-//! TLS on the C1 surface (issue 28), in process: `run_tls` on a loopback
+//! TLS on the C1 surface, in process: `run_tls` on a loopback
 //! port with certificates made at test time (`fencepost_harness::pki`, none
 //! committed), and a raw `tokio-rustls` client. A wrong CA, an expired
 //! certificate and a missing or foreign client certificate are refused with

@@ -1,4 +1,4 @@
-//! API tokens on the rail-stub's writes (issue 28): without a token a write
+//! API tokens on the rail-stub's writes: without a token a write
 //! is 401 (with `WWW-Authenticate: Bearer`) and changes nothing; a monitor
 //! token is 403; a client or admin token writes; reads stay open.
 

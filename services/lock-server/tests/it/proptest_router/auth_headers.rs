@@ -1,4 +1,4 @@
-//! The hostile-input property extended to `Authorization` headers (issue 28):
+//! The hostile-input property extended to `Authorization` headers:
 //! on a server with API tokens, random sequences of requests to every
 //! endpoint carry a random header — none, random bytes, a random or
 //! truncated bearer token, another scheme, a token hash, or a real token of
