@@ -604,7 +604,7 @@ def peer_run_line(here: Path, m: dict) -> str:
 
 
 def gen_peer_ceiling(here: Path) -> str:
-    """Grants against the store directory's fsync ceiling (data/peer-limits/, issue 27)."""
+    """Grants against the store directory's fsync ceiling (data/peer-limits/)."""
     rows = read_run("peer-limits", "peer.csv")
     m = read_run("peer-limits", "manifest.json")
     out = []
@@ -654,7 +654,7 @@ def ceiling_stats(rows: list[dict]) -> dict[tuple[str, int], dict[str, list[floa
 
 
 def gen_peer_wrk(here: Path) -> str:
-    """wrk on L2 and /healthz in interleaved pairs, and the profiles (data/peer-limits/, issue 27)."""
+    """wrk on L2 and /healthz in interleaved pairs, and the profiles (data/peer-limits/)."""
     pairs = read_run("peer-limits", "wrk-pairs.csv")
     ratios = [num(r["ratio"]) for r in pairs]
     med, lo, hi, _ = spread(ratios)
@@ -683,7 +683,7 @@ def gen_peer_wrk(here: Path) -> str:
 
 
 def gen_peer_grant_profile(here: Path) -> str:
-    """Where the CPU of 64 clients' grants goes (data/peer-limits/profile-grants.txt, issue 27)."""
+    """Where the CPU of 64 clients' grants goes (data/peer-limits/profile-grants.txt)."""
     rel = "data/peer-limits/profile-grants.txt"
     path = ROOT / rel
     if not path.is_file():
@@ -731,7 +731,7 @@ def read_commented_csv(rel: str) -> tuple[str, list[dict]]:
 
 
 def gen_peer_pg_floor(here: Path) -> str:
-    """One client's grants: PostgreSQL's own floor, the lock-server on it, etcd (data/peer-limits/pg-floor.csv, issue 27)."""
+    """One client's grants: PostgreSQL's own floor, the lock-server on it, etcd (data/peer-limits/pg-floor.csv)."""
     rel = "data/peer-limits/pg-floor.csv"
     first, recs = read_commented_csv(rel)
     if not recs:
@@ -746,7 +746,7 @@ def gen_peer_pg_floor(here: Path) -> str:
         m, lo, hi, _ = spread([num(r[a]) / num(r[b]) for r in recs])
         return f"**{m:.2f}×** ({lo:.2f}–{hi:.2f})"
     ratios = [
-        ["fencepost/postgres ÷ etcd (issue 27 asks ≥ 1.0)", ratio("fencepost_postgres_grants_per_s", "etcd_grants_per_s")],
+        ["fencepost/postgres ÷ etcd (target ≥ 1.0)", ratio("fencepost_postgres_grants_per_s", "etcd_grants_per_s")],
         ["PostgreSQL's floor for the leader's one-statement writes ÷ etcd",
          ratio("pgbench_fenced_one_grants_per_s", "etcd_grants_per_s")],
         ["fencepost/postgres ÷ that floor",
@@ -797,7 +797,7 @@ def read_ab_pairs(rel: str) -> tuple[str, list[dict[str, dict]]]:
 
 
 def gen_peer_ab(here: Path) -> str:
-    """Interleaved A/B runs of heartbeat-path changes (data/peer-limits/ab/, issue 27)."""
+    """Interleaved A/B runs of heartbeat-path changes (data/peer-limits/ab/)."""
     runs = [("server-path", "the server's L2 path, same `{}` body"),
             ("no-body", "the server's path and no heartbeat body (the SDK's L2 now)"),
             ("reply-in-place", "one table lookup and the reply written in place, on top")]
@@ -827,7 +827,7 @@ def gen_peer_ab(here: Path) -> str:
 
 
 def gen_peer_ab_grants(here: Path) -> str:
-    """Interleaved A/B runs of changes to one client's grant on PostgreSQL (data/peer-limits/ab/, issue 27)."""
+    """Interleaved A/B runs of changes to one client's grant on PostgreSQL (data/peer-limits/ab/)."""
     runs = [("prepared-fence", "the fence and the breach audit prepared once per connection, not planned per transaction"),
             ("one-wakeup", "on top: only COMMIT's answer wakes the drain task, not each statement's"),
             ("one-statement", "on top, instead: a leader's lone grant, renewal or release as one fenced, audited statement")]
@@ -867,7 +867,7 @@ def heartbeat_floor_pairs(rows: list[dict]) -> dict[tuple[str, int], list[tuple[
 
 
 def target_verdict(values: list[float], target: float, most: bool = False) -> str:
-    """An issue-27 target over repeats (or pairs): met in all of them, met by the median only, or not met;
+    """A performance target over repeats (or pairs): met in all of them, met by the median only, or not met;
     `most` makes it an upper bound."""
     ok = (lambda x: x <= target) if most else (lambda x: x >= target)
     if all(ok(x) for x in values):
@@ -895,7 +895,7 @@ def self_test() -> None:
 
 
 def gen_peer_targets(here: Path) -> str:
-    """Issue 27's targets, each with its measured value and a verdict, from the runs below it."""
+    """The performance targets, each with its measured value and a verdict, from the runs below it."""
     def mm(v):
         return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"
 
@@ -939,7 +939,7 @@ def gen_peer_targets(here: Path) -> str:
         out.append(["heartbeat p99 at 10,000 sessions ÷ at 100: ≤ 2" if mine else "the same, etcd beside it", lab,
                     mm(v), ("insufficient data" if thin else target_verdict(v, 2.0, most=True)) if mine else "no target"])
     return (
-        table(["target (issue 27)", "system", "measured, median (min–max)", "verdict over repeats or pairs"],
+        table(["performance target", "system", "measured, median (min–max)", "verdict over repeats or pairs"],
               out, ["l", "l", "r", "l"])
         + "\n\nEach value is taken within one repeat or pair, as everywhere on this page; a target is met in all "
         "when every repeat meets it. The runs, and how each was measured, are in the sections below. Sources: "
@@ -950,7 +950,7 @@ def gen_peer_targets(here: Path) -> str:
 
 
 def gen_peer_floor(here: Path) -> str:
-    """Heartbeat ÷ floor per system and clients (data/peer-limits/, issue 27)."""
+    """Heartbeat ÷ floor per system and clients (data/peer-limits/)."""
     rows = read_run("peer-limits", "peer.csv")
     m = read_run("peer-limits", "manifest.json")
     c = m["config"]
@@ -1154,7 +1154,7 @@ def sessions_p99_ratios(rows: list[dict], lab: str, base: int, at: int,
 
 
 def gen_peer_sessions(here: Path) -> str:
-    """Cost against live sessions, fencepost's sessions against etcd's leases (data/peer-sessions/, issue 27)."""
+    """Cost against live sessions, fencepost's sessions against etcd's leases (data/peer-sessions/)."""
     rows, m = sessions_rows()
     min_samples = 1000
     mm = lambda v, d: "–" if not v else f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
