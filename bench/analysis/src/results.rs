@@ -248,10 +248,12 @@ fn absent(name: &str, height: usize) -> Option<Column> {
         "heartbeat_divisor" => Some(Column::new(name.into(), vec![3u32; height])),
         // Before gaps and freezes were recorded: 0, read as "not recorded"
         // (`hb_gap_count == 0`) by the analysis, never as "none happened".
-        "hb_gap_count" | "hb_gap_p50_us" | "hb_gap_p99_us" | "hb_gap_max_us"
-        | "hb_gaps_over_window" | "server_pauses" => {
-            Some(Column::new(name.into(), vec![0u64; height]))
-        }
+        "hb_gap_count"
+        | "hb_gap_p50_us"
+        | "hb_gap_p99_us"
+        | "hb_gap_max_us"
+        | "hb_gaps_over_window"
+        | "server_pauses" => Some(Column::new(name.into(), vec![0u64; height])),
         _ => None,
     }
 }

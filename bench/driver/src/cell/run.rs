@@ -490,7 +490,7 @@ pub async fn measure(
         return Ok(None);
     }
     // A fault the row names but the window never had: no row at all.
-    faults?;
+    let server_pauses = faults?;
     let Some(w) = opened else {
         return Err(CellError::NoWindow {
             cell: plan.id.clone(),
@@ -537,6 +537,7 @@ pub async fn measure(
         idle_sessions,
         lock_server_rss_peak_kb: rss_peak_kb,
         idle_reopened,
+        server_pauses,
         window: elapsed,
         ledger,
         ledger_after: after,
