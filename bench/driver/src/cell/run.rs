@@ -329,6 +329,10 @@ impl CellRun<'_> {
         // not the transfer of the whole ledger, which the workers overlap.
         self.pool.reset_measurements().await;
         let opened = Instant::now();
+        // The fault schedules count from the opening too, not from after the
+        // R6 read (seconds for a large backlog in a debug build): a schedule
+        // started late would miss its first freeze in a short window.
+        self.stack.start_faults();
         let view = self.stack.rail().ledger().await?;
         // After the R6 read, so the driver's own parsing of it is not counted.
         let cpu = CpuMark::now(self.stack.pids());
@@ -339,7 +343,6 @@ impl CellRun<'_> {
             rail_log_len,
             cpu,
         });
-        self.stack.start_faults();
         Ok(())
     }
 
