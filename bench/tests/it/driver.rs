@@ -275,10 +275,8 @@ async fn lost_idle_sessions_are_replaced_and_their_losses_counted() {
     assert!(r.session_lost_deadline >= 24, "{r:?}");
     assert_eq!(r.hb_gaps_over_window, r.session_lost_deadline, "{r:?}");
     assert!(r.hb_gap_count > r.hb_gaps_over_window, "{r:?}");
-    assert!(
-        r.hb_gap_max_us >= 1_200_000,
-        "a gap spans the freeze: {r:?}"
-    );
+    // A lost session's censored gap is at least its window, 0.5 s × 0.7.
+    assert!(r.hb_gap_max_us >= 350_000, "{r:?}");
     let blocks = result
         .blocks
         .as_ref()
