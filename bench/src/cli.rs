@@ -373,7 +373,8 @@ pub struct RunArgs {
 
     /// Run this long before each cell's measured window opens, excluded from
     /// every figure (connection set-up, first heartbeats); default three
-    /// heartbeat periods of the cell (350 ms at --ttl 1s, margin 0.3).
+    /// heartbeat periods of the cell at divisor 3, whatever
+    /// --heartbeat-divisor (350 ms at --ttl 1s, margin 0.3).
     #[arg(long)]
     pub warmup: Option<String>,
 
