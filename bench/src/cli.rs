@@ -373,7 +373,8 @@ pub struct RunArgs {
 
     /// Run this long before each cell's measured window opens, excluded from
     /// every figure (connection set-up, first heartbeats); default three
-    /// heartbeat periods of the cell (350 ms at --ttl 1s, margin 0.3).
+    /// heartbeat periods of the cell at divisor 3, whatever
+    /// --heartbeat-divisor (350 ms at --ttl 1s, margin 0.3).
     #[arg(long)]
     pub warmup: Option<String>,
 
@@ -390,9 +391,19 @@ pub struct RunArgs {
     #[arg(long)]
     pub net_delay: Option<String>,
 
-    /// SIGSTOP the lock-server for FOR every EVERY (process runtime), e.g. 3s:400ms.
+    /// SIGSTOP the lock-server for FOR every EVERY (process runtime), e.g.
+    /// 3s:400ms, inside the measured window (column server_pauses). sweep: a
+    /// list of freeze lengths, EVERY:FOR,FOR,… (3s:300ms,400ms,500ms), each
+    /// shorter than EVERY, is a grid dimension (cell ids end `_freeze=FOR`).
     #[arg(long)]
     pub server_pause: Option<String>,
+
+    /// lock.client.heartbeat-divisor k of every session of a cell (workers'
+    /// and --sessions'; etcd: the keep-alive schedule): heartbeats every
+    /// min(lease, session TTL) × (1 − margin) / k. 2..=10; run: one value,
+    /// sweep: a list (2,3,4), a grid dimension (cell ids end `_k=K` for k ≠ 3).
+    #[arg(long, default_value = "3", value_name = "K")]
+    pub heartbeat_divisor: String,
 
     /// Serve the lock-server over TLS (issue 28): each cell makes a CA and a
     /// certificate for 127.0.0.1 in its directory (cells/<id>/tls/), the

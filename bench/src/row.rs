@@ -25,6 +25,7 @@ pub fn cell_row(m: &Measurement) -> CellRow {
     let corrected = hist::summarize(&hists.corrected);
     let (ci_lo, ci_hi) = hist::quantile_ci95(&hists.corrected, 0.99).unwrap_or_default();
     let tick_lag = hist::summarize(&hists.tick_lag);
+    let gap = hist::summarize(&hists.gap);
     let rail = hist::summarize(&hists.rail);
     let rail_ms = |us: u64| {
         if rail.count == 0 {
@@ -132,13 +133,13 @@ pub fn cell_row(m: &Measurement) -> CellRow {
         lock_server_rss_peak_kb: m.lock_server_rss_peak_kb.map_or(f64::NAN, |kb| kb as f64),
         idle_reopened: m.idle_reopened,
         tls: if plan.conditions.tls { "tls" } else { "none" }.to_owned(),
-        heartbeat_divisor: 3,
-        hb_gap_count: 0,
-        hb_gap_p50_us: 0,
-        hb_gap_p99_us: 0,
-        hb_gap_max_us: 0,
-        hb_gaps_over_window: 0,
-        server_pauses: 0,
+        heartbeat_divisor: plan.heartbeat_divisor,
+        hb_gap_count: gap.count,
+        hb_gap_p50_us: gap.p50,
+        hb_gap_p99_us: gap.p99,
+        hb_gap_max_us: gap.max,
+        hb_gaps_over_window: hb.gaps_over_window,
+        server_pauses: m.server_pauses,
     }
 }
 
@@ -168,6 +169,7 @@ mod tests {
             policy: PolicySpec::Fixed,
             repeat: 0,
             session_ttl: Duration::from_millis(500),
+            heartbeat_divisor: 4,
             time_base: TimeBase::for_lease(lease, true),
             rail_latency: "fixed:2ms".parse().unwrap(),
             rail_read_timeout: Duration::from_millis(166),
@@ -221,12 +223,20 @@ mod tests {
     fn a_row_takes_every_ledger_count_as_a_difference_and_the_measured_window() {
         let before = check(40, 1, 2, 1);
         let after = check(90, 1, 5, 1);
+        let mut workers = PoolReport::default();
+        // 99 gaps of 87 ms (a period at k = 4) and one censored 400 ms one.
+        for _ in 0..99 {
+            workers.hists.gap.record(87_000).unwrap();
+        }
+        workers.hists.gap.record(400_000).unwrap();
+        workers.heartbeat.gaps_over_window = 1;
+        workers.heartbeat.sessions_lost_deadline = 1;
         let m = Measurement {
             plan: plan(),
             window: Duration::from_secs(4),
             ledger: ledger_delta(&before, &after),
             ledger_after: after,
-            workers: PoolReport::default(),
+            workers,
             cpu: CpuUse::default(),
             fences: FenceTrace::default(),
             backend: BackendKind::Fencepost,
@@ -235,8 +245,15 @@ mod tests {
             idle_sessions: 0,
             lock_server_rss_peak_kb: None,
             idle_reopened: 0,
+            server_pauses: 2,
         };
         let row = cell_row(&m);
+        assert_eq!(row.heartbeat_divisor, 4);
+        assert_eq!((row.hb_gap_count, row.hb_gaps_over_window), (100, 1));
+        assert_eq!(row.hb_gaps_over_window, row.session_lost_deadline);
+        assert!((86_900..=87_100).contains(&row.hb_gap_p50_us), "{row:?}");
+        assert!(row.hb_gap_max_us >= 400_000, "{row:?}");
+        assert_eq!(row.server_pauses, 2);
         assert_eq!(row.payouts_paid, 50);
         assert_eq!(
             row.paid_twice, 0,

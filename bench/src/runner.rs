@@ -28,7 +28,7 @@ use tokio::sync::watch;
 pub use bench_analysis::projection::Production;
 use bench_analysis::results::CellRow;
 use bench_core::blocks::Blocks;
-use bench_core::grid::{Cell, PauseSpec, PolicySpec};
+use bench_core::grid::{Cell, PauseAxis, PolicySpec};
 use bench_core::hist::Histograms;
 use bench_core::overhead::ProxyOverhead;
 use bench_core::timebase::TimeBase;
@@ -78,9 +78,12 @@ pub struct RunConfig {
     /// Extra round-trip delay between workers and lock-server.
     #[serde(serialize_with = "display_opt")]
     pub net_delay: Option<LatencySpec>,
-    /// SIGSTOP/SIGCONT the lock-server on this schedule.
+    /// SIGSTOP/SIGCONT the lock-server on this schedule (`EVERY:FOR`; with
+    /// several freeze lengths, `EVERY:FOR,FOR…`, one cell per length).
     #[serde(serialize_with = "display_opt")]
-    pub server_pause: Option<PauseSpec>,
+    pub server_pause: Option<PauseAxis>,
+    /// `--heartbeat-divisor`: the divisors, a grid dimension (`[3]` by default).
+    pub heartbeat_divisors: Vec<u32>,
     /// The run's seed: repeat `i` of every cell uses `seed + i`.
     pub seed: u64,
     /// Whether workers run `check_still_held` + `ensure_time_for` before submitting.
@@ -198,6 +201,7 @@ impl RunConfig {
             policy: cell.policy,
             repeat: cell.repeat,
             session_ttl,
+            heartbeat_divisor: cell.heartbeat_divisor,
             time_base,
             rail_latency: time_base.latency(self.rail_latency),
             rail_read_timeout: time_base.scale(self.rail_read_timeout),
@@ -211,7 +215,11 @@ impl RunConfig {
             seed: self.seed.wrapping_add(u64::from(cell.repeat)),
             conditions: Conditions {
                 net_delay: self.net_delay,
-                server_pause: self.server_pause,
+                // A grid cell carries its own; a cell made by hand
+                // (`Cell::fixed`) takes the run's single schedule.
+                server_pause: cell
+                    .server_pause
+                    .or_else(|| self.server_pause.as_ref().and_then(PauseAxis::single)),
                 tls: self.tls,
             },
             warmup: self

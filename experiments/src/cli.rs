@@ -393,6 +393,10 @@ pub struct WorkerArgs {
     /// Session TTL.
     #[arg(long, value_parser = parse_positive_duration)]
     pub session_ttl: Duration,
+    /// The heartbeat divisor k (bench's `--heartbeat-divisor`), 2..=10.
+    #[arg(long, default_value_t = fencepost_sdk::lease::HEARTBEAT_DIVISOR,
+          value_parser = clap::value_parser!(u32).range(2..=10))]
+    pub heartbeat_divisor: u32,
     /// Margin (the fixed one, or the adaptive ceiling).
     #[arg(long, value_parser = parse_margin)]
     pub margin: f64,

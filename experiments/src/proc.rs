@@ -141,6 +141,8 @@ pub fn worker_args(idx: u64, env: &WorkerEnv, mode: WorkerMode) -> Vec<String> {
         us(env.lease),
         "--session-ttl".into(),
         us(env.session_ttl),
+        "--heartbeat-divisor".into(),
+        env.heartbeat_divisor.to_string(),
         "--margin".into(),
         margin.to_string(),
         "--margin-policy".into(),
@@ -310,6 +312,7 @@ impl RemoteWorker for WorkerChild {
                         corrected_hdr,
                         tick_lag_hdr,
                         rail_hdr,
+                        gap_hdr,
                         cpu_s,
                         margins_ppm,
                     },
@@ -323,12 +326,13 @@ impl RemoteWorker for WorkerChild {
                     break WorkerReport {
                         tally,
                         renewals,
-                        heartbeat,
+                        heartbeat: *heartbeat,
                         hists: Histograms {
                             rtt: decode("RTT", &rtt_hdr)?,
                             corrected: decode("corrected RTT", &corrected_hdr)?,
                             tick_lag: decode("tick lag", &tick_lag_hdr)?,
                             rail: decode("rail latency", &rail_hdr)?,
+                            gap: decode("heartbeat gaps", &gap_hdr)?,
                         },
                         margins: {
                             let [count, sum_ppm, min_ppm, max_ppm] = *margins_ppm;

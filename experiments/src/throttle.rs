@@ -158,6 +158,7 @@ fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> Result<CellPlan, Lat
         policy: PolicySpec::Fixed,
         repeat: 0,
         session_ttl,
+        heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
         time_base: tb,
         rail_latency: tb.latency(latency),
         rail_read_timeout: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT),

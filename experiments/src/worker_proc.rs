@@ -136,9 +136,9 @@ pub enum WorkerLine {
         tally: TallySnapshot,
         /// Renewals the SDK was granted.
         renewals: u64,
-        /// The SDK's heartbeat counters.
+        /// The SDK's heartbeat counters (boxed to keep the enum small).
         #[serde(default)]
-        heartbeat: HeartbeatCounts,
+        heartbeat: Box<HeartbeatCounts>,
         /// The raw heartbeat RTT histogram, `bench_core::hist::encode`d.
         rtt_hdr: String,
         /// The corrected heartbeat RTT histogram, encoded.
@@ -150,6 +150,9 @@ pub enum WorkerLine {
         /// The rail submit latency histogram, encoded.
         #[serde(default)]
         rail_hdr: String,
+        /// The heartbeat gap histogram, encoded.
+        #[serde(default)]
+        gap_hdr: String,
         /// CPU seconds this process used since its start or its last `reset`.
         #[serde(default)]
         cpu_s: Option<f64>,
@@ -244,6 +247,7 @@ pub fn env_of(args: &WorkerArgs, hook: Option<ClaimHook>) -> Result<WorkerEnv, F
         rail_url: args.rail_url.clone(),
         lease: args.lease,
         session_ttl: args.session_ttl,
+        heartbeat_divisor: args.heartbeat_divisor,
         margin: policy.margin_policy(args.margin),
         rail_read_timeout: args.rail_read_timeout,
         worst_case_hop: args.worst_case_hop,
@@ -404,11 +408,12 @@ async fn run(args: WorkerArgs) -> Result<(), WorkerError> {
         emit(&WorkerLine::Done {
             tally: TallySnapshot::of(&tally),
             renewals: stats.renewals,
-            heartbeat: HeartbeatCounts::from(stats),
+            heartbeat: Box::new(HeartbeatCounts::from(stats)),
             rtt_hdr: encode(&client.rtt_histogram())?,
             corrected_hdr: encode(&client.corrected_rtt_histogram())?,
             tick_lag_hdr: encode(&client.tick_lag_histogram())?,
             rail_hdr: encode(&worker.rail_histogram())?,
+            gap_hdr: encode(&client.gap_histogram())?,
             cpu_s: cpu_seconds(None)
                 .zip(cpu_from)
                 .map(|(now, from)| (now - from).max(0.0)),

@@ -90,7 +90,7 @@ impl LockClient {
             granted.session_id,
             owner_id,
             granted.ttl_ms,
-            deadline,
+            (reply.send, deadline),
             ordinal,
         ))
     }
@@ -134,7 +134,18 @@ impl LockClient {
         self.inner.metrics.tick_lag_snapshot()
     }
 
-    /// Empties the three heartbeat histograms (raw, corrected, tick lag)
+    /// A copy of the heartbeat gap histogram, µs
+    /// ([`Metrics::gap_snapshot`](crate::Metrics::gap_snapshot)): per session,
+    /// from the send of the last acknowledged L1/L2 to the receipt of the next
+    /// acknowledgement (the time its deadline was exposed), plus one censored
+    /// gap ("≥") per session lost at its deadline, at the moment the loss was
+    /// found. Gaps longer than their window are counted in
+    /// [`ClientStats::hb_gaps_over_window`].
+    pub fn gap_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.gap_snapshot()
+    }
+
+    /// Empties the four heartbeat histograms (raw, corrected, tick lag, gaps)
     /// *and* the adaptive margin's own RTT view, which puts an adaptive
     /// margin back into warm-up (its ceiling until 20 samples). For a
     /// warm-up cut that keeps the policy's view, use
@@ -144,7 +155,7 @@ impl LockClient {
         self.inner.metrics.reset_rtt();
     }
 
-    /// Zeroes every measurement: the three histograms, every counter of
+    /// Zeroes every measurement: the four histograms, every counter of
     /// [`stats`](Self::stats) (heartbeat outcomes and ticks, sessions and
     /// handles lost, leases abandoned) and the [`margin_stats`](Self::margin_stats).
     /// Not the adaptive margin policy's own RTT view: the policy keeps the
@@ -185,8 +196,9 @@ impl LockClient {
     /// holding [`prometheus`](Self::prometheus) alone, encoded now. The
     /// families: `lock_heartbeat_rtt_seconds`,
     /// `lock_heartbeat_rtt_corrected_seconds`,
-    /// `lock_heartbeat_tick_lag_seconds` (histograms whose boundaries include
-    /// this configuration's trigger-1 budgets),
+    /// `lock_heartbeat_tick_lag_seconds`, `lock_heartbeat_gap_seconds`
+    /// (histograms whose boundaries include this configuration's trigger-1
+    /// budgets), `lock_heartbeat_gaps_over_window_total`,
     /// `lock_heartbeat_outcomes_total{outcome}`, `lock_heartbeat_ticks_total`,
     /// `lock_heartbeat_ticks_missed_total`, `lock_session_lost_total{reason}`,
     /// `lock_handles_lost_total`, `lock_lease_abandoned_total`,

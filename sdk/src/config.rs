@@ -27,6 +27,8 @@ pub const KEY_DEFAULT_TTL: &str = "lock.default.ttl";
 pub const KEY_SESSION_TTL: &str = "lock.session.ttl";
 /// The SDK's name for the per-request timeout (not a C4 key; config only).
 pub const KEY_REQUEST_TIMEOUT: &str = "lock.client.request-timeout";
+/// The SDK's key of the heartbeat divisor k (period = usable window / k).
+pub const KEY_HEARTBEAT_DIVISOR: &str = "lock.client.heartbeat-divisor";
 /// The SDK's name for the lock-server base URL (not a C4 key).
 pub const KEY_BASE_URL: &str = "lock.client.base-url";
 
@@ -64,6 +66,8 @@ pub const ENV_MARGIN: &str = "LOCK_CLIENT_SAFETY_MARGIN";
 pub const ENV_DEFAULT_TTL: &str = "LOCK_DEFAULT_TTL";
 /// Environment variable of [`KEY_SESSION_TTL`].
 pub const ENV_SESSION_TTL: &str = "LOCK_SESSION_TTL";
+/// Environment variable of [`KEY_HEARTBEAT_DIVISOR`].
+pub const ENV_HEARTBEAT_DIVISOR: &str = "LOCK_CLIENT_HEARTBEAT_DIVISOR";
 
 /// How the safety margin of ADR-006 D1 is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -341,6 +345,11 @@ pub struct LockClientConfig {
     /// `lock.default.ttl`: the lease asked for in L4/L5 when the caller gives
     /// none. Default 30 s.
     pub default_ttl: Duration,
+    /// `lock.client.heartbeat-divisor`: the heartbeat period is
+    /// `min(session_ttl, shortest live lease) × (1 − margin) / k`. Default
+    /// [`HEARTBEAT_DIVISOR`](crate::lease::HEARTBEAT_DIVISOR) (3, ADR-006);
+    /// accepted [`HEARTBEAT_DIVISORS`](crate::lease::HEARTBEAT_DIVISORS) (2..=10).
+    pub heartbeat_divisor: u32,
     /// Per-request timeout of every L1–L7 exchange (heartbeats use the smaller
     /// of this and the time left before the deadline they protect). Default 2 s.
     pub request_timeout: Duration,
@@ -373,6 +382,7 @@ impl fmt::Debug for LockClientConfig {
             .field("margin", &self.margin)
             .field("session_ttl", &self.session_ttl)
             .field("default_ttl", &self.default_ttl)
+            .field("heartbeat_divisor", &self.heartbeat_divisor)
             .field("request_timeout", &self.request_timeout)
             .field("confirm_with_server", &self.confirm_with_server)
             .field("seed", &self.seed)
@@ -391,6 +401,7 @@ impl LockClientConfig {
             margin: MarginPolicy::default(),
             session_ttl: DEFAULT_SESSION_TTL,
             default_ttl: DEFAULT_TTL,
+            heartbeat_divisor: lease::HEARTBEAT_DIVISOR,
             request_timeout: Duration::from_secs(2),
             confirm_with_server: false,
             seed: 0,
@@ -402,7 +413,7 @@ impl LockClientConfig {
 
     /// The defaults overridden by `LOCK_URLS` (comma-separated replica URLs,
     /// replacing `base_url`), `LOCK_CLIENT_SAFETY_MARGIN`, `LOCK_DEFAULT_TTL`,
-    /// `LOCK_SESSION_TTL`, the TLS files `LOCK_CLIENT_TLS_CA`,
+    /// `LOCK_SESSION_TTL`, `LOCK_CLIENT_HEARTBEAT_DIVISOR`, the TLS files `LOCK_CLIENT_TLS_CA`,
     /// `LOCK_CLIENT_TLS_CERT`, `LOCK_CLIENT_TLS_KEY` and the API token
     /// (`FENCEPOST_TOKEN` or `FENCEPOST_TOKEN_FILE`, see
     /// [`token_from_env`](Self::token_from_env)) when set; refuses bad values
@@ -442,6 +453,13 @@ impl LockClientConfig {
         }
         if let Some(v) = lookup(ENV_SESSION_TTL) {
             cfg.session_ttl = parse_ttl(KEY_SESSION_TTL, &v)?;
+        }
+        if let Some(v) = lookup(ENV_HEARTBEAT_DIVISOR) {
+            cfg.heartbeat_divisor = v.trim().parse().map_err(|_| ConfigError::Invalid {
+                key: KEY_HEARTBEAT_DIVISOR,
+                value: v.clone(),
+                reason: DIVISOR_RANGE,
+            })?;
         }
         let file = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
         if let Some(ca) = file(ENV_TLS_CA) {
@@ -525,6 +543,12 @@ impl LockClientConfig {
         self
     }
 
+    /// Sets the heartbeat divisor k (period = usable window / k; 2..=10).
+    pub fn with_heartbeat_divisor(mut self, k: u32) -> Self {
+        self.heartbeat_divisor = k;
+        self
+    }
+
     /// Sets the per-request timeout.
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
@@ -583,6 +607,13 @@ impl LockClientConfig {
     /// Checks every value; the error names the key and the accepted range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.margin.validate()?;
+        if !lease::HEARTBEAT_DIVISORS.contains(&self.heartbeat_divisor) {
+            return Err(ConfigError::Invalid {
+                key: KEY_HEARTBEAT_DIVISOR,
+                value: self.heartbeat_divisor.to_string(),
+                reason: DIVISOR_RANGE,
+            });
+        }
         for (key, d) in [
             (KEY_SESSION_TTL, self.session_ttl),
             (KEY_DEFAULT_TTL, self.default_ttl),
@@ -628,6 +659,9 @@ impl LockClientConfig {
         Ok(())
     }
 }
+
+/// The accepted heartbeat divisors, as an error's reason.
+const DIVISOR_RANGE: &str = "must be a whole number 2 ≤ k ≤ 10";
 
 /// Parses a TTL for `key`: a C4 duration, greater than zero.
 fn parse_ttl(key: &'static str, text: &str) -> Result<Duration, ConfigError> {

@@ -19,9 +19,14 @@ pub const PPM: u64 = 1_000_000;
 /// with fewer it uses its `ceiling` (warm-up).
 pub const ADAPTIVE_WARMUP_SAMPLES: u64 = 20;
 
-/// The heartbeat divisor of T-040 §4: period = base × (1 − margin) / 3, so two
-/// consecutive lost heartbeats can be tolerated before the client deadline.
+/// The default heartbeat divisor k of T-040 §4 (ADR-006): period = base ×
+/// (1 − margin) / k with k = 3, so two consecutive lost heartbeats can be
+/// tolerated before the client deadline.
 pub const HEARTBEAT_DIVISOR: u32 = 3;
+
+/// The heartbeat divisors a client accepts (`lock.client.heartbeat-divisor`):
+/// 2 tolerates one lost heartbeat, 10 nine.
+pub const HEARTBEAT_DIVISORS: std::ops::RangeInclusive<u32> = 2..=10;
 
 /// The shortest heartbeat period the task will use, whatever the TTLs.
 pub const MIN_HEARTBEAT_PERIOD: Duration = Duration::from_millis(1);
@@ -126,15 +131,17 @@ pub fn apply_grant(
     Ok(client_deadline(reply.send, reply.granted_ms, margin_ppm))
 }
 
-/// The heartbeat period: `min(session_ttl, shortest live lease) × (1 − margin) / 3`,
-/// at least [`MIN_HEARTBEAT_PERIOD`].
+/// The heartbeat period: `min(session_ttl, shortest live lease) × (1 − margin) / divisor`,
+/// at least [`MIN_HEARTBEAT_PERIOD`] (a divisor of 0 is read as 1).
+/// [`HEARTBEAT_DIVISOR`] is the default divisor.
 pub fn heartbeat_period(
     session_ttl_ms: u64,
     shortest_lease_ms: Option<u64>,
     margin_ppm: u64,
+    divisor: u32,
 ) -> Duration {
     let base = shortest_lease_ms.map_or(session_ttl_ms, |l| l.min(session_ttl_ms));
-    let period = usable(Duration::from_millis(base), margin_ppm) / HEARTBEAT_DIVISOR;
+    let period = usable(Duration::from_millis(base), margin_ppm) / divisor.max(1);
     period.max(MIN_HEARTBEAT_PERIOD)
 }
 
@@ -188,20 +195,29 @@ mod tests {
     fn period_uses_the_shorter_of_session_ttl_and_lease() {
         // 15 s session, no lease: 15 × 0.7 / 3 = 3.5 s.
         assert_eq!(
-            heartbeat_period(15_000, None, 300_000),
+            heartbeat_period(15_000, None, 300_000, HEARTBEAT_DIVISOR),
             Duration::from_millis(3_500)
         );
         // A 3 s lease is shorter: 3 × 0.7 / 3 = 0.7 s.
         assert_eq!(
-            heartbeat_period(15_000, Some(3_000), 300_000),
+            heartbeat_period(15_000, Some(3_000), 300_000, HEARTBEAT_DIVISOR),
             Duration::from_millis(700)
         );
         // A longer lease does not lengthen it.
         assert_eq!(
-            heartbeat_period(15_000, Some(60_000), 300_000),
+            heartbeat_period(15_000, Some(60_000), 300_000, HEARTBEAT_DIVISOR),
             Duration::from_millis(3_500)
         );
-        assert_eq!(heartbeat_period(0, None, 0), MIN_HEARTBEAT_PERIOD);
+        assert_eq!(heartbeat_period(0, None, 0, 3), MIN_HEARTBEAT_PERIOD);
+    }
+
+    #[test]
+    fn period_divides_the_usable_base_by_the_divisor() {
+        // 1 s × 0.7 = 700 ms: / 2 = 350 ms, / 4 = 175 ms, / 10 = 70 ms.
+        for (k, ms) in [(2, 350), (3, 233), (4, 175), (10, 70)] {
+            let p = heartbeat_period(1_000, None, 300_000, k);
+            assert_eq!(p.as_millis(), ms, "k = {k}");
+        }
     }
 
     #[test]
@@ -359,23 +375,24 @@ mod proptests {
     proptest! {
         #![proptest_config(proptest_config("lease::heartbeat_period"))]
         #[test]
-        fn period_is_at_most_a_third_of_the_usable_base(
+        fn period_is_at_most_a_kth_of_the_usable_base(
             ttl in prop_oneof![0u64..=600_000, any::<u64>()],
             lease in proptest::option::of(prop_oneof![0u64..=600_000, any::<u64>()]),
             m in ppm(),
+            k in HEARTBEAT_DIVISORS,
         ) {
-            let p = heartbeat_period(ttl, lease, m);
+            let p = heartbeat_period(ttl, lease, m, k);
             let base = lease.map_or(ttl, |l| l.min(ttl));
-            let third = usable(Duration::from_millis(base), m) / HEARTBEAT_DIVISOR;
+            let part = usable(Duration::from_millis(base), m) / k;
             prop_assert!(p >= MIN_HEARTBEAT_PERIOD);
-            if third >= MIN_HEARTBEAT_PERIOD {
-                prop_assert_eq!(p, third);
-                prop_assert!(p * HEARTBEAT_DIVISOR <= usable(Duration::from_millis(base), m));
+            if part >= MIN_HEARTBEAT_PERIOD {
+                prop_assert_eq!(p, part);
+                prop_assert!(p * k <= usable(Duration::from_millis(base), m));
             } else {
                 prop_assert_eq!(p, MIN_HEARTBEAT_PERIOD);
             }
             // A longer lease never lengthens the period beyond the session's.
-            prop_assert!(p <= heartbeat_period(ttl, None, m));
+            prop_assert!(p <= heartbeat_period(ttl, None, m, k));
         }
     }
 

@@ -19,7 +19,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fencepost_sdk::lease::{PPM, heartbeat_period};
+use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, PPM, heartbeat_period};
 use polars::prelude::{Column, DataFrame, PolarsError};
 use serde::{Deserialize, Serialize};
 
@@ -151,7 +151,12 @@ pub fn project(
             let t1 = trigger1_verdict(s.count, over, s.p99 as f64 / 1e3, budget_ms);
             let usable_ms = base as f64 * (1.0 - m);
             let ppm = (m * PPM as f64).round() as u64;
-            let period: Duration = heartbeat_period(prod.session_ttl_ms, Some(prod.lease_ms), ppm);
+            let period: Duration = heartbeat_period(
+                prod.session_ttl_ms,
+                Some(prod.lease_ms),
+                ppm,
+                HEARTBEAT_DIVISOR,
+            );
             let window_ms = usable_ms - period.as_secs_f64() * 1e3 - s.p50 as f64 / 1e3;
             let window_ms = (window_ms * 1e3).round() / 1e3;
             let t3 = if window_ms <= hop_ms as f64 {

@@ -1,12 +1,13 @@
 //! The sweep grid and the values of bench's flags: margin ranges
-//! (`0.1..0.5[:STEP]`), TTL lists (`1s,2s`), margin policies, and the
-//! `--server-pause EVERY:FOR` spec. Every parse error names the flag and the
+//! (`0.1..0.5[:STEP]`), TTL lists (`1s,2s`), margin policies, heartbeat
+//! divisors (`2,3,4`), and the `--server-pause EVERY:FOR[,FOR…]` spec. Every parse error names the flag and the
 //! bad text, and the CLI exits 2 on it.
 
 use std::time::Duration;
 
 use fencepost_api::duration::{format_duration, parse_duration};
 use fencepost_sdk::MarginPolicy;
+use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, HEARTBEAT_DIVISORS};
 
 /// A refused flag value: `--flag VALUE: why`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,6 +151,112 @@ pub fn parse_pause(text: &str) -> Result<PauseSpec, FlagError> {
         return Err(flag_err(FLAG, text, "FOR must be shorter than EVERY"));
     }
     Ok(PauseSpec { every, pause_for })
+}
+
+/// `--server-pause EVERY:FOR[,FOR…]`: one schedule per freeze length, a grid
+/// dimension when there are several (`3s:300ms,400ms`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PauseAxis {
+    /// Time between the starts of two pauses, the same for every length.
+    pub every: Duration,
+    /// The freeze lengths, each shorter than `every`, in the order given.
+    pub fors: Vec<Duration>,
+}
+
+impl PauseAxis {
+    /// One schedule per freeze length.
+    pub fn specs(&self) -> Vec<PauseSpec> {
+        let every = self.every;
+        self.fors
+            .iter()
+            .map(|&pause_for| PauseSpec { every, pause_for })
+            .collect()
+    }
+
+    /// The schedule, when there is one freeze length only.
+    pub fn single(&self) -> Option<PauseSpec> {
+        match self.specs().as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+}
+
+impl From<PauseSpec> for PauseAxis {
+    fn from(p: PauseSpec) -> Self {
+        PauseAxis {
+            every: p.every,
+            fors: vec![p.pause_for],
+        }
+    }
+}
+
+impl std::fmt::Display for PauseAxis {
+    /// `EVERY:FOR[,FOR…]`; one length prints as its [`PauseSpec`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fors: Vec<String> = self.fors.iter().map(|d| format_duration(*d)).collect();
+        write!(f, "{}:{}", format_duration(self.every), fors.join(","))
+    }
+}
+
+/// Parses `EVERY:FOR[,FOR…]`, e.g. `3s:300ms,400ms`: every FOR shorter than
+/// EVERY, none twice. An error names the flag and the value at fault.
+pub fn parse_pause_axis(text: &str) -> Result<PauseAxis, FlagError> {
+    const FLAG: &str = "--server-pause";
+    let (every, fors) = text
+        .split_once(':')
+        .ok_or_else(|| flag_err(FLAG, text, "expected EVERY:FOR[,FOR…], e.g. 3s:300ms,400ms"))?;
+    let every = parse_positive_duration(FLAG, every)?;
+    let mut out: Vec<Duration> = Vec::new();
+    for part in fors.split(',') {
+        let d = parse_positive_duration(FLAG, part)?;
+        if d >= every {
+            return Err(flag_err(
+                FLAG,
+                text,
+                format!(
+                    "FOR {} must be shorter than EVERY {}",
+                    part.trim(),
+                    format_duration(every)
+                ),
+            ));
+        }
+        if out.contains(&d) {
+            return Err(flag_err(
+                FLAG,
+                text,
+                format!("names FOR {} twice", part.trim()),
+            ));
+        }
+        out.push(d);
+    }
+    Ok(PauseAxis { every, fors: out })
+}
+
+/// `--heartbeat-divisor`: one whole number k or a comma list (`2,3,4`), each
+/// in the SDK's accepted range (2..=10), none twice.
+pub fn parse_divisors(text: &str) -> Result<Vec<u32>, FlagError> {
+    const FLAG: &str = "--heartbeat-divisor";
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let k = part
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|k| HEARTBEAT_DIVISORS.contains(k))
+            .ok_or_else(|| {
+                flag_err(
+                    FLAG,
+                    text,
+                    format!("{:?} is not a whole number 2..10", part.trim()),
+                )
+            })?;
+        if out.contains(&k) {
+            return Err(flag_err(FLAG, text, format!("names {k} twice")));
+        }
+        out.push(k);
+    }
+    Ok(out)
 }
 
 /// The margin policy of a run: the C3 policies as bench flags.
@@ -298,7 +405,8 @@ pub fn parse_repeat(n: u32) -> Result<u32, FlagError> {
     Ok(n)
 }
 
-/// One cell of the grid: a (TTL, policy, margin) point and its repetition.
+/// One cell of the grid: a (TTL, policy, margin, divisor, freeze) point and
+/// its repetition.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cell {
     /// The lease requested (and, with the default clamps, granted).
@@ -311,10 +419,16 @@ pub struct Cell {
     pub repeat: u32,
     /// Whether the run repeats its cells (then the id names the repeat).
     pub repeated: bool,
+    /// The heartbeat divisor k of the cell's sessions (`--heartbeat-divisor`).
+    pub heartbeat_divisor: u32,
+    /// The lock-server's freeze schedule (`--server-pause`), if any.
+    pub server_pause: Option<PauseSpec>,
+    /// Whether the run gave several freeze lengths (then the id names this one's).
+    pub freeze_axis: bool,
 }
 
 impl Cell {
-    /// A fixed-margin cell, not repeated.
+    /// A fixed-margin cell, not repeated, at the default divisor, no freeze.
     pub fn fixed(lease: Duration, margin: f64) -> Self {
         Cell {
             lease,
@@ -322,19 +436,32 @@ impl Cell {
             policy: PolicySpec::Fixed,
             repeat: 0,
             repeated: false,
+            heartbeat_divisor: HEARTBEAT_DIVISOR,
+            server_pause: None,
+            freeze_axis: false,
         }
     }
 
-    /// The id of the (TTL, policy, margin) point, without the repeat:
-    /// `ttl=1s_margin=0.30` (fixed) or `ttl=1s_adaptive_k=4_floor=0.05_ceiling=0.50`.
+    /// The id of the cell's point, without the repeat: `ttl=1s_margin=0.30`
+    /// (fixed) or `ttl=1s_adaptive_k=4_floor=0.05_ceiling=0.50`, then `_k=4`
+    /// for a heartbeat divisor other than 3 and `_freeze=400ms` when the run
+    /// has several freeze lengths. At the default divisor and one freeze
+    /// length (or none) the ids are those of runs from before these axes.
     pub fn group_id(&self) -> String {
         let ttl = format_duration(self.lease);
-        match self.policy {
+        let mut id = match self.policy {
             PolicySpec::Fixed => format!("ttl={ttl}_margin={:.2}", self.margin),
             PolicySpec::Adaptive { k, floor, ceiling } => {
                 format!("ttl={ttl}_adaptive_k={k}_floor={floor:.2}_ceiling={ceiling:.2}")
             }
+        };
+        if self.heartbeat_divisor != HEARTBEAT_DIVISOR {
+            id.push_str(&format!("_k={}", self.heartbeat_divisor));
         }
+        if let Some(p) = self.server_pause.filter(|_| self.freeze_axis) {
+            id.push_str(&format!("_freeze={}", format_duration(p.pause_for)));
+        }
+        id
     }
 
     /// A stable id for file names and `--resume`: the [`Cell::group_id`],
@@ -356,36 +483,74 @@ pub fn group_of(id: &str) -> &str {
     }
 }
 
-/// The grid in run order: TTLs outer, then the repeats, then the policies
-/// (fixed: one cell per margin; adaptive: one cell per TTL, the margin list
-/// does not apply, its margin column is the ceiling). Within a TTL every
-/// repeat runs all configurations before the next starts (A B A B …), so a
-/// comparison is taken across interleaved runs, not runs minutes apart.
+/// The grid's dimensions beyond (TTL, policy, margin): heartbeat divisors
+/// and the freeze lengths of `--server-pause`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Axes {
+    /// `--heartbeat-divisor`: at least one.
+    pub divisors: Vec<u32>,
+    /// `--server-pause`: no freeze, or one schedule per freeze length.
+    pub pause: Option<PauseAxis>,
+}
+
+impl Default for Axes {
+    /// The default divisor (3), no freeze.
+    fn default() -> Self {
+        Axes {
+            divisors: vec![HEARTBEAT_DIVISOR],
+            pause: None,
+        }
+    }
+}
+
+/// [`cells_with`] at the default [`Axes`].
 pub fn cells(
     ttls: &[Duration],
     margins: &[f64],
     policies: &[PolicySpec],
     repeats: u32,
 ) -> Vec<Cell> {
+    cells_with(ttls, margins, policies, repeats, &Axes::default())
+}
+
+/// The grid in run order: TTLs outer, then the repeats, then the policies
+/// (fixed: one cell per margin; adaptive: one cell per TTL, the margin list
+/// does not apply, its margin column is the ceiling), then the divisors,
+/// then the freeze lengths. Within a TTL every repeat runs all
+/// configurations before the next starts (A B A B …), so a comparison is
+/// taken across interleaved runs, not runs minutes apart.
+pub fn cells_with(
+    ttls: &[Duration],
+    margins: &[f64],
+    policies: &[PolicySpec],
+    repeats: u32,
+    axes: &Axes,
+) -> Vec<Cell> {
+    let pauses: Vec<Option<PauseSpec>> = match &axes.pause {
+        Some(a) => a.specs().into_iter().map(Some).collect(),
+        None => vec![None],
+    };
     let mut out = Vec::new();
     for &lease in ttls {
         for repeat in 0..repeats {
             for &policy in policies {
-                let base = Cell {
-                    lease,
-                    margin: 0.0,
-                    policy,
-                    repeat,
-                    repeated: repeats > 1,
+                let points: Vec<f64> = match policy {
+                    PolicySpec::Fixed => margins.to_vec(),
+                    PolicySpec::Adaptive { ceiling, .. } => vec![ceiling],
                 };
-                match policy {
-                    PolicySpec::Fixed => {
-                        out.extend(margins.iter().map(|&margin| Cell { margin, ..base }))
+                for margin in points {
+                    for &heartbeat_divisor in &axes.divisors {
+                        out.extend(pauses.iter().map(|&server_pause| Cell {
+                            lease,
+                            margin,
+                            policy,
+                            repeat,
+                            repeated: repeats > 1,
+                            heartbeat_divisor,
+                            server_pause,
+                            freeze_axis: pauses.len() > 1,
+                        }));
                     }
-                    PolicySpec::Adaptive { ceiling, .. } => out.push(Cell {
-                        margin: ceiling,
-                        ..base
-                    }),
                 }
             }
         }
@@ -394,125 +559,4 @@ pub fn cells(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn margin_ranges_are_inclusive_and_exact() {
-        assert_eq!(parse_margins("0.1..0.5:0.2").unwrap(), vec![0.1, 0.3, 0.5]);
-        assert_eq!(
-            parse_margins("0.1..0.5").unwrap(),
-            vec![0.1, 0.2, 0.3, 0.4, 0.5]
-        );
-        assert_eq!(parse_margins("0.3").unwrap(), vec![0.3]);
-        assert_eq!(parse_margins("0.1,0.25").unwrap(), vec![0.1, 0.25]);
-    }
-
-    #[test]
-    fn bad_margins_name_the_flag() {
-        for bad in [
-            "0.5..0.1",
-            "1.0",
-            "1.5",
-            "-0.1",
-            "abc",
-            "0.1..0.5:0",
-            "0.1..0.5:x",
-        ] {
-            let e = parse_margins(bad).unwrap_err();
-            assert!(e.to_string().starts_with("--margin"), "{e}");
-        }
-        assert!(
-            parse_margins("0.5..0.1")
-                .unwrap_err()
-                .to_string()
-                .contains("reversed")
-        );
-    }
-
-    #[test]
-    fn ttls_need_units_and_the_server_range() {
-        assert_eq!(
-            parse_ttls("1s,2s").unwrap(),
-            vec![Duration::from_secs(1), Duration::from_secs(2)]
-        );
-        for bad in ["1", "1parsec", "50ms", "11m"] {
-            assert!(
-                parse_ttls(bad)
-                    .unwrap_err()
-                    .to_string()
-                    .starts_with("--ttl"),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn pause_and_policy_specs() {
-        let p = parse_pause("2s:300ms").unwrap();
-        assert_eq!(p.to_string(), "2s:300ms");
-        assert!(parse_pause("1s:2s").is_err());
-        assert_eq!(parse_policy("fixed").unwrap(), PolicySpec::Fixed);
-        assert_eq!(
-            parse_policy("adaptive:k=4,floor=0.1,ceiling=0.4").unwrap(),
-            PolicySpec::Adaptive {
-                k: 4.0,
-                floor: 0.1,
-                ceiling: 0.4
-            }
-        );
-        assert!(
-            parse_policy("adaptive:q=1")
-                .unwrap_err()
-                .to_string()
-                .contains("--margin-policy")
-        );
-    }
-
-    #[test]
-    fn cell_ids_are_stable() {
-        let c = cells(&[Duration::from_secs(1)], &[0.3], &[PolicySpec::Fixed], 1);
-        assert_eq!(c[0].id(), "ttl=1s_margin=0.30");
-    }
-
-    #[test]
-    fn a_policy_list_is_a_grid_dimension_and_adaptive_runs_once_per_ttl() {
-        let p = parse_policies("fixed,adaptive:k=4,floor=0.05,ceiling=0.5").unwrap();
-        assert_eq!(
-            p,
-            vec![
-                PolicySpec::Fixed,
-                PolicySpec::Adaptive {
-                    k: 4.0,
-                    floor: 0.05,
-                    ceiling: 0.5
-                }
-            ]
-        );
-        let c = cells(&[Duration::from_secs(1)], &[0.1, 0.3], &p, 3);
-        assert_eq!(c.len(), 9, "3 repeats × (2 fixed + 1 adaptive)");
-        let ids: Vec<String> = c.iter().take(3).map(Cell::id).collect();
-        assert_eq!(
-            ids,
-            [
-                "ttl=1s_margin=0.10_rep=0",
-                "ttl=1s_margin=0.30_rep=0",
-                "ttl=1s_adaptive_k=4_floor=0.05_ceiling=0.50_rep=0"
-            ]
-        );
-        assert_eq!(c[8].repeat, 2);
-        assert_eq!(group_of(&c[0].id()), "ttl=1s_margin=0.10");
-        assert_eq!(group_of("ttl=1s_margin=0.10"), "ttl=1s_margin=0.10");
-        assert_eq!(c[2].margin, 0.5, "adaptive's margin column is its ceiling");
-        for bad in ["", "fixed,k=3", "fixed,fixed", "adaptive:k=0", "sometimes"] {
-            assert!(
-                parse_policies(bad)
-                    .unwrap_err()
-                    .to_string()
-                    .starts_with("--margin-policy"),
-                "{bad}"
-            );
-        }
-        assert!(parse_repeat(0).is_err() && parse_repeat(3).is_ok());
-    }
-}
+mod tests;

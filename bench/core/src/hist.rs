@@ -1,9 +1,12 @@
 //! Per-cell latency histograms: how they are sized, summarised and stored.
 //!
-//! A cell has four histograms ([`Series`]), all in µs: the raw heartbeat RTT
+//! A cell has five histograms ([`Series`]), all in µs: the raw heartbeat RTT
 //! (stem `<cell>`), the RTT corrected for coordinated omission
-//! (`<cell>.corrected`), the heartbeat tick lag (`<cell>.tick_lag`) and the
-//! rail submit latency measured by the workers (`<cell>.rail`). Each is saved
+//! (`<cell>.corrected`), the heartbeat tick lag (`<cell>.tick_lag`), the
+//! rail submit latency measured by the workers (`<cell>.rail`) and the
+//! heartbeat gaps (`<cell>.gap`: per session, the send of the last
+//! acknowledged heartbeat to the receipt of the next acknowledgement, plus a
+//! censored gap per session lost at its deadline). Each is saved
 //! twice under `hgrm/`:
 //! - `<stem>.hgrm`: the classic HdrHistogram percentile-distribution text
 //!   (`Value Percentile TotalCount 1/(1-Percentile)` plus the Mean/StdDeviation/Max
@@ -168,7 +171,7 @@ pub fn summarize(h: &Histogram<u64>) -> RttSummary {
     }
 }
 
-/// The four histograms a cell saves, and the file stem of each.
+/// The five histograms a cell saves, and the file stem of each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Series {
     /// Raw heartbeat RTT, send → reply; timeouts as censored "≥" samples (`<cell>`).
@@ -179,15 +182,19 @@ pub enum Series {
     TickLag,
     /// Rail submit (R3) latency seen by the workers; timeouts censored (`<cell>.rail`).
     Rail,
+    /// Heartbeat gaps: last acknowledged send → next acknowledgement's
+    /// receipt, plus one censored gap per session lost at its deadline (`<cell>.gap`).
+    Gap,
 }
 
 impl Series {
     /// Every series, in the order they are saved.
-    pub const ALL: [Series; 4] = [
+    pub const ALL: [Series; 5] = [
         Series::Rtt,
         Series::Corrected,
         Series::TickLag,
         Series::Rail,
+        Series::Gap,
     ];
 
     /// The file stem of this series of `cell`.
@@ -197,6 +204,7 @@ impl Series {
             Series::Corrected => format!("{cell}.corrected"),
             Series::TickLag => format!("{cell}.tick_lag"),
             Series::Rail => format!("{cell}.rail"),
+            Series::Gap => format!("{cell}.gap"),
         }
     }
 
@@ -209,11 +217,14 @@ impl Series {
             }
             Series::TickLag => "heartbeat tick lag (scheduled -> actual send)",
             Series::Rail => "rail submit (R3) latency seen by the workers (timeouts censored)",
+            Series::Gap => {
+                "heartbeat gaps (last acknowledged send -> next acknowledgement; lost sessions censored)"
+            }
         }
     }
 }
 
-/// The four histograms of a worker or a cell, one per [`Series`] (µs).
+/// The five histograms of a worker or a cell, one per [`Series`] (µs).
 #[derive(Clone, Debug)]
 pub struct Histograms {
     /// [`Series::Rtt`].
@@ -224,6 +235,8 @@ pub struct Histograms {
     pub tick_lag: Histogram<u64>,
     /// [`Series::Rail`].
     pub rail: Histogram<u64>,
+    /// [`Series::Gap`].
+    pub gap: Histogram<u64>,
 }
 
 impl Default for Histograms {
@@ -233,6 +246,7 @@ impl Default for Histograms {
             corrected: new_histogram(),
             tick_lag: new_histogram(),
             rail: new_histogram(),
+            gap: new_histogram(),
         }
     }
 }
@@ -245,6 +259,7 @@ impl Histograms {
             Series::Corrected => &self.corrected,
             Series::TickLag => &self.tick_lag,
             Series::Rail => &self.rail,
+            Series::Gap => &self.gap,
         }
     }
 
@@ -254,6 +269,7 @@ impl Histograms {
         self.corrected.add(&other.corrected)?;
         self.tick_lag.add(&other.tick_lag)?;
         self.rail.add(&other.rail)?;
+        self.gap.add(&other.gap)?;
         Ok(())
     }
 

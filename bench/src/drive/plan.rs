@@ -135,8 +135,27 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
     let server_pause = args
         .server_pause
         .as_deref()
-        .map(grid::parse_pause)
+        .map(grid::parse_pause_axis)
         .transpose()?;
+    let divisors = grid::parse_divisors(&args.heartbeat_divisor)?;
+    if !sweep && divisors.len() > 1 {
+        return Err(flag(
+            "--heartbeat-divisor",
+            &args.heartbeat_divisor,
+            "bench run takes one value; use bench sweep for a list",
+        ));
+    }
+    if let Some(p) = server_pause.as_ref().filter(|p| !sweep && p.fors.len() > 1) {
+        return Err(flag(
+            "--server-pause",
+            &p.to_string(),
+            "bench run takes one freeze length; use bench sweep for a list",
+        ));
+    }
+    let axes = grid::Axes {
+        divisors: divisors.clone(),
+        pause: server_pause.clone(),
+    };
     let runtime = match args.runtime.as_str() {
         "process" => Runtime::Process {
             store: args.store.clone(),
@@ -283,6 +302,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             time_scale: !args.no_time_scale,
             net_delay,
             server_pause,
+            heartbeat_divisors: divisors,
             seed,
             client_check: !args.disable_client_check,
             warmup,
@@ -291,7 +311,7 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             sampling,
             tls: args.tls,
         },
-        cells: grid::cells(&ttls, &margins, &policies, repeat),
+        cells: grid::cells_with(&ttls, &margins, &policies, repeat, &axes),
         out,
         resume: args.resume,
         seed_given: args.seed.is_some(),

@@ -27,9 +27,20 @@ pub fn grid_of(config: &RunConfig, cells: &[Cell]) -> Vec<bench_analysis::manife
         .collect()
 }
 
+/// What a configuration key recorded by a later build means when an
+/// earlier manifest lacks it: the value every earlier run had.
+fn absent_default(key: &str) -> Option<serde_json::Value> {
+    match key {
+        // Before the divisor was a flag every session heartbeat at U/3.
+        "heartbeat_divisors" => Some(serde_json::json!([3])),
+        _ => None,
+    }
+}
+
 /// The flag a key of the recorded configuration comes from.
 fn flag_of_config_key(key: &str) -> String {
     match key {
+        "heartbeat_divisors" => "--heartbeat-divisor".into(),
         "runtime" => {
             "--runtime/--store/--pg-url/--lock-url/--rail-url/--lock-image/--rail-image".into()
         }
@@ -59,7 +70,9 @@ pub fn changed_flags(
         keys.sort();
         keys.dedup();
         for k in keys {
-            if k != "seed" && was.get(k) != now.get(k) {
+            let was_v = was.get(k).cloned().or_else(|| absent_default(k));
+            let now_v = now.get(k).cloned().or_else(|| absent_default(k));
+            if k != "seed" && was_v != now_v {
                 out.push(flag_of_config_key(k));
             }
         }

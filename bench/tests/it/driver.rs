@@ -43,6 +43,7 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         time_scale: true,
         net_delay: net_delay.map(|s| s.parse().unwrap()),
         server_pause: None,
+        heartbeat_divisors: vec![3],
         seed: 7,
         client_check: true,
         warmup: None,
@@ -116,6 +117,26 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["run", "--duration", "10"], "--duration"),
         (&["run", "--net-delay", "gaussian:1ms"], "--net-delay"),
         (&["run", "--server-pause", "1s:2s"], "--server-pause"),
+        (
+            &["sweep", "--server-pause", "3s:300ms,3s"],
+            "--server-pause \"3s:300ms,3s\": FOR 3s must be shorter than EVERY 3s",
+        ),
+        (
+            &["run", "--server-pause", "3s:300ms,400ms"],
+            "--server-pause",
+        ),
+        (
+            &["sweep", "--heartbeat-divisor", "1"],
+            "--heartbeat-divisor \"1\"",
+        ),
+        (
+            &["sweep", "--heartbeat-divisor", "3,11"],
+            "--heartbeat-divisor",
+        ),
+        (
+            &["run", "--heartbeat-divisor", "3,4"],
+            "--heartbeat-divisor",
+        ),
         (&["run", "--margin", "0.1,0.2"], "--margin"),
         (&["run", "--runtime", "external"], "--lock-url"),
         (&["run", "--replicas", "3"], "--replicas"),
@@ -233,7 +254,7 @@ async fn lost_idle_sessions_are_replaced_and_their_losses_counted() {
     let mut cfg = config(None);
     cfg.duration = Duration::from_secs(6);
     // One pause, from 2.8 s to 4 s into the window (the next would be at 6.8 s).
-    cfg.server_pause = Some(bench_core::grid::parse_pause("4s:1200ms").unwrap());
+    cfg.server_pause = Some(bench_core::grid::parse_pause_axis("4s:1200ms").unwrap());
     cfg.sampling = bench_driver::cell::Sampling {
         sessions: 24,
         ..Default::default()
@@ -248,6 +269,14 @@ async fn lost_idle_sessions_are_replaced_and_their_losses_counted() {
     assert_eq!(r.idle_sessions, 24);
     assert!(r.session_lost >= 24, "every idle session is lost: {r:?}");
     assert!(r.idle_reopened >= 24, "and replaced: {}", r.idle_reopened);
+    // The one freeze in the window is counted, and every session lost at its
+    // deadline (workers' and idle ones) left exactly one gap over its window.
+    assert_eq!(r.server_pauses, 1, "{r:?}");
+    assert!(r.session_lost_deadline >= 24, "{r:?}");
+    assert_eq!(r.hb_gaps_over_window, r.session_lost_deadline, "{r:?}");
+    assert!(r.hb_gap_count > r.hb_gaps_over_window, "{r:?}");
+    // A lost session's censored gap is at least its window, 0.5 s × 0.7.
+    assert!(r.hb_gap_max_us >= 350_000, "{r:?}");
     let blocks = result
         .blocks
         .as_ref()

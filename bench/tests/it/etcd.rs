@@ -209,5 +209,8 @@ async fn a_bench_cell_on_etcd_pays_with_no_duplicate_and_no_fence_out() {
     assert_eq!((r.paid_twice, r.stale_paid), (0, 0));
     assert!(r.ledger_ok);
     assert!(r.hb_count > 0, "keep-alives recorded as heartbeats: {r:?}");
+    // The SDK's gaps, over LeaseGrant and keep-alives, at the same rule.
+    assert!(r.hb_gap_count > 0, "{r:?}");
+    assert_eq!(r.hb_gaps_over_window, r.session_lost_deadline, "{r:?}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -171,6 +171,7 @@ impl ChaosConfig {
             margin: self.margin,
             policy: PolicySpec::Fixed,
             session_ttl: lease,
+            heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
             time_base: TimeBase::for_lease(lease, true),
             rail_latency: self.rail_latency.parse()?,
             rail_read_timeout: Duration::from_millis(self.rail_read_timeout_ms),

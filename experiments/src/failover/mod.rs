@@ -128,6 +128,7 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
         margin: args.margin,
         policy: PolicySpec::Fixed,
         session_ttl,
+        heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
         time_base: tb,
         rail_latency,
         rail_read_timeout: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT),

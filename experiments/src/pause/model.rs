@@ -114,6 +114,7 @@ impl PauseConfig {
             policy: PolicySpec::Fixed,
             repeat: 0,
             session_ttl: Duration::from_millis(self.session_ttl_ms),
+            heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
             time_base: TimeBase::for_lease(lease, true),
             rail_latency: self.rail_latency.parse()?,
             rail_read_timeout: Duration::from_millis(self.rail_read_timeout_ms),

@@ -142,6 +142,7 @@ pub(super) struct Counters {
     pub(super) lost_expired: AtomicU64,
     pub(super) lost_unknown: AtomicU64,
     pub(super) lost_deadline: AtomicU64,
+    pub(super) gaps_over_window: AtomicU64,
     pub(super) handles_lost: AtomicU64,
     pub(super) abandoned: AtomicU64,
     pub(super) acquires_granted: AtomicU64,
@@ -150,7 +151,7 @@ pub(super) struct Counters {
 
 impl Counters {
     /// Every counter, to zero them together.
-    pub(super) fn all(&self) -> [&AtomicU64; 15] {
+    pub(super) fn all(&self) -> [&AtomicU64; 16] {
         [
             &self.heartbeats,
             &self.renewals,
@@ -163,6 +164,7 @@ impl Counters {
             &self.lost_expired,
             &self.lost_unknown,
             &self.lost_deadline,
+            &self.gaps_over_window,
             &self.handles_lost,
             &self.abandoned,
             &self.acquires_granted,

@@ -27,6 +27,10 @@ pub struct Metrics {
     pub(super) corrected: Recorder,
     /// Tick lag: scheduled → actual send of each tick that sent.
     pub(super) tick_lag: Recorder,
+    /// Heartbeat gaps: the send of the last acknowledged L1/L2 to the
+    /// receipt of the next acknowledgement, plus one censored gap per
+    /// session lost at its deadline.
+    pub(super) gap: Recorder,
     /// The adaptive margin's RTT view (the same samples as `rtt`), only for
     /// an adaptive policy; [`reset_measurements`](Self::reset_measurements)
     /// leaves it, so a warm-up reset does not throw the policy back to its ceiling.
@@ -59,6 +63,7 @@ impl Metrics {
             rtt: Recorder::new(),
             corrected: Recorder::new(),
             tick_lag: Recorder::new(),
+            gap: Recorder::new(),
             policy_rtt: adaptive.then(|| Mutex::new(Recorder::new().snapshot())),
             counters: Counters::default(),
             margins: [(); 5].map(|()| MarginCell::new()),
@@ -136,6 +141,39 @@ impl Metrics {
         self.corrected.record_all(1, lateness, p_corrected);
     }
 
+    /// Records one heartbeat gap of a session: from the send of its last
+    /// acknowledged L1/L2 to the receipt of the reply that acknowledged the
+    /// next one; `window` is how long the deadline in force before that reply
+    /// left it (deadline − that send). A gap longer than its window counts
+    /// in `hb_gaps_over_window`.
+    pub fn record_gap(&self, gap: Duration, window: Duration) {
+        self.gap.record_all(1, [gap], self.prom.gap_histogram());
+        if gap > window {
+            self.gap_over_window();
+        }
+    }
+
+    /// Records the censored gap (≥) of a session found lost at its deadline:
+    /// from the send of its last acknowledged L1/L2 to the moment the loss
+    /// was found. It outlasted its window by definition and always counts in
+    /// `hb_gaps_over_window`: one per session lost at its deadline.
+    pub fn record_lost_gap(&self, gap: Duration) {
+        self.gap.record_all(1, [gap], self.prom.gap_histogram());
+        self.gap_over_window();
+    }
+
+    /// Counts one gap over its window.
+    fn gap_over_window(&self) {
+        bump(&self.counters.gaps_over_window, 1);
+        self.prom.gap_over_window();
+    }
+
+    /// A copy of the heartbeat gap histogram (µs): every gap recorded by
+    /// [`record_gap`](Self::record_gap) and [`record_lost_gap`](Self::record_lost_gap).
+    pub fn gap_snapshot(&self) -> Histogram<u64> {
+        self.gap.snapshot()
+    }
+
     /// A copy of the raw RTT histogram (µs).
     pub fn rtt_snapshot(&self) -> Histogram<u64> {
         self.rtt.snapshot()
@@ -151,13 +189,14 @@ impl Metrics {
         self.tick_lag.snapshot()
     }
 
-    /// Empties the three histograms and the adaptive policy's view (which
-    /// puts an adaptive margin back into warm-up). Not the Prometheus
-    /// instruments, which are monotonic.
+    /// Empties the four histograms (raw, corrected, tick lag, gaps) and the
+    /// adaptive policy's view (which puts an adaptive margin back into
+    /// warm-up). Not the Prometheus instruments, which are monotonic.
     pub fn reset_rtt(&self) {
         self.rtt.reset();
         self.corrected.reset();
         self.tick_lag.reset();
+        self.gap.reset();
         if let Some(view) = &self.policy_rtt {
             view.lock().unwrap_or_else(|e| e.into_inner()).reset();
         }
@@ -171,6 +210,7 @@ impl Metrics {
         self.rtt.reset();
         self.corrected.reset();
         self.tick_lag.reset();
+        self.gap.reset();
         for c in self.counters.all() {
             c.store(0, Ordering::Relaxed);
         }
@@ -269,6 +309,7 @@ impl Metrics {
             sessions_lost_expired: get(&c.lost_expired),
             sessions_lost_unknown: get(&c.lost_unknown),
             sessions_lost_deadline: get(&c.lost_deadline),
+            hb_gaps_over_window: get(&c.gaps_over_window),
             handles_lost: get(&c.handles_lost),
             leases_abandoned: get(&c.abandoned),
             acquires_granted: get(&c.acquires_granted),
@@ -370,6 +411,36 @@ mod tests {
         assert_eq!(m.tick_lag_snapshot().len(), 0);
         assert_eq!(m.margin_stats(), MarginStats::default());
         assert_eq!(m.rtt_summary().samples, 30, "the policy keeps its view");
+    }
+
+    #[test]
+    fn gaps_over_their_window_count_and_a_lost_gap_always_does() {
+        let m = Metrics::new(false);
+        m.record_gap(233 * MS, 700 * MS);
+        m.record_gap(700 * MS, 700 * MS);
+        assert_eq!(
+            m.stats().hb_gaps_over_window,
+            0,
+            "a gap equal to its window"
+        );
+        m.record_gap(701 * MS, 700 * MS);
+        m.record_lost_gap(700 * MS);
+        assert_eq!(m.stats().hb_gaps_over_window, 2);
+        let gaps = m.gap_snapshot();
+        assert_eq!(gaps.len(), 4);
+        assert!(gaps.max() >= 700_000, "{}", gaps.max());
+        let text = m.prometheus_text();
+        assert!(
+            text.contains("lock_heartbeat_gap_seconds_count 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lock_heartbeat_gaps_over_window_total 2"),
+            "{text}"
+        );
+        m.reset_measurements();
+        assert_eq!(m.gap_snapshot().len(), 0);
+        assert_eq!(m.stats().hb_gaps_over_window, 0);
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The SDK's measurements (C5, docs/measurement.md). One [`Metrics`] per client,
 //! shared by its sessions and their heartbeat tasks:
 //!
-//! - three HDR histograms (µs, 3 significant digits): the raw heartbeat RTT
+//! - four HDR histograms (µs, 3 significant digits): the raw heartbeat RTT
 //!   (`lock.heartbeat.rtt`: every L2/L5 that got a reply, plus every one that
 //!   timed out, recorded at the time it was given up, right-censored "≥"),
 //!   the RTT corrected for coordinated omission (measured from the
 //!   *scheduled* send, one sample per scheduled tick, see
-//!   `session/schedule.rs`), and the tick lag (scheduled → actual send);
+//!   `session/schedule.rs`), the tick lag (scheduled → actual send), and the
+//!   heartbeat gaps (send of the last acknowledged L1/L2 to the receipt of
+//!   the next acknowledgement, plus one censored gap per session lost at its
+//!   deadline) with the count of gaps longer than their window;
 //! - the outcome of every heartbeat exchange (`lock.heartbeat.outcomes`:
 //!   reply, timeout, error), the scheduled ticks and those that sent no L2
 //!   of their own;

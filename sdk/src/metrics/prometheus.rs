@@ -71,6 +71,10 @@ struct Instruments {
     rtt: Histogram,
     corrected: Histogram,
     tick_lag: Histogram,
+    /// Heartbeat gaps (send of the last acknowledged L2 to the next reply).
+    gap: Histogram,
+    /// Gaps longer than their window.
+    gaps_over_window: Counter,
     outcomes: CounterFamily,
     /// `outcomes` per value of [`OUTCOMES`].
     outcome: [Counter; 3],
@@ -147,6 +151,8 @@ impl PrometheusMetrics {
                 rtt: histogram(),
                 corrected: histogram(),
                 tick_lag: histogram(),
+                gap: histogram(),
+                gaps_over_window: Counter::default(),
                 bounds,
                 outcomes,
                 outcome,
@@ -199,7 +205,17 @@ impl PrometheusMetrics {
             "Lateness of each heartbeat tick: scheduled to actual send",
             i.tick_lag.clone(),
         );
+        registry.register(
+            "lock_heartbeat_gap_seconds",
+            "Heartbeat gaps: send of the last acknowledged heartbeat (or session create) to the receipt of the next acknowledgement; a session lost at its deadline adds one censored gap (>=) at the moment the loss was found",
+            i.gap.clone(),
+        );
         // Counters without `_total`: the encoder appends it.
+        registry.register(
+            "lock_heartbeat_gaps_over_window",
+            "Heartbeat gaps longer than the usable window they were exposed to: one per session lost at its deadline",
+            i.gaps_over_window.clone(),
+        );
         registry.register(
             "lock_heartbeat_outcomes",
             "Heartbeat exchanges (L2 and L5) by outcome",
@@ -256,6 +272,16 @@ impl PrometheusMetrics {
     /// The three heartbeat histograms: raw RTT, corrected RTT, tick lag.
     pub(super) fn histograms(&self) -> [&Histogram; 3] {
         [&self.inner.rtt, &self.inner.corrected, &self.inner.tick_lag]
+    }
+
+    /// The heartbeat gap histogram.
+    pub(super) fn gap_histogram(&self) -> &Histogram {
+        &self.inner.gap
+    }
+
+    /// Counts one heartbeat gap over its window.
+    pub(super) fn gap_over_window(&self) {
+        self.inner.gaps_over_window.inc();
     }
 
     /// Counts one heartbeat exchange's outcome.

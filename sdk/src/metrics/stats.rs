@@ -47,6 +47,11 @@ pub struct ClientStats {
     /// Sessions lost because the client deadline passed (`reason="deadline"`),
     /// including a session that lapsed between payouts with no handle.
     pub sessions_lost_deadline: u64,
+    /// Heartbeat gaps longer than the window they were exposed to (see
+    /// [`Metrics::gap_snapshot`](crate::Metrics::gap_snapshot)): one per
+    /// session lost at its deadline, so over a client this equals
+    /// `sessions_lost_deadline`.
+    pub hb_gaps_over_window: u64,
     /// Handles reported lost to listeners (every reason, incl. session loss).
     pub handles_lost: u64,
     /// `ensure_time_for` refusals (`lock.lease.abandoned`).

@@ -62,13 +62,14 @@ impl fmt::Debug for Session {
 }
 
 impl Session {
-    /// Builds the session after a successful L1 and spawns its heartbeat task.
+    /// Builds the session after a successful L1 (sent at `opened_send`, which
+    /// gave `deadline`) and spawns its heartbeat task.
     pub(crate) fn start(
         client: Arc<ClientInner>,
         id: String,
         owner_id: &str,
         ttl_ms: u64,
-        deadline: MonoTime,
+        (opened_send, deadline): (MonoTime, MonoTime),
         ordinal: u64,
     ) -> Session {
         let mut rng = ChaCha8Rng::seed_from_u64(client.config.seed);
@@ -80,6 +81,7 @@ impl Session {
             owner_id: owner_id.to_string(),
             live: Arc::new(Liveness::new(deadline)),
             ttl_ms: AtomicU64::new(ttl_ms),
+            last_ack_send_nanos: AtomicU64::new(opened_send.as_nanos()),
             handles: Mutex::new(Vec::new()),
             listeners: Listeners::default(),
             loss_reported: AtomicBool::new(false),
@@ -113,7 +115,8 @@ impl Session {
     }
 
     /// The heartbeat period currently in force:
-    /// `min(session_ttl, shortest live lease) × (1 − margin) / 3`.
+    /// `min(session_ttl, shortest live lease) × (1 − margin) / k` (k: the
+    /// configured heartbeat divisor, 3 by default).
     pub fn heartbeat_period(&self) -> Duration {
         self.shared.current_period()
     }

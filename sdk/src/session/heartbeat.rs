@@ -1,6 +1,7 @@
 //! The heartbeat task of one session (T-040 §4).
 //!
-//! Every period (`min(session_ttl, shortest live lease) × (1 − margin) / 3`)
+//! Every period (`min(session_ttl, shortest live lease) × (1 − margin) / k`, k
+//! the heartbeat divisor, 3 by default)
 //! it: reports losses discovered since the last tick (a deadline reached, a
 //! flag set by a call); then sends, all at once, L2 and an L5 for each live
 //! handle with at most two and a half periods left ([`lease::renew_due`]).

@@ -35,6 +35,9 @@ pub(crate) struct SessionShared {
     pub(crate) live: Arc<Liveness>,
     /// The session TTL granted by the latest L1/L2, ms.
     pub(crate) ttl_ms: AtomicU64,
+    /// The send time (ns on the client's clock) of the last acknowledged
+    /// L1/L2: the start of the heartbeat gap in progress.
+    pub(crate) last_ack_send_nanos: AtomicU64,
     /// Live handles, plus lost ones the heartbeat task has not reported yet.
     /// A std mutex, held only to add/remove/copy (never across an await).
     pub(crate) handles: Mutex<Vec<Arc<HandleShared>>>,
@@ -62,9 +65,22 @@ impl SessionShared {
     /// [`HandleShared::apply_grant`]): the session deadline becomes
     /// `send + ttl × (1 − margin)` and the granted TTL is remembered; a reply
     /// read at or after the deadline is refused and moves nothing.
+    ///
+    /// An applied reply closes a heartbeat gap: `received − last acknowledged
+    /// send`, exposed to the window `deadline before − last acknowledged
+    /// send`; this reply's send starts the next one.
     pub(crate) fn apply_heartbeat(&self, reply: GrantReply) -> Result<MonoTime, GrantRefused> {
         let ppm = self.margin_ppm(reply.granted_ms);
+        let before = self.live.deadline();
         let deadline = self.live.apply_grant(reply, ppm)?;
+        let last = MonoTime::from_nanos(
+            self.last_ack_send_nanos
+                .swap(reply.send.as_nanos(), Ordering::AcqRel),
+        );
+        self.client.metrics.record_gap(
+            reply.received.saturating_duration_since(last),
+            before.saturating_duration_since(last),
+        );
         self.ttl_ms.store(reply.granted_ms, Ordering::Release);
         self.client
             .metrics
@@ -86,7 +102,7 @@ impl SessionShared {
     }
 
     /// The heartbeat period:
-    /// `min(session_ttl, shortest live lease) × (1 − margin) / 3`.
+    /// `min(session_ttl, shortest live lease) × (1 − margin) / k`.
     pub(crate) fn current_period(&self) -> Duration {
         let ttl = self.ttl_ms.load(Ordering::Acquire);
         let shortest = lock(&self.handles)
@@ -95,11 +111,14 @@ impl SessionShared {
             .map(|h| h.lease_ms())
             .min();
         let base = shortest.map_or(ttl, |l| l.min(ttl));
-        lease::heartbeat_period(ttl, shortest, self.margin_ppm(base))
+        let k = self.client.config.heartbeat_divisor;
+        lease::heartbeat_period(ttl, shortest, self.margin_ppm(base), k)
     }
 
     /// Reports the session loss once: `session_lost` log, counter, every
-    /// handle lost, listeners fired. Called by the heartbeat task when it
+    /// handle lost, listeners fired; a loss at the deadline also records its
+    /// censored heartbeat gap (`now − last acknowledged send`, ≥ the window,
+    /// counted over it), so every such loss has exactly one. Called by the heartbeat task when it
     /// finds the loss, and by [`stop`](Self::stop) for one it had not reported.
     pub(crate) fn report_session_loss(&self, now: MonoTime) {
         let reason = self.live.mark_lost(LostReason::Deadline);
@@ -121,6 +140,12 @@ impl SessionShared {
             handles = handles.len(),
             "session lost: {reason}"
         );
+        if reason == LostReason::Deadline {
+            let last = MonoTime::from_nanos(self.last_ack_send_nanos.load(Ordering::Acquire));
+            self.client
+                .metrics
+                .record_lost_gap(now.saturating_duration_since(last));
+        }
         self.client.metrics.session_lost(reason);
         for h in handles {
             let r = h.own.mark_lost(reason);

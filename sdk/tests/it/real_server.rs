@@ -108,7 +108,10 @@ async fn real_server_lock_held_for_three_ttls_then_lost_within_bound_once_heartb
 
     // Stop the heartbeat.
     let period = session.heartbeat_period();
-    assert_eq!(period, lease::heartbeat_period(1_000, Some(1_000), 300_000));
+    assert_eq!(
+        period,
+        lease::heartbeat_period(1_000, Some(1_000), 300_000, lease::HEARTBEAT_DIVISOR)
+    );
     let t_stop = clock.now();
     session.inject_heartbeat_fault(HeartbeatFault::Mute);
     let bound = lease::usable(ttl, 300_000) + period; // 700 ms + 233 ms

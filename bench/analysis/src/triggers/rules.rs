@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use fencepost_sdk::lease::{PPM, heartbeat_period};
+use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, PPM, heartbeat_period};
 
 use super::catalog::{TRIGGERS, Trigger, TriggerResult, Verdict};
 use crate::results::CellRow;
@@ -216,7 +216,7 @@ impl D4Window {
     ) -> Self {
         let usable_ms = to_us(lease_ms.min(session_ttl_ms) as f64 * (1.0 - margin));
         let ppm = (margin * PPM as f64).round() as u64;
-        let period = heartbeat_period(session_ttl_ms, Some(lease_ms), ppm);
+        let period = heartbeat_period(session_ttl_ms, Some(lease_ms), ppm, HEARTBEAT_DIVISOR);
         let period_ms = to_us(period.as_secs_f64() * 1e3);
         D4Window {
             usable_ms,

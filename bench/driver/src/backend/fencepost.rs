@@ -29,6 +29,10 @@ impl HeartbeatStats for LockClient {
         LockClient::tick_lag_histogram(self)
     }
 
+    fn gap_histogram(&self) -> Histogram<u64> {
+        LockClient::gap_histogram(self)
+    }
+
     fn margin_stats(&self) -> MarginStats {
         LockClient::margin_stats(self)
     }

@@ -68,6 +68,8 @@ pub trait HeartbeatStats: Send + Sync {
     fn corrected_rtt_histogram(&self) -> Histogram<u64>;
     /// Scheduled → actual send of every tick that sent, µs.
     fn tick_lag_histogram(&self) -> Histogram<u64>;
+    /// Heartbeat gaps (the SDK's `gap_histogram`), µs.
+    fn gap_histogram(&self) -> Histogram<u64>;
     /// The margins applied at each deadline computation.
     fn margin_stats(&self) -> MarginStats;
     /// Zeroes every measurement but the adaptive margin's own RTT view (warm-up cut).

@@ -77,18 +77,22 @@ impl FaultTasks {
         }
     }
 
-    /// Stops every fault task and waits for it to put its target back.
+    /// Stops every fault task and waits for it to put its target back;
+    /// returns how many times the faults were applied (the lock-server's
+    /// SIGSTOPs) since [`FaultTasks::start`].
     ///
     /// A fault that fell due (its first application time passed) and was
     /// never applied is an error: the cell's row would name a condition it
     /// did not measure. It is logged at ERROR (`event="fault_not_applied"`)
     /// and returned, after every target is running again.
-    pub(super) async fn stop(self) -> Result<(), FaultNotApplied> {
+    pub(super) async fn stop(self) -> Result<u64, FaultNotApplied> {
         let ran = self.started.elapsed();
         let _ = self.stop.send(true);
         let mut missed = None;
+        let mut total = 0;
         for (fault, t) in self.tasks {
             let applied = t.await.unwrap_or(0);
+            total += u64::from(applied);
             if applied == 0 && ran > fault.first_due() {
                 let e = FaultNotApplied {
                     fault,
@@ -98,7 +102,7 @@ impl FaultTasks {
                 missed.get_or_insert(e);
             }
         }
-        missed.map_or(Ok(()), Err)
+        missed.map_or(Ok(total), Err)
     }
 }
 
@@ -211,10 +215,11 @@ mod tests {
         };
         let tasks = FaultTasks::start(&[pause(60, 20)], &targets);
         tokio::time::sleep(Duration::from_millis(100)).await;
-        tasks
+        let applied = tasks
             .stop()
             .await
             .expect("the pause fell due and was applied");
+        assert!(applied >= 1, "the pause due at 40 ms: {applied}");
     }
 
     /// The check that must fire: a server that cannot be signalled (here,
@@ -240,6 +245,6 @@ mod tests {
         lock.lock().unwrap().kill9();
         let targets = FaultTargets { lock: Some(lock) };
         let tasks = FaultTasks::start(&[pause(60_000, 1_000)], &targets);
-        tasks.stop().await.expect("nothing fell due");
+        assert_eq!(tasks.stop().await.expect("nothing fell due"), 0);
     }
 }

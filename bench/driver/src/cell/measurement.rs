@@ -100,6 +100,9 @@ pub struct Measurement {
     pub lock_server_rss_peak_kb: Option<u64>,
     /// Lost idle sessions replaced by a new one during the window.
     pub idle_reopened: u64,
+    /// Freezes (SIGSTOPs of `--server-pause`) applied to the lock-server
+    /// inside the measured window.
+    pub server_pauses: u64,
 }
 
 impl Measurement {

@@ -9,7 +9,7 @@ use bench_core::grid::{PauseSpec, PolicySpec};
 use bench_core::timebase::TimeBase;
 use fencepost_api::latency::LatencySpec;
 use fencepost_sdk::MarginPolicy;
-use fencepost_sdk::lease::{PPM, heartbeat_period};
+use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, PPM, heartbeat_period};
 
 use crate::cell::faults::Fault;
 use crate::cell::stack::{Runtime, Stack, StackSpec};
@@ -20,11 +20,13 @@ use crate::worker::{ClaimHook, WorkerEnv};
 pub const WARMUP_PERIODS: u32 = 3;
 
 /// [`WARMUP_PERIODS`] heartbeat periods of a cell with this session TTL,
-/// lease and margin (the SDK's `heartbeat_period`).
+/// lease and margin (the SDK's `heartbeat_period`) at the default divisor:
+/// one usable window, whatever the cell's divisor, so cells that differ only
+/// in their divisor exclude the same warm-up.
 pub fn default_warmup(session_ttl: Duration, lease: Duration, margin: f64) -> Duration {
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let ppm = (margin * PPM as f64).round() as u64;
-    heartbeat_period(ms(session_ttl), Some(ms(lease)), ppm) * WARMUP_PERIODS
+    heartbeat_period(ms(session_ttl), Some(ms(lease)), ppm, HEARTBEAT_DIVISOR) * WARMUP_PERIODS
 }
 
 /// How long past its grace the driver waits for the last ledger read to matter:
@@ -112,6 +114,9 @@ pub struct CellPlan {
     pub repeat: u32,
     /// The session TTL.
     pub session_ttl: Duration,
+    /// The heartbeat divisor k of every session of the cell (workers' and
+    /// idle ones): heartbeats every usable window / k.
+    pub heartbeat_divisor: u32,
     /// The time base the numbers below were scaled with.
     pub time_base: TimeBase,
     /// The rail's latency (scaled).
@@ -167,6 +172,7 @@ impl CellPlan {
             rail_url: stack.rail_url().to_string(),
             lease: self.lease,
             session_ttl: self.session_ttl,
+            heartbeat_divisor: self.heartbeat_divisor,
             margin: self.margin_policy(),
             rail_read_timeout: self.rail_read_timeout,
             worst_case_hop: self.worst_case_hop,
@@ -182,11 +188,12 @@ impl CellPlan {
     }
 
     /// One heartbeat period of a session of this cell that holds no lock
-    /// (an idle session's): the SDK's period of the session TTL alone.
+    /// (an idle session's): the SDK's period of the session TTL alone, at
+    /// the cell's divisor.
     pub fn session_heartbeat_period(&self) -> Duration {
         let ms = u64::try_from(self.session_ttl.as_millis()).unwrap_or(u64::MAX);
         let ppm = (self.margin * PPM as f64).round() as u64;
-        heartbeat_period(ms, None, ppm)
+        heartbeat_period(ms, None, ppm, self.heartbeat_divisor)
     }
 
     /// How long a worker may take to stop: one acquire and one rail hop, plus slack.

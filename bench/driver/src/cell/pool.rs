@@ -4,7 +4,7 @@
 //! Whatever a member measured comes back in a [`WorkerReport`] and is summed
 //! into the pool's [`PoolReport`]: client-side counts, the SDK's heartbeat
 //! counters ([`HeartbeatCounts`]), the merged histograms (raw and corrected
-//! RTT, tick lag, rail latency), renewals, the beliefs of trigger 4. A pool
+//! RTT, tick lag, rail latency, heartbeat gaps), renewals, the beliefs of trigger 4. A pool
 //! can be spawned and joined several times (the pause experiment does once
 //! per round); the report covers all of it. [`Pool::reset_measurements`] is
 //! the end of a warm-up: every member's figures restart from zero.
@@ -50,6 +50,10 @@ pub struct HeartbeatCounts {
     pub sessions_lost_unknown: u64,
     /// Sessions lost to the client deadline (`reason="deadline"`).
     pub sessions_lost_deadline: u64,
+    /// Heartbeat gaps longer than their window: one per session lost at its
+    /// deadline (the SDK's `hb_gaps_over_window`).
+    #[serde(default)]
+    pub gaps_over_window: u64,
 }
 
 impl From<ClientStats> for HeartbeatCounts {
@@ -64,6 +68,7 @@ impl From<ClientStats> for HeartbeatCounts {
             sessions_lost_expired: s.sessions_lost_expired,
             sessions_lost_unknown: s.sessions_lost_unknown,
             sessions_lost_deadline: s.sessions_lost_deadline,
+            gaps_over_window: s.hb_gaps_over_window,
         }
     }
 }
@@ -85,6 +90,7 @@ impl HeartbeatCounts {
         self.sessions_lost_expired += o.sessions_lost_expired;
         self.sessions_lost_unknown += o.sessions_lost_unknown;
         self.sessions_lost_deadline += o.sessions_lost_deadline;
+        self.gaps_over_window += o.gaps_over_window;
     }
 }
 
@@ -342,6 +348,7 @@ fn client_report(client: &dyn HeartbeatStats, rail: Histogram<u64>) -> WorkerRep
             corrected: client.corrected_rtt_histogram(),
             tick_lag: client.tick_lag_histogram(),
             rail,
+            gap: client.gap_histogram(),
         },
         margins: client.margin_stats().leases(),
         cpu_s: None,

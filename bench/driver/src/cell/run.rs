@@ -329,6 +329,10 @@ impl CellRun<'_> {
         // not the transfer of the whole ledger, which the workers overlap.
         self.pool.reset_measurements().await;
         let opened = Instant::now();
+        // The fault schedules count from the opening too, not from after the
+        // R6 read (seconds for a large backlog in a debug build): a schedule
+        // started late would miss its first freeze in a short window.
+        self.stack.start_faults();
         let view = self.stack.rail().ledger().await?;
         // After the R6 read, so the driver's own parsing of it is not counted.
         let cpu = CpuMark::now(self.stack.pids());
@@ -339,7 +343,6 @@ impl CellRun<'_> {
             rail_log_len,
             cpu,
         });
-        self.stack.start_faults();
         Ok(())
     }
 
@@ -490,7 +493,7 @@ pub async fn measure(
         return Ok(None);
     }
     // A fault the row names but the window never had: no row at all.
-    faults?;
+    let server_pauses = faults?;
     let Some(w) = opened else {
         return Err(CellError::NoWindow {
             cell: plan.id.clone(),
@@ -537,6 +540,7 @@ pub async fn measure(
         idle_sessions,
         lock_server_rss_peak_kb: rss_peak_kb,
         idle_reopened,
+        server_pauses,
         window: elapsed,
         ledger,
         ledger_after: after,

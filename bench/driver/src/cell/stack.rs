@@ -551,11 +551,13 @@ impl Stack {
     }
 
     /// Stops the fault schedules; every service is running again when this
-    /// returns. An error names a fault that fell due and was never applied.
-    pub async fn stop_faults(&mut self) -> Result<(), FaultNotApplied> {
+    /// returns. Returns how many times they were applied since
+    /// [`Stack::start_faults`] (the lock-server's SIGSTOPs); an error names a
+    /// fault that fell due and was never applied.
+    pub async fn stop_faults(&mut self) -> Result<u64, FaultNotApplied> {
         match self.fault_tasks.take() {
             Some(t) => t.stop().await,
-            None => Ok(()),
+            None => Ok(0),
         }
     }
 

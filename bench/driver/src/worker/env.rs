@@ -31,6 +31,9 @@ pub struct WorkerEnv {
     pub lease: Duration,
     /// The session TTL.
     pub session_ttl: Duration,
+    /// The heartbeat divisor k (`lock.client.heartbeat-divisor`; etcd: the
+    /// keep-alive schedule's).
+    pub heartbeat_divisor: u32,
     /// The margin policy.
     pub margin: MarginPolicy,
     /// `rail.read.timeout` (scaled): R3's read timeout.

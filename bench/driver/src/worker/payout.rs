@@ -73,6 +73,7 @@ pub fn sdk_client(env: &WorkerEnv, idx: u64) -> Result<LockClient, BuildError> {
         )
         .with_margin(env.margin)
         .with_session_ttl(env.session_ttl)
+        .with_heartbeat_divisor(env.heartbeat_divisor)
         .with_default_ttl(env.lease)
         .with_request_timeout(request_timeout(env))
         .with_seed(env.seed.wrapping_add(idx));
@@ -94,6 +95,7 @@ impl Worker<EtcdBackend> {
     pub fn new_etcd(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
         let mut config = EtcdConfig::new(env.lock_url.clone(), env.lease.min(env.session_ttl));
         config.margin = env.margin;
+        config.heartbeat_divisor = env.heartbeat_divisor;
         config.request_timeout = request_timeout(&env);
         config.seed = env.seed.wrapping_add(idx);
         config.prometheus = env.prometheus.clone();

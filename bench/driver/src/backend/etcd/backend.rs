@@ -75,6 +75,10 @@ impl HeartbeatStats for EtcdBackend {
         self.inner.metrics.tick_lag_snapshot()
     }
 
+    fn gap_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.gap_snapshot()
+    }
+
     fn margin_stats(&self) -> MarginStats {
         self.inner.metrics.margin_stats()
     }

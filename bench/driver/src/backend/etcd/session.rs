@@ -5,7 +5,8 @@
 //! The keep-alive task is the SDK's heartbeat task in miniature, on the SDK's
 //! own pieces: the fixed-rate schedule ([`schedule::Due`], one exchange per
 //! wake-up however many ticks fell due, each tick's corrected sample), the
-//! recorder (`record_exchange`, `record_ticks`, `record_unserved`), and the
+//! recorder (`record_exchange`, `record_ticks`, `record_unserved`, the gaps
+//! `record_gap`/`record_lost_gap`), and the
 //! deadline rule ([`LeaseState::apply_keep_alive`] = `lease::apply_grant`).
 //! One keep-alive is in flight at a time; one that times out or fails drops
 //! the stream (so a late answer cannot be taken for the next one's), and the
@@ -62,6 +63,9 @@ struct Shared {
     granted_ms: u64,
     /// The client deadline and loss flag.
     lease: LeaseState,
+    /// The send (ns on the clock) of the last acknowledged LeaseGrant or
+    /// keep-alive: the start of the heartbeat gap in progress.
+    last_ack_send_nanos: AtomicU64,
     /// Keys granted and not released (`(key, token)`): reported lost with the session.
     handles: Mutex<Vec<(Arc<str>, u64)>>,
     /// Lost-lock listeners, called once per lost handle.
@@ -83,6 +87,17 @@ impl Shared {
         self.inner.margin_ppm(self.granted_ms)
     }
 
+    /// The keep-alive period: the SDK's, with the configured divisor.
+    fn period(&self) -> Duration {
+        let k = self.inner.config.heartbeat_divisor;
+        lease::heartbeat_period(self.granted_ms, None, self.margin_ppm(), k)
+    }
+
+    /// The send of the last acknowledged exchange.
+    fn last_ack_send(&self) -> MonoTime {
+        MonoTime::from_nanos(self.last_ack_send_nanos.load(Ordering::Acquire))
+    }
+
     /// Reports the session's loss once: counters, the `session_lost` log,
     /// and every listener once per handle still held.
     fn report_loss(&self, now: MonoTime) {
@@ -93,6 +108,10 @@ impl Shared {
             return;
         }
         let metrics = &self.inner.metrics;
+        if reason == LostReason::Deadline {
+            // The SDK's censored gap: one over-window gap per deadline loss.
+            metrics.record_lost_gap(now.saturating_duration_since(self.last_ack_send()));
+        }
         metrics.session_lost(reason);
         let handles = std::mem::take(&mut *lock(&self.handles));
         warn!(
@@ -225,6 +244,7 @@ impl EtcdSession {
             owner: owner.to_string(),
             granted_ms: granted,
             lease: state,
+            last_ack_send_nanos: AtomicU64::new(send.as_nanos()),
             handles: Mutex::new(Vec::new()),
             listeners: Mutex::new(Vec::new()),
             handles_reported: AtomicU64::new(0),
@@ -514,13 +534,13 @@ async fn keep_alive_once(
 }
 
 /// The keep-alive task: one exchange per wake-up at a fixed rate of
-/// `ttl × (1 − m) / 3`, until the session is lost (or the task is aborted).
+/// `ttl × (1 − m) / k`, until the session is lost (or the task is aborted).
 async fn keep_alive_task(s: Arc<Shared>) {
     let metrics = &s.inner.metrics;
     let origin = Instant::now();
     let offset = |t: Instant| t.saturating_duration_since(origin);
     let mut stream: Stream = None;
-    let mut period = lease::heartbeat_period(s.granted_ms, None, s.margin_ppm());
+    let mut period = s.period();
     let mut next_due = period;
     loop {
         tokio::time::sleep_until(origin + next_due).await;
@@ -558,8 +578,18 @@ async fn keep_alive_task(s: Arc<Shared>) {
                     received,
                     granted_ms: ttl_ms,
                 };
+                let before = s.lease.deadline();
                 match s.lease.apply_keep_alive(grant, ppm) {
                     Ok(_) => {
+                        // The SDK's gap: last acknowledged send to this receipt.
+                        let last = MonoTime::from_nanos(
+                            s.last_ack_send_nanos
+                                .swap(send.as_nanos(), Ordering::AcqRel),
+                        );
+                        metrics.record_gap(
+                            received.saturating_duration_since(last),
+                            before.saturating_duration_since(last),
+                        );
                         metrics.heartbeat_ok();
                         metrics.margin_applied(DeadlineKind::Heartbeat, ppm);
                     }
@@ -585,7 +615,7 @@ async fn keep_alive_task(s: Arc<Shared>) {
             return;
         }
         next_due = due.next();
-        let p = lease::heartbeat_period(s.granted_ms, None, s.margin_ppm());
+        let p = s.period();
         if p != period {
             next_due = schedule::rebase(next_due, period, p, offset(Instant::now()));
             period = p;

@@ -21,6 +21,9 @@ pub struct EtcdConfig {
     pub ttl: Duration,
     /// The client safety margin policy (the SDK's).
     pub margin: MarginPolicy,
+    /// The heartbeat divisor k: keep-alives every `ttl × (1 − m) / k` (the
+    /// SDK's `lock.client.heartbeat-divisor`).
+    pub heartbeat_divisor: u32,
     /// The timeout of every request (bounded by the deadline it protects).
     pub request_timeout: Duration,
     /// Seeds each session's backoff jitter (session n: ChaCha8 stream n).
@@ -38,6 +41,7 @@ impl std::fmt::Debug for EtcdConfig {
             .field("endpoint", &self.endpoint)
             .field("ttl", &self.ttl)
             .field("margin", &self.margin)
+            .field("heartbeat_divisor", &self.heartbeat_divisor)
             .field("request_timeout", &self.request_timeout)
             .field("seed", &self.seed)
             .finish_non_exhaustive()
@@ -45,13 +49,14 @@ impl std::fmt::Debug for EtcdConfig {
 }
 
 impl EtcdConfig {
-    /// `endpoint` with a `ttl` lease: margin 0.30, 1 s request timeout,
+    /// `endpoint` with a `ttl` lease: margin 0.30, heartbeat divisor 3, 1 s request timeout,
     /// seed 0, the SDK's production clock (`CLOCK_BOOTTIME`).
     pub fn new(endpoint: impl Into<String>, ttl: Duration) -> Self {
         EtcdConfig {
             endpoint: endpoint.into(),
             ttl,
             margin: MarginPolicy::default(),
+            heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
             request_timeout: Duration::from_secs(1),
             seed: 0,
             clock: Arc::new(BootTimeClock::new()),
