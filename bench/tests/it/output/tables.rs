@@ -50,7 +50,7 @@ fn results_round_trip_through_parquet_and_csv_in_column_order() {
     assert_eq!(read_results(dir.path()).unwrap(), rows, "csv fallback");
 }
 
-/// A table written before the `tls` column (issue 28) reads as plain HTTP;
+/// A table written before the `tls` column reads as plain HTTP;
 /// one from before the divisor, gap and freeze columns reads divisor 3 and
 /// 0 (not recorded) in the others.
 #[test]
