@@ -95,3 +95,29 @@ pub fn changed_flags(
     out.dedup();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed reference sweep predates `--heartbeat-divisor`: its
+    /// manifest has no `heartbeat_divisors`, which reads as `[3]`, so a
+    /// resume (or replay) at the default goes on and another divisor is refused.
+    #[test]
+    fn a_manifest_from_before_the_divisor_reads_as_divisor_3() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../data/reference/sweep/manifest.json"
+        );
+        let old: Manifest = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        assert!(old.config.get("heartbeat_divisors").is_none());
+        let grid_flags = old.grid_flags.clone().unwrap_or_default();
+        let with = |k: serde_json::Value| {
+            let mut now = old.config.clone();
+            now["heartbeat_divisors"] = k;
+            changed_flags(&old, &now, &grid_flags, &old.grid)
+        };
+        assert_eq!(with(serde_json::json!([3])), Vec::<String>::new());
+        assert_eq!(with(serde_json::json!([4])), ["--heartbeat-divisor"]);
+    }
+}

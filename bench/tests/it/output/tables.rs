@@ -50,22 +50,28 @@ fn results_round_trip_through_parquet_and_csv_in_column_order() {
     assert_eq!(read_results(dir.path()).unwrap(), rows, "csv fallback");
 }
 
-/// A table written before the `tls` column (issue 28) reads as plain HTTP,
-/// from parquet and from csv.
+/// A table written before the `tls` column reads as plain HTTP;
+/// one from before the divisor, gap and freeze columns reads divisor 3 and
+/// 0 (not recorded) in the others.
 #[test]
 fn a_table_without_the_tls_column_reads_as_plain_http() {
     let dir = Scratch::new("no-tls");
     let mut rows = trigger_rows();
     for r in &mut rows {
         r.tls = "tls".into();
+        (r.heartbeat_divisor, r.hb_gap_count, r.server_pauses) = (4, 100, 2);
     }
     write_results(dir.path(), &rows).unwrap();
-    // The csv without its last column, as an older bench wrote it.
+    // The csv without its last eight columns (`tls` and the divisor, gap and
+    // freeze columns after it), as an older bench wrote it.
     let csv = dir.path().join("results.csv");
     let text = std::fs::read_to_string(&csv).unwrap();
     let old: Vec<String> = text
         .lines()
-        .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+        .map(|l| {
+            let cut: Vec<&str> = l.split(',').collect();
+            cut[..cut.len() - 8].join(",")
+        })
         .collect();
     assert!(old[0].ends_with("idle_reopened"), "{}", old[0]);
     std::fs::write(&csv, old.join("\n") + "\n").unwrap();
@@ -74,6 +80,20 @@ fn a_table_without_the_tls_column_reads_as_plain_http() {
     assert_eq!(back.len(), rows.len());
     assert!(back.iter().all(|r| r.tls == "none"), "{:?}", back[0].tls);
     assert_eq!(back[0].idle_reopened, rows[0].idle_reopened);
+    // Before the divisor was an axis every cell heartbeat at U/3; gaps and
+    // freezes read 0: not recorded.
+    for r in &back {
+        assert_eq!(r.heartbeat_divisor, 3);
+        assert_eq!(
+            (
+                r.hb_gap_count,
+                r.hb_gap_max_us,
+                r.hb_gaps_over_window,
+                r.server_pauses
+            ),
+            (0, 0, 0, 0)
+        );
+    }
 }
 
 /// "Not measured" is NaN, never 0, and survives both formats (a docker
