@@ -65,7 +65,7 @@ pub const TRIGGERS: [Trigger; 5] = [
         adr_trigger: "lock.session.ttl or lock.default.ttl changes",
         rule: "usable U = min(lease_ms, session_ttl_ms) × (1 − margin_effective) (a handle needs \
                its own and its session's deadlines ahead, C3); heartbeat period P (the SDK's: \
-               min(session, lease) × (1 − margin) / 3); just before the next heartbeat's reply \
+               min(session, lease) × (1 − margin) / k, k the cell's heartbeat divisor, ADR-006: 3); just before the next heartbeat's reply \
                the window is U − P − hb_rtt_corrected_p50; fired when that is ≤ \
                worst_case_hop_ms (rail read timeout + 2 s): D4 then refuses in part of every \
                heartbeat period. The detail gives that fraction, clamp((hop − (U − P − rtt)) / P, \

@@ -102,6 +102,7 @@ impl Params {
             self.margin,
             0.0,
             self.hop.as_secs_f64() * 1e3,
+            fencepost_sdk::lease::HEARTBEAT_DIVISOR,
         )
     }
 

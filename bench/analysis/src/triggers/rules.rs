@@ -201,11 +201,13 @@ impl D4Window {
             row.margin_effective,
             row.hb_rtt_corrected_p50_us as f64 / 1000.0,
             row.worst_case_hop_ms as f64,
+            row.heartbeat_divisor,
         )
     }
 
     /// Trigger 3's numbers for a lease, session TTL (ms), margin, corrected RTT
-    /// median (ms) and worst-case hop (ms); `bench rules` takes the static part,
+    /// median (ms), worst-case hop (ms) and heartbeat divisor k (period U / k;
+    /// 0 reads as ADR-006's 3); `bench rules` takes the static part,
     /// `usable − period`, from here.
     pub fn from_parts(
         lease_ms: u64,
@@ -213,10 +215,16 @@ impl D4Window {
         margin: f64,
         rtt_ms: f64,
         hop_ms: f64,
+        divisor: u32,
     ) -> Self {
         let usable_ms = to_us(lease_ms.min(session_ttl_ms) as f64 * (1.0 - margin));
         let ppm = (margin * PPM as f64).round() as u64;
-        let period = heartbeat_period(session_ttl_ms, Some(lease_ms), ppm, HEARTBEAT_DIVISOR);
+        let k = if divisor == 0 {
+            HEARTBEAT_DIVISOR
+        } else {
+            divisor
+        };
+        let period = heartbeat_period(session_ttl_ms, Some(lease_ms), ppm, k);
         let period_ms = to_us(period.as_secs_f64() * 1e3);
         D4Window {
             usable_ms,
