@@ -26,7 +26,7 @@ fn cpu_or_dash(v: f64) -> String {
     }
 }
 
-/// The issue-12 tables: every heartbeat exchange's outcome and the two RTT
+/// The measurement tables: every heartbeat exchange's outcome and the two RTT
 /// views; the fences by kind and their trace; the rail's latency configured
 /// vs measured; the CPU seconds of every process.
 pub(super) fn measurement_tables(rows: &[CellRow]) -> String {
