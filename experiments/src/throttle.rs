@@ -19,6 +19,13 @@
 //! through [`crate::proc::ProcessSpawner`] (whose spawn hook moves each one
 //! into the cgroup for the throttled run), and the results row from
 //! `bench::row::cell_row` — throughput over the measured window.
+//!
+//! `throttle.json` stays lean: the distributions are the HDR histograms of
+//! `hgrm/` (lossless at their precision, what the plot and the evidence pack
+//! read), and the workers' per-submit `believed_held` records (one per payout,
+//! 147,470 in the reference pack) are left out: their count is the row's
+//! `believed_held_submits` and their join with the fence-outs its
+//! `fenced_out_believed_held`. [`lean_json`] converts a file written with them.
 
 use std::path::{Path, PathBuf};
 
@@ -95,7 +102,8 @@ pub struct ThrottleRun {
     pub name: String,
     /// The bench results row (cell id `throttle=…`).
     pub row: CellRow,
-    /// The workers' client-side counts.
+    /// The workers' client-side counts, without the per-submit
+    /// `believed_held` records (module doc; their count is the row's).
     pub tally: TallySnapshot,
     /// `cpu.stat` of the group after the run (throttled run only).
     pub cgroup_stat: Option<String>,
@@ -289,7 +297,10 @@ async fn run_both(
         runs.push(ThrottleRun {
             name: name.into(),
             row,
-            tally: m.workers.tally.clone(),
+            tally: TallySnapshot {
+                believed_held: Vec::new(),
+                ..m.workers.tally.clone()
+            },
             cgroup_stat: throttled.then(|| group.stat()),
         });
     }
@@ -389,4 +400,96 @@ pub fn report_section(r: &ThrottleResult) -> String {
     s.push_str(&markdown_table(&r.triggers));
     s.push_str("\n![heartbeat RTT](throttle_rtt.svg)\n\nData: throttle.json, results.csv, hgrm/, triggers.json.\n");
     s
+}
+
+/// `throttle.json` text with every run's `tally.believed_held` list emptied
+/// (module doc), everything else byte for byte as it was. `Err` when the text
+/// is not JSON, or when the result would differ from it in anything but those
+/// lists.
+pub fn lean_json(text: &str) -> Result<String, serde_json::Error> {
+    const KEY: &str = "\"believed_held\": [";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(KEY) {
+        let open = at + KEY.len();
+        out.push_str(&rest[..open]);
+        let mut depth = 1usize;
+        let mut end = open;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 {
+                end = open + i;
+                break;
+            }
+        }
+        out.push(']');
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    let mut before: serde_json::Value = serde_json::from_str(text)?;
+    let after: serde_json::Value = serde_json::from_str(&out)?;
+    if let Some(runs) = before.get_mut("runs").and_then(|r| r.as_array_mut()) {
+        for run in runs {
+            if let Some(b) = run.pointer_mut("/tally/believed_held") {
+                *b = serde_json::Value::Array(Vec::new());
+            }
+        }
+    }
+    if before != after {
+        return Err(serde::de::Error::custom(
+            "the lean file differs in more than the believed_held lists",
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"{
+  "quota": {"quota_us": 10000, "period_us": 100000},
+  "runs": [
+    {
+      "name": "unthrottled",
+      "tally": {
+        "attempts": 3,
+        "believed_held": [
+          [
+            "thr-000001",
+            1
+          ],
+          [
+            "thr-000002",
+            1
+          ]
+        ]
+      }
+    }
+  ],
+  "seed": 17
+}"#;
+
+    #[test]
+    fn the_lean_file_drops_only_the_believed_held_records() {
+        let lean = lean_json(FILE).unwrap();
+        assert!(lean.contains("\"believed_held\": []"), "{lean}");
+        assert!(lean.contains("\"attempts\": 3"), "{lean}");
+        assert!(lean.ends_with("\"seed\": 17\n}"), "{lean}");
+        assert_eq!(lean_json(&lean).unwrap(), lean, "idempotent");
+    }
+
+    /// Converts the committed pack's `throttle.json` in place (a one-off:
+    /// `cargo test -p experiments --lib -- --ignored lean_the_reference`).
+    #[test]
+    #[ignore = "rewrites data/reference/throttle/throttle.json"]
+    fn lean_the_reference_throttle_json() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/reference/throttle/throttle.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, lean_json(&text).unwrap()).unwrap();
+    }
 }

@@ -8,7 +8,8 @@
 //! - [`stats`]: intervals (bootstrap over repeats, t on repeat means);
 //! - [`summary`]: `summary.csv`, one row per point of the grid over its repeats;
 //! - [`triggers`]: ADR-006 §6.5's five revisit triggers, evaluated per cell;
-//! - [`recommend`]: the per-TTL margin recommendation;
+//! - [`recommend`]: the per-TTL margin recommendation; [`verdict`]: it in
+//!   plain words, with the evidence strength and advice;
 //! - [`projection`]: the measured RTTs projected onto production;
 //! - [`production_rtt`]: an RTT distribution measured in production (a
 //!   Prometheus histogram), which `bench adr --rtt-from` projects instead;
@@ -35,3 +36,4 @@ pub mod results;
 pub mod stats;
 pub mod summary;
 pub mod triggers;
+pub mod verdict;

@@ -1,13 +1,15 @@
 //! The per-TTL margin recommendation that `bench sweep` prints at its end and
-//! `report.md` ends with. It follows the data in three steps, per TTL (and
-//! per backend when a run has cells on both fencepost and etcd), over the
-//! fixed-margin points of [`crate::summary`] (each over its `--repeat`s):
+//! `report.md` opens with ([`crate::verdict`] puts it in plain words). It
+//! follows the data in three steps, per TTL (and per backend when a run has
+//! cells on both fencepost and etcd), over the fixed-margin points of
+//! [`crate::summary`] (each over its `--repeat`s):
 //!
-//! 1. **Derived floor.** `m_min = 3 × p99.9(corrected RTT) / min(lease,
-//!    session TTL)` from the TTL's pooled histogram, with its cluster-bootstrap
-//!    95 % interval ([`crate::pool`]); a margin below the interval's upper
-//!    end is excluded. With fewer than 10,000 pooled samples the p99.9 is
-//!    close to the maximum and the recommendation is *provisional*.
+//! 1. **Margin needed (trigger 1).** ADR-006's trigger 1 is `p99 RTT >
+//!    min(lease, session TTL) × margin / 3`; solved for the margin, `m_min =
+//!    3 × p99(corrected RTT) / min(lease, session TTL)` from the TTL's pooled
+//!    histogram, with its cluster-bootstrap 95 % interval ([`crate::pool`]).
+//!    A margin below the interval's upper end is excluded. With fewer than
+//!    10,000 pooled samples the recommendation is *provisional*.
 //! 2. **Safety checks on every repeat.** Excluded: a failed ledger check,
 //!    trigger 4 (a believed fence-out), trigger 3 (the D4 sawtooth: the
 //!    window just before a heartbeat ≤ the worst-case rail hop), trigger 1,
@@ -68,7 +70,8 @@ pub struct Recommendation {
     /// other qualifying margin's (false: "not resolved at N repeats").
     #[serde(default)]
     pub resolved: bool,
-    /// The derived floor `m_min` and its 95 % interval.
+    /// The margin needed (trigger 1), `3 × p99 / min(lease, session TTL)`, and
+    /// its 95 % interval; a margin below the upper end does not qualify.
     #[serde(default)]
     pub m_min: Option<(f64, f64, f64)>,
     /// Trigger 2 on the sweep (`1 − T(m)/T(best)`).
@@ -79,16 +82,20 @@ pub struct Recommendation {
     pub adaptive: Vec<String>,
     /// Why this margin, or why none: the numbers behind the choice.
     pub reason: String,
-    /// The floor rests on fewer than 10,000 pooled samples.
+    /// The margin needed rests on fewer than 10,000 pooled samples.
     #[serde(default)]
     pub provisional: bool,
+    /// Why the other fixed margins were excluded: each rule that failed,
+    /// with the margins it excluded (the verdict's advice follows from it).
+    #[serde(default)]
+    pub excluded: Vec<(String, Vec<f64>)>,
 }
 
 fn not_evaluated() -> Verdict {
     Verdict::NotEvaluated
 }
 
-/// The default backend of a recommendation read from before issue 15.
+/// The default backend of a recommendation read from before backends were recorded.
 fn fencepost() -> String {
     "fencepost".into()
 }
@@ -104,7 +111,7 @@ fn disqualification(r: &SummaryRow, floor: Option<&Floor>) -> Option<&'static st
     } else if r.hb_corrected_count == 0 {
         Some("no heartbeat samples, trigger 1 unchecked")
     } else if floor.is_some_and(|f| r.margin < f.m_min_hi) {
-        Some("below the derived floor m_min (its 95 % upper end; trigger 1 at p99.9)")
+        Some("below the margin needed (trigger 1): 3 × p99 RTT (95 % upper end) / base")
     } else if r.trigger1_fired > 0 {
         Some("corrected p99 heartbeat RTT > min(lease, session TTL) × margin / 3 (trigger 1)")
     } else if r.payouts_paid == 0 {
@@ -115,22 +122,28 @@ fn disqualification(r: &SummaryRow, floor: Option<&Floor>) -> Option<&'static st
 }
 
 /// The advice for a TTL where no margin qualifies, from what disqualified them.
-fn advice(reasons: &BTreeMap<&'static str, usize>) -> &'static str {
+/// Under time scaling a longer TTL scales the rail hop with it, so the advice
+/// for a D4 sawtooth is never "raise the TTL": only the margin and the
+/// heartbeat period move the window before a heartbeat against the hop.
+pub fn advice(reasons: &BTreeMap<&'static str, usize>) -> &'static str {
     let has = |needle: &str| reasons.keys().any(|k| k.contains(needle));
     let rtt = has("trigger 1");
     if has("ledger") || has("trigger 4") {
         "fix the client or the ledger failure before choosing a margin"
     } else if has("trigger 3") && !rtt {
-        "raise the TTL: no margin tried leaves room for one rail call"
+        "try a smaller margin or a larger heartbeat divisor (a shorter heartbeat period); under \
+         time scaling a larger TTL scales the rail hop too and does not help"
     } else if rtt && !has("trigger 3") {
-        "raise the margin further or shorten the heartbeat period"
+        "on a scaled lease the loopback network is harsher than production: read the production \
+         projection (projection.csv); at this lease, a larger margin"
     } else if rtt {
-        "raise the TTL: small margins miss the RTT budget and large ones leave no room for a rail call"
+        "small margins miss trigger 1's RTT budget and large ones leave no window for a rail \
+         hop: a larger heartbeat divisor widens the window; read the production projection for \
+         the RTT side"
     } else {
         "rerun with more load or a longer duration"
     }
 }
-
 /// `[lo, hi]` of an interval, or `(no interval: 1 repeat)`.
 fn fmt_interval(i: &Interval) -> String {
     if i.known() {
@@ -192,33 +205,41 @@ fn recommend(
     let n_repeats = rows.iter().map(|r| r.n_repeats).min().unwrap_or(0);
     let mut qualifying: Vec<&SummaryRow> = Vec::new();
     let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut excluded: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     for &r in &fixed {
         match disqualification(r, floor) {
             None => qualifying.push(r),
-            Some(why) => *reasons.entry(why).or_default() += 1,
+            Some(why) => {
+                *reasons.entry(why).or_default() += 1;
+                excluded.entry(why).or_default().push(r.margin);
+            }
         }
     }
+    let excluded: Vec<(String, Vec<f64>)> = excluded
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
     let provisional = floor.is_some_and(|f| !f.enough);
     let mut reason = String::new();
     if let Some(f) = floor {
         let _ = write!(
             reason,
-            "floor m_min = 3 × p99.9 {:.3} ms / {} ms = {:.3} (95 % [{:.3}, {:.3}], {} pooled \
-             samples of {} cell(s); {}){}",
-            f.p999.value_us as f64 / 1e3,
+            "margin needed (trigger 1) = 3 × p99 {:.3} ms / {} ms = {:.3} (95 % [{:.3}, {:.3}]; \
+             the upper end is the floor; {} pooled samples of {} cell(s); {}){}",
+            f.p99.value_us as f64 / 1e3,
             f.lease_ms.min(f.session_ttl_ms),
             f.m_min,
             f.m_min_lo,
             f.m_min_hi,
-            f.p999.n,
+            f.p99.n,
             f.cells,
             f.quantile_ci_method,
             if f.enough {
                 String::new()
             } else {
                 format!(
-                    "; provisional: fewer than {MIN_SAMPLES_P999} samples, the p99.9 is near the \
-                     maximum (rerun with more --repeat, --workers or --duration)"
+                    "; provisional: fewer than {MIN_SAMPLES_P999} samples (rerun with more \
+                     --repeat, --sessions or --duration)"
                 )
             }
         );
@@ -256,6 +277,7 @@ fn recommend(
             adaptive,
             reason: reason.trim_start_matches("; ").to_owned(),
             provisional: false,
+            excluded,
         };
     };
     let best_tp = best.throughput();
@@ -319,6 +341,7 @@ fn recommend(
         adaptive,
         reason: reason.trim_start_matches("; ").to_owned(),
         provisional,
+        excluded,
     }
 }
 
@@ -478,7 +501,7 @@ pub fn format_recommendations(recs: &[Recommendation]) -> String {
 /// The recommendations as a Markdown table, then the adaptive comparisons.
 pub fn markdown_recommendations(recs: &[Recommendation]) -> String {
     let mut out = String::from(
-        "| TTL | recommended margin | resolved | point | median throughput (payouts/s) | m_min [95 %] | qualifying | trigger 2 (sweep) | why |\n\
+        "| TTL | recommended margin | resolved | point | median throughput (payouts/s) | margin needed (trigger 1) [95 %] | qualifying | trigger 2 (sweep) | why |\n\
          |---|---:|---|---|---:|---|---:|---|---|\n",
     );
     for r in recs {
@@ -534,159 +557,4 @@ pub fn markdown_recommendations(recs: &[Recommendation]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stats::QuantileCi;
-
-    fn point(margin: f64, tps: &[f64]) -> SummaryRow {
-        let i = Interval::of(tps, 0.0, f64::INFINITY);
-        SummaryRow {
-            backend: "fencepost".into(),
-            margin_policy: "fixed".into(),
-            lease_ms: 1000,
-            session_ttl_ms: 500,
-            margin,
-            group: format!("ttl=1s_margin={margin:.2}"),
-            n_repeats: tps.len() as u32,
-            seeds: String::new(),
-            margin_effective_mean: margin,
-            throughput_median: i.median,
-            throughput_mean: i.mean,
-            throughput_min: i.min,
-            throughput_max: i.max,
-            throughput_ci95_lo: i.lo,
-            throughput_ci95_hi: i.hi,
-            ci_method: "t".into(),
-            abandonment_median: 0.0,
-            abandonment_ci95_lo: 0.0,
-            abandonment_ci95_hi: 0.0,
-            abandoned_insufficient_lease: 0,
-            attempts: 100,
-            payouts_paid: 100,
-            hb_attempts: 100,
-            hb_timeouts: 0,
-            session_lost: 0,
-            hb_corrected_count: 20_000,
-            hb_rtt_corrected_p50_us: 500,
-            hb_rtt_corrected_p99_us: 2_000,
-            hb_rtt_corrected_p999_us: 5_000,
-            hb_rtt_corrected_p999_lo_us: 4_000,
-            hb_rtt_corrected_p999_hi_us: 6_000,
-            hb_rtt_p99_us: 2_000,
-            hb_rtt_p999_us: 5_000,
-            quantile_ci_method: "test".into(),
-            m_min: 0.03,
-            m_min_ci95_lo: 0.024,
-            m_min_ci95_hi: 0.036,
-            m_min_verdict: "ok".into(),
-            trigger1_fired: 0,
-            trigger3_fired: 0,
-            trigger4_fired: 0,
-            ledger_ok: true,
-        }
-    }
-
-    fn floor() -> Floor {
-        Floor {
-            backend: "fencepost".into(),
-            lease_ms: 1000,
-            session_ttl_ms: 500,
-            cells: 6,
-            p999: QuantileCi {
-                n: 20_000,
-                q: 0.999,
-                value_us: 5_000,
-                lo_us: 4_000,
-                hi_us: 6_000,
-            },
-            m_min: 0.03,
-            m_min_lo: 0.024,
-            m_min_hi: 0.036,
-            enough: true,
-            quantile_ci_method: "test".into(),
-        }
-    }
-
-    fn summary(rows: Vec<SummaryRow>) -> Summary {
-        Summary {
-            rows,
-            floors: vec![floor()],
-        }
-    }
-
-    #[test]
-    fn overlapping_intervals_are_not_resolved_and_take_the_larger_margin() {
-        let s = summary(vec![
-            point(0.10, &[20.0, 22.0, 18.0]),
-            point(0.30, &[19.0, 21.5, 17.5]),
-        ]);
-        let r = &recommendations_from(&s)[0];
-        assert_eq!(r.margin, Some(0.30));
-        assert!(!r.resolved);
-        assert!(
-            r.reason.contains("not resolved at 3 repeat(s)"),
-            "{}",
-            r.reason
-        );
-        assert_eq!(r.trigger2_sweep, Verdict::InsufficientData, "{}", r.reason);
-    }
-
-    #[test]
-    fn separated_intervals_pick_the_best_and_trigger_2_fires_on_a_costly_margin() {
-        let s = summary(vec![
-            point(0.10, &[30.0, 30.5, 29.5]),
-            point(0.30, &[20.0, 20.5, 19.5]),
-        ]);
-        let r = &recommendations_from(&s)[0];
-        assert_eq!((r.margin, r.resolved), (Some(0.10), true), "{}", r.reason);
-        assert_eq!(r.trigger2_sweep, Verdict::Ok);
-        // The best margin fails D4 on one repeat: the costly one is chosen, trigger 2 fires.
-        let mut rows = s.rows.clone();
-        rows[0].trigger3_fired = 1;
-        let r = &recommendations_from(&summary(rows))[0];
-        assert_eq!(r.margin, Some(0.30));
-        assert_eq!(r.trigger2_sweep, Verdict::Fired, "{}", r.reason);
-        assert!(r.reason.contains("D4 sawtooth"), "{}", r.reason);
-    }
-
-    #[test]
-    fn the_derived_floor_excludes_margins_below_its_upper_end() {
-        let mut f = floor();
-        f.m_min_hi = 0.2;
-        let s = Summary {
-            rows: vec![
-                point(0.10, &[30.0, 30.5, 29.5]),
-                point(0.30, &[20.0, 20.5, 19.5]),
-            ],
-            floors: vec![f],
-        };
-        let r = &recommendations_from(&s)[0];
-        assert_eq!(r.margin, Some(0.30));
-        assert!(r.reason.contains("below the derived floor"), "{}", r.reason);
-    }
-
-    #[test]
-    fn the_same_data_gives_the_same_recommendation() {
-        let s = summary(vec![
-            point(0.10, &[20.0, 22.0, 18.0]),
-            point(0.30, &[19.0, 21.5, 17.5]),
-        ]);
-        assert_eq!(recommendations_from(&s), recommendations_from(&s.clone()));
-    }
-
-    #[test]
-    fn adaptive_is_compared_with_the_best_fixed_margin() {
-        let mut a = point(0.5, &[25.0, 25.5, 24.5]);
-        a.margin_policy = "adaptive:k=4,floor=0.05,ceiling=0.5".into();
-        a.margin_effective_mean = 0.08;
-        let s = summary(vec![point(0.30, &[20.0, 20.5, 19.5]), a]);
-        let r = &recommendations_from(&s)[0];
-        assert_eq!(r.cells, 1, "adaptive is not a fixed margin to choose");
-        assert_eq!(r.adaptive.len(), 1);
-        assert!(
-            r.adaptive[0].contains("resolved: adaptive is higher"),
-            "{}",
-            r.adaptive[0]
-        );
-    }
-}
+mod tests;

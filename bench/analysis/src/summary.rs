@@ -5,7 +5,9 @@
 //! abandonment with its interval, and the derived margin floor
 //! `m_min = 3 × p99.9(corrected RTT) / min(lease, session TTL)` with its
 //! bootstrap interval. Also the per-TTL floors the recommendation starts
-//! from ([`Floor`]), pooled over every cell of the TTL.
+//! from ([`Floor`]), pooled over every cell of the TTL: the *margin needed
+//! (trigger 1)*, `3 × p99(corrected RTT) / min(lease, session TTL)` at the
+//! upper end of the p99's 95 % interval, ADR-006 trigger 1 solved for the margin.
 //!
 //! [`build`] is pure: it takes the rows and a histogram lookup, so the
 //! decisions downstream are testable without running a cell. Every pooled
@@ -32,8 +34,12 @@ pub const SUMMARY_PARQUET: &str = "summary.parquet";
 pub const SUMMARY_CSV: &str = "summary.csv";
 /// Samples a p99.9 needs before `m_min` is more than a lower bound (~100 × the tail).
 pub const MIN_SAMPLES_P999: u64 = 10_000;
-/// The quantile of the corrected RTT the derived floor is taken at.
+/// The quantile of the corrected RTT the per-point `m_min` columns and the
+/// production projection's smallest margin are taken at.
 pub const FLOOR_QUANTILE: f64 = 0.999;
+/// The quantile of ADR-006's trigger 1 (`p99 RTT > min(lease, session TTL) ×
+/// margin / 3`), which the recommendation's floor ([`Floor`]) solves for the margin.
+pub const TRIGGER1_QUANTILE: f64 = 0.99;
 
 /// Builds `fn to_frame(&[T]) -> DataFrame` and the column list of a table
 /// struct from its field names, in column order.
@@ -185,13 +191,15 @@ pub struct Floor {
     pub session_ttl_ms: u64,
     /// Cells pooled.
     pub cells: usize,
-    /// The pooled corrected RTT p99.9 and its interval.
+    /// The pooled corrected RTT p99.9 and its interval (context: the tail beyond trigger 1).
     pub p999: QuantileCi,
-    /// `3 × p99.9 / min(lease, session TTL)`.
+    /// The pooled corrected RTT p99 and its interval: trigger 1's quantile.
+    pub p99: QuantileCi,
+    /// The margin needed (trigger 1): `3 × p99 / min(lease, session TTL)`.
     pub m_min: f64,
-    /// At the interval's lower end.
+    /// At the p99 interval's lower end.
     pub m_min_lo: f64,
-    /// At its upper end.
+    /// At its upper end: the floor a recommended margin must reach.
     pub m_min_hi: f64,
     /// ≥ [`MIN_SAMPLES_P999`] samples.
     pub enough: bool,
@@ -216,6 +224,7 @@ struct PooledRtt {
     c50: u64,
     c99: u64,
     c999: QuantileCi,
+    c99_ci: QuantileCi,
     r99: u64,
     r999: u64,
     method: String,
@@ -225,18 +234,23 @@ fn pooled_rtt(rows: &[&CellRow], src: &dyn SampleSource) -> Result<PooledRtt, Mi
     let p = pool::pool(src, rows.iter().copied())?;
     let c = hist::summarize(&p.corrected);
     let r = hist::summarize(&p.raw);
-    let ci = p.quantile(FLOOR_QUANTILE).unwrap_or(QuantileCi {
+    let empty = |q| QuantileCi {
         n: 0,
-        q: FLOOR_QUANTILE,
+        q,
         value_us: 0,
         lo_us: 0,
         hi_us: 0,
-    });
+    };
+    let ci = p.quantile(FLOOR_QUANTILE).unwrap_or(empty(FLOOR_QUANTILE));
+    let ci99 = p
+        .quantile(TRIGGER1_QUANTILE)
+        .unwrap_or(empty(TRIGGER1_QUANTILE));
     Ok(PooledRtt {
         count: c.count,
         c50: c.p50,
         c99: c.p99,
         c999: ci,
+        c99_ci: ci99,
         r99: r.p99,
         r999: r.p999,
         method: p.method(),
@@ -288,9 +302,10 @@ pub fn build(rows: &[CellRow], src: &dyn SampleSource) -> Result<Summary, Missin
                 session_ttl_ms,
                 cells: cells.len(),
                 p999: p.c999,
-                m_min: margin_for(p.c999.value_us, base),
-                m_min_lo: margin_for(p.c999.lo_us, base),
-                m_min_hi: margin_for(p.c999.hi_us, base),
+                p99: p.c99_ci,
+                m_min: margin_for(p.c99_ci.value_us, base),
+                m_min_lo: margin_for(p.c99_ci.lo_us, base),
+                m_min_hi: margin_for(p.c99_ci.hi_us, base),
                 enough: p.count >= MIN_SAMPLES_P999,
                 quantile_ci_method: p.method,
             })

@@ -2,8 +2,8 @@
 //! directory (results table, `manifest.json`, `hgrm/*.hdr`). The report is a
 //! pure function of its inputs, [`render_report`]; [`write_report`] is the
 //! thin writer that reads the directory, evaluates the triggers, draws the
-//! plots and writes the text. The margin recommendation it ends with lives in
-//! [`bench_analysis::recommend`].
+//! plots and writes the text. The verdict and margin recommendation it opens
+//! with live in [`bench_analysis::verdict`] and [`bench_analysis::recommend`].
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,11 @@ use bench_analysis::triggers::{
     MIN_SAMPLES_P99, TRIGGERS, TriggerResult, Verdict, WriteError, evaluate, fmt_value, lost_work,
     markdown_table, write_triggers,
 };
+use bench_analysis::verdict::{VerdictInput, format_verdict, verdict_lines};
 use bench_core::error::Chain;
+use tables::{measurement_tables, projection_section, summary_table};
+
+mod tables;
 
 /// File name of the report in a results directory.
 pub const REPORT_MD: &str = "report.md";
@@ -118,110 +122,6 @@ pub fn read_manifest(dir: &Path) -> Result<Option<serde_json::Value>, ManifestEr
     Ok(Some(serde_json::from_str(&text)?))
 }
 
-/// A number of ms for the tables; `—` when not measured (NaN).
-fn ms_or_dash(v: f64) -> String {
-    if v.is_nan() {
-        "—".to_owned()
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// A number of CPU seconds for the tables; `—` when not measured (NaN).
-fn cpu_or_dash(v: f64) -> String {
-    if v.is_nan() {
-        "—".to_owned()
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// The issue-12 tables: every heartbeat exchange's outcome and the two RTT
-/// views; the fences by kind and their trace; the rail's latency configured
-/// vs measured; the CPU seconds of every process.
-fn measurement_tables(rows: &[CellRow]) -> String {
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "\n### Heartbeats: every exchange and tick\n\n\
-         Outcomes of every L2/L5 exchange (attempts = replies + timeouts + errors), scheduled \
-         ticks and those that sent no L2 of their own, sessions lost by reason, and the RTT \
-         raw vs corrected for coordinated omission (≥: censored samples included).\n"
-    );
-    let _ = writeln!(
-        md,
-        "| cell | attempts | replies | timeouts | errors | ticks | ticks missed | sessions lost (expired/unknown/deadline) | raw p99 ≥ (ms) | raw max ≥ (ms) | corrected n | corrected p50 / p99 / p99.9 ≥ (ms) | corrected p99 95 % (ms) | tick lag p99 / max (ms) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---|"
-    );
-    let ms = |us: u64| us as f64 / 1000.0;
-    for r in rows {
-        let _ = writeln!(
-            md,
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} ({}/{}/{}) | {:.3} | {:.3} | {} | {:.3} / {:.3} / {:.3} | [{:.3}, {:.3}] | {:.3} / {:.3} |",
-            r.cell,
-            r.hb_attempts,
-            r.hb_replies,
-            r.hb_timeouts,
-            r.hb_errors,
-            r.hb_ticks,
-            r.hb_ticks_missed,
-            r.session_lost,
-            r.session_lost_expired,
-            r.session_lost_unknown,
-            r.session_lost_deadline,
-            ms(r.hb_rtt_p99_us),
-            ms(r.hb_rtt_max_us),
-            r.hb_corrected_count,
-            ms(r.hb_rtt_corrected_p50_us),
-            ms(r.hb_rtt_corrected_p99_us),
-            ms(r.hb_rtt_corrected_p999_us),
-            ms(r.hb_rtt_corrected_p99_lo_us),
-            ms(r.hb_rtt_corrected_p99_hi_us),
-            ms(r.hb_tick_lag_p99_us),
-            ms(r.hb_tick_lag_max_us),
-        );
-    }
-    let _ = writeln!(
-        md,
-        "\n### Fences, rail latency, CPU\n\n\
-         Fence-outs by fence and how many hit a `(payout, token)` a worker submitted under \
-         after its client check passed (trigger 4's trace); the rail's latency as configured \
-         and as the workers measured it (R3 send → reply, timeouts censored); CPU seconds \
-         (utime + stime from /proc) of every process over the window — bench, lock-server and \
-         rail-stub share the machine's cores, and the RTT includes the bench's own scheduling \
-         (— : not a local process).\n"
-    );
-    let _ = writeln!(
-        md,
-        "| cell | fence 1 (untraced) | fence 2 (untraced) | believed held | submits after a passed check | rail configured p50 / p99 (ms) | rail measured p50 / p99 ≥ (ms) | rail submits | cpu bench / lock-server / rail-stub / worker procs (s) | window (s) |\n\
-         |---|---:|---:|---:|---:|---|---|---:|---|---:|"
-    );
-    for r in rows {
-        let _ = writeln!(
-            md,
-            "| `{}` | {} ({}) | {} ({}) | {} | {} | {:.3} / {:.3} | {} / {} | {} | {} / {} / {} / {} | {:.2} |",
-            r.cell,
-            r.fenced_out_fence1,
-            r.fenced_out_fence1_untraced,
-            r.fenced_out_fence2,
-            r.fenced_out_fence2_untraced,
-            r.fenced_out_believed_held,
-            r.believed_held_submits,
-            r.rail_p50_ms,
-            r.rail_p99_ms,
-            ms_or_dash(r.rail_measured_p50_ms),
-            ms_or_dash(r.rail_measured_p99_ms),
-            r.rail_measured_count,
-            cpu_or_dash(r.cpu_bench_s),
-            cpu_or_dash(r.cpu_lock_server_s),
-            cpu_or_dash(r.cpu_rail_stub_s),
-            cpu_or_dash(r.cpu_workers_s),
-            r.duration_s,
-        );
-    }
-    md
-}
-
 /// Distinct values of a row field, joined, for the report header.
 fn distinct(rows: &[CellRow], f: impl Fn(&CellRow) -> String) -> String {
     let mut values: Vec<String> = rows.iter().map(f).collect();
@@ -245,16 +145,10 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     let samples = DirSamples::new(dir);
     let summary = build(&rows, &samples)?;
     write_summary(dir, &summary.rows)?;
-    let production = manifest
-        .as_ref()
-        .ok()
-        .and_then(|m| m.as_ref())
-        .and_then(|m| m.pointer("/config/projection"))
-        .and_then(|v| serde_json::from_value::<Production>(v.clone()).ok())
-        .unwrap_or_default();
+    let production = production_of(&manifest);
     let projection = projection_of(&samples, &rows, &production)?;
     write_projection(dir, &projection)?;
-    let plots = draw_plots(dir, &rows, &summary.rows)?;
+    let plots = draw_plots(dir, &rows, &summary.rows, &production)?;
     let recs = recommendations_from(&summary);
     let md = render_report(&ReportInput {
         rows: &rows,
@@ -270,6 +164,34 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
         Ok(()) => Ok(path),
         Err(source) => Err(ReportError::Write { path, source }),
     }
+}
+
+/// The production configuration a run projected onto (`config.projection`
+/// in its manifest; ADR-006's defaults without one).
+pub fn production_of(manifest: &Result<Option<serde_json::Value>, ManifestError>) -> Production {
+    manifest
+        .as_ref()
+        .ok()
+        .and_then(|m| m.as_ref())
+        .and_then(|m| m.pointer("/config/projection"))
+        .and_then(|v| serde_json::from_value::<Production>(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The verdict of a results directory in plain words
+/// ([`bench_analysis::verdict`]), what `bench run|sweep` prints last.
+pub fn verdict_text(dir: &Path) -> Result<String, ReportError> {
+    let rows = read_nonempty_results(dir)?;
+    let production = production_of(&read_manifest(dir));
+    let samples = DirSamples::new(dir);
+    let recs = recommendations_from(&build(&rows, &samples)?);
+    let projection = projection_of(&samples, &rows, &production)?;
+    Ok(format_verdict(&VerdictInput {
+        rows: &rows,
+        recommendations: &recs,
+        projection: &projection,
+        production: &production,
+    }))
 }
 
 /// The production projection of every backend's cells: their corrected RTT
@@ -299,138 +221,10 @@ pub fn projection_of(
     Ok(out)
 }
 
-/// The summary over repeats as a Markdown table.
-fn summary_table(summary: &Summary) -> String {
-    let mut md = String::from(
-        "| point | policy | n | median throughput (payouts/s) | 95 % interval | min–max | \
-         abandonment median [95 %] | margin used (mean) | pooled corrected p50 / p99 / p99.9 ≥ (ms) | \
-         m_min [95 %] | triggers 1 / 3 / 4 fired (repeats) |\n\
-         |---|---|---:|---:|---|---|---|---:|---|---|---|\n",
-    );
-    let pct = |x: f64| {
-        if x.is_nan() {
-            "—".to_owned()
-        } else {
-            format!("{:.1} %", x * 100.0)
-        }
-    };
-    let iv = |lo: f64, hi: f64, f: &dyn Fn(f64) -> String| {
-        if lo.is_nan() {
-            "— (1 repeat)".to_owned()
-        } else {
-            format!("[{}, {}]", f(lo), f(hi))
-        }
-    };
-    for r in &summary.rows {
-        let _ = writeln!(
-            md,
-            "| `{}` | `{}` | {} | {:.2} | {} | {:.2}–{:.2} | {} {} | {:.3} | {:.3} / {:.3} / {:.3} | {:.3} [{:.3}, {:.3}]{} | {} / {} / {} |",
-            r.group,
-            r.margin_policy,
-            r.n_repeats,
-            r.throughput_median,
-            iv(r.throughput_ci95_lo, r.throughput_ci95_hi, &|x| format!(
-                "{x:.2}"
-            )),
-            r.throughput_min,
-            r.throughput_max,
-            pct(r.abandonment_median),
-            iv(r.abandonment_ci95_lo, r.abandonment_ci95_hi, &pct),
-            r.margin_effective_mean,
-            r.hb_rtt_corrected_p50_us as f64 / 1e3,
-            r.hb_rtt_corrected_p99_us as f64 / 1e3,
-            r.hb_rtt_corrected_p999_us as f64 / 1e3,
-            r.m_min,
-            r.m_min_ci95_lo,
-            r.m_min_ci95_hi,
-            if r.m_min_verdict == "ok" {
-                ""
-            } else {
-                " (insufficient_data)"
-            },
-            r.trigger1_fired,
-            r.trigger3_fired,
-            r.trigger4_fired,
-        );
-    }
-    md
-}
-
-/// The projection as a Markdown section.
-fn projection_section(rows: &[ProjectionRow]) -> String {
-    let mut md = String::from("\n## Projection onto the production configuration\n\n");
-    let Some(first) = rows.first() else {
-        md.push_str("No corrected RTT histograms (`hgrm/*.corrected.hdr`): nothing to project.\n");
-        return md;
-    };
-    let _ = writeln!(
-        md,
-        "The measured corrected heartbeat RTT, **unscaled** (the time base never scales the \
-         network), pooled over {} cell(s) ({} samples: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} \
-         ms), held against lease {} ms, session TTL {} ms and a worst-case rail hop of {} ms \
-         (read timeout {} ms + 2 s). The RTT was measured under the scaled cells' load \
-         (heartbeats 30× more frequent at a 1 s lease), which this does not undo. \
-         `projection.csv` has every column.\n",
-        first.cells_pooled,
-        first.rtt_samples,
-        first.rtt_corrected_p50_us as f64 / 1e3,
-        first.rtt_corrected_p99_us as f64 / 1e3,
-        first.rtt_corrected_p999_us as f64 / 1e3,
-        first.lease_ms,
-        first.session_ttl_ms,
-        first.worst_case_hop_ms,
-        first.rail_read_timeout_ms,
-    );
-    md.push_str(
-        "| backend | margin | trigger 1 budget (ms) | trigger 1 | trigger 3 window (ms) | trigger 3 | min_margin [95 %] | headroom (ms) [pessimistic] |\n\
-         |---|---:|---:|---|---:|---|---|---:|\n",
-    );
-    for r in rows {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {:.1} | {} | {:.1} | {} | {:.4} [{:.4}, {:.4}]{} | {:.1} [{:.1}] |",
-            r.backend,
-            if r.production_margin {
-                format!("**{:.2}**", r.margin)
-            } else {
-                format!("{:.2}", r.margin)
-            },
-            r.trigger1_budget_ms,
-            r.trigger1_verdict,
-            r.trigger3_window_ms,
-            r.trigger3_verdict,
-            r.min_margin,
-            r.min_margin_ci95_lo,
-            r.min_margin_ci95_hi,
-            if r.min_margin_verdict == "ok" {
-                ""
-            } else {
-                " (insufficient_data)"
-            },
-            r.headroom_ms,
-            r.headroom_ci95_lo_ms,
-        );
-    }
-    for r in rows.iter().filter(|r| r.production_margin) {
-        let _ = writeln!(
-            md,
-            "\n**Headroom of {:.2} on {}:** its trigger-1 budget is {:.1} ms; the pooled p99.9 \
-         uses {:.3} ms of it, leaving {:.1} ms ({:.1} ms at the interval's pessimistic end); \
-         the smallest margin covering the p99.9 is {:.4}.",
-            r.margin,
-            r.backend,
-            r.trigger1_budget_ms,
-            r.rtt_corrected_p999_us as f64 / 1e3,
-            r.headroom_ms,
-            r.headroom_ci95_lo_ms,
-            r.min_margin,
-        );
-    }
-    md
-}
-
-/// The text of `report.md`: what was run, the results table, the §6.5
-/// trigger table, the plots and the recommendation. Pure: no I/O, no clock.
+/// The text of `report.md`: the verdict, the recommendation and its figure
+/// first; then the results, the §6.5 trigger table, the plots, the summary
+/// over repeats, the projection; the run's configuration last. Pure: no I/O,
+/// no clock.
 pub fn render_report(input: &ReportInput<'_>) -> String {
     let (rows, manifest, triggers, recs) = (
         input.rows,
@@ -451,67 +245,38 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         distinct(rows, |r| r.workers.to_string()),
         distinct(rows, |r| format!("`{}`", r.rail_latency)),
     );
-    let _ = writeln!(md, "| | |\n|---|---|");
+    let production = production_of(manifest);
+    let verdict = verdict_lines(&VerdictInput {
+        rows,
+        recommendations: recs,
+        projection: input.projection,
+        production: &production,
+    });
     let _ = writeln!(
         md,
-        "| seed(s) in the table | {} |",
-        distinct(rows, |r| r.seed.to_string())
+        "## Verdict\n\n```text\n{}\n```",
+        verdict[1..].join("\n")
     );
-    match manifest {
-        Ok(Some(m)) => {
-            let fields: [(&str, &[&str]); 6] = [
-                (
-                    "run started",
-                    &[
-                        "started_at",
-                        "created_at",
-                        "start_time",
-                        "timestamp",
-                        "when",
-                    ],
-                ),
-                ("manifest seed", &["seed"]),
-                ("git commit", &["git_commit", "commit", "git_sha", "git"]),
-                ("machine", &["machine", "host", "hostname"]),
-                ("versions", &["versions", "version", "rustc"]),
-                ("command", &["command", "argv", "args"]),
-            ];
-            for (label, keys) in fields {
-                if let Some(v) = manifest_field(m, keys) {
-                    let _ = writeln!(md, "| {label} | `{}` |", v.replace('|', "\\|"));
-                }
-            }
-        }
-        Ok(None) => {
-            let _ = writeln!(md, "| manifest | no {MANIFEST_JSON} in this directory |");
-        }
-        Err(note) => {
-            let _ = writeln!(
-                md,
-                "| manifest | {} |",
-                Chain(note).to_string().replace('|', "\\|")
-            );
-        }
-    }
-    if let Ok(Some(m)) = manifest {
-        let pretty = serde_json::to_string_pretty(m).unwrap_or_default();
-        let _ = writeln!(
-            md,
-            "\n<details><summary>full manifest (configuration)</summary>\n\n```json\n{pretty}\n```\n</details>"
-        );
-    }
-
-    if let Ok(Some(m)) = manifest
-        && let Some(o) = m.get("proxy_overhead").and_then(|v| {
-            serde_json::from_value::<bench_core::overhead::ProxyOverhead>(v.clone()).ok()
-        })
-    {
-        let _ = writeln!(
-            md,
-            "\n**Delay proxy baseline** (zero delay, measured once for this run): {o}. \
-             The `--net-delay` figures include this overhead.\n"
-        );
-    }
+    let _ = writeln!(md, "\n## Recommended margin per TTL\n");
+    let _ = writeln!(
+        md,
+        "Rule (`bench/analysis/src/recommend.rs`): (1) the margin needed (trigger 1), `3 × \
+         p99 / min(lease, session TTL)` from the TTL's pooled corrected RTT: a margin below its \
+         95 % upper end is out; (2) on every repeat: ledger ok, \
+         no believed fence-out (trigger 4), no D4 sawtooth (trigger 3), trigger 1 quiet, \
+         payouts made; (3) throughput decides only where 95 % intervals separate: every margin \
+         overlapping the best is tied with it and the tie goes to the larger margin (\"not \
+         resolved at N repeats\"). Trigger 2 is evaluated on the sweep: `1 − T(m) / T(best)`. \
+         *Provisional*: the margin needed rests on fewer than 10,000 samples.\n"
+    );
+    md.push_str(&markdown_recommendations(recs));
+    let _ = writeln!(
+        md,
+        "\n![Corrected heartbeat RTT p99 against trigger 1's budget per margin, scaled and at \
+         production](p99_vs_budget.svg)\n\n*Trigger 1 per margin: the corrected p99 (points) \
+         against `min(lease, session TTL) × m / 3` at each TTL (lines) and at production \
+         (dashed); ADR-006's 0.30 is marked. Every plot is under [Plots](#plots).*"
+    );
     let _ = writeln!(
         md,
         "\n**Time base.** Leases, session TTLs, rail latency and timeouts are scaled by \
@@ -525,6 +290,18 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          marked ≥ are lower bounds. *Corrected* RTTs are measured from the scheduled send \
          (coordinated omission, docs/measurement.md); triggers use them.",
         distinct(rows, |r| format!("{:.3} s", r.warmup_s))
+    );
+    let _ = writeln!(
+        md,
+        "\n**Counting.** `attempts` counts payouts a worker *started* in the window; \
+         `payouts_paid` counts payouts the rail *marked PAID* in the window. A payout started \
+         in the warm-up and paid after the window opened is in `payouts_paid` but not in \
+         `attempts`, so `payouts_paid` can exceed `attempts` (at least {} payout(s) here, the \
+         largest `payouts_paid − attempts` of a cell). Lost work is a share of `attempts`.",
+        rows.iter()
+            .map(|r| r.payouts_paid.saturating_sub(r.attempts))
+            .max()
+            .unwrap_or(0)
     );
     let _ = writeln!(md, "\n## Results\n");
     let _ = writeln!(
@@ -620,11 +397,11 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
 
     let _ = writeln!(md, "\n## Plots\n");
     let captions = [
-        "Heartbeat RTT CDF per cell, raw (solid) and corrected (dashed) (log x, from hgrm/*.hdr)",
-        "Heartbeat RTT percentile spectrum per cell, raw (solid) and corrected (dashed): x = 1/(1 − q), log, so p99–p99.99 are visible",
+        "Heartbeat RTT CDF pooled per condition, raw (solid) and corrected (dashed), the band the 5–95 % of its cells (log x, from hgrm/*.hdr)",
+        "Heartbeat RTT percentile spectrum pooled per condition, raw (solid) and corrected (dashed): x = 1/(1 − q), log, so p99–p99.99 are visible",
         "Throughput vs margin, one line per TTL",
         "Abandonment vs margin: insufficient lease (solid) and all lost work (dashed), % of attempts",
-        "Corrected heartbeat RTT p99 vs the min(lease, session TTL) × margin / 3 budget (trigger 1; log y)",
+        "Corrected heartbeat RTT p99 vs the min(lease, session TTL) × margin / 3 budget (trigger 1; log y), scaled per TTL and at production; ADR-006's 0.30 marked",
     ];
     for (stem, caption) in PLOT_STEMS.iter().zip(captions) {
         let _ = writeln!(
@@ -647,25 +424,83 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          within a TTL). Intervals: Student t over the repeat values (`mean ± t(0.975, n − 1) · s \
          / √n`, widened to hold the median); with a few repeats they are wide, which is the \
          honest answer on a shared machine. Heartbeat percentiles are from the repeats' merged \
-         HDR histograms; `m_min = 3 × p99.9 / min(lease, session TTL)` with the p99.9's 95 % \
-         interval from a cluster bootstrap over the repeats and their time blocks (column \
+         HDR histograms; the column `m_min = 3 × p99.9 / min(lease, session TTL)` is the tail \
+         beyond trigger 1, for context (the recommendation's floor is the margin needed at the \
+         p99), with the p99.9's 95 % interval from a cluster bootstrap over the repeats and their time blocks (column \
          `quantile_ci_method` says which; dependent samples, such as the heartbeats of one \
          stall, widen it). `summary.csv` has every column.\n"
     );
     md.push_str(&summary_table(input.summary));
     md.push_str(&projection_section(input.projection));
+    md.push_str(&manifest_section(input));
+    md
+}
 
-    let _ = writeln!(md, "\n## Summary: recommended margin per TTL\n");
+/// The run's configuration, last in the report: seeds, the manifest's
+/// fields and the full manifest folded.
+fn manifest_section(input: &ReportInput<'_>) -> String {
+    let (rows, manifest) = (input.rows, input.manifest);
+    let mut md = String::from("\n## Run configuration\n\n");
+    let _ = writeln!(md, "| | |\n|---|---|");
     let _ = writeln!(
         md,
-        "Rule (`bench/src/recommend.rs`): (1) the derived floor `m_min` from the TTL's pooled \
-         corrected RTT, a margin below its 95 % upper end is out; (2) on every repeat: ledger ok, \
-         no believed fence-out (trigger 4), no D4 sawtooth (trigger 3), trigger 1 quiet, \
-         payouts made; (3) throughput decides only where 95 % intervals separate: every margin \
-         overlapping the best is tied with it and the tie goes to the larger margin (\"not \
-         resolved at N repeats\"). Trigger 2 is evaluated on the sweep: `1 − T(m) / T(best)`. \
-         *Provisional*: the floor rests on fewer than 10,000 samples.\n"
+        "| seed(s) in the table | {} |",
+        distinct(rows, |r| r.seed.to_string())
     );
-    md.push_str(&markdown_recommendations(recs));
+    match manifest {
+        Ok(Some(m)) => {
+            let fields: [(&str, &[&str]); 6] = [
+                (
+                    "run started",
+                    &[
+                        "started_at",
+                        "created_at",
+                        "start_time",
+                        "timestamp",
+                        "when",
+                    ],
+                ),
+                ("manifest seed", &["seed"]),
+                ("git commit", &["git_commit", "commit", "git_sha", "git"]),
+                ("machine", &["machine", "host", "hostname"]),
+                ("versions", &["versions", "version", "rustc"]),
+                ("command", &["command", "argv", "args"]),
+            ];
+            for (label, keys) in fields {
+                if let Some(v) = manifest_field(m, keys) {
+                    let _ = writeln!(md, "| {label} | `{}` |", v.replace('|', "\\|"));
+                }
+            }
+        }
+        Ok(None) => {
+            let _ = writeln!(md, "| manifest | no {MANIFEST_JSON} in this directory |");
+        }
+        Err(note) => {
+            let _ = writeln!(
+                md,
+                "| manifest | {} |",
+                Chain(note).to_string().replace('|', "\\|")
+            );
+        }
+    }
+    if let Ok(Some(m)) = manifest {
+        let pretty = serde_json::to_string_pretty(m).unwrap_or_default();
+        let _ = writeln!(
+            md,
+            "\n<details><summary>full manifest (configuration)</summary>\n\n```json\n{pretty}\n```\n</details>"
+        );
+    }
+
+    if let Ok(Some(m)) = manifest
+        && let Some(o) = m.get("proxy_overhead").and_then(|v| {
+            serde_json::from_value::<bench_core::overhead::ProxyOverhead>(v.clone()).ok()
+        })
+    {
+        let _ = writeln!(
+            md,
+            "\n**Delay proxy baseline** (zero delay, measured once for this run): {o}. \
+             The `--net-delay` figures include this overhead.\n"
+        );
+    }
     md
 }

@@ -299,8 +299,8 @@ pub async fn execute(plan: Plan) -> Result<i32, RunError> {
     Ok(if failed { 1 } else { 0 })
 }
 
-/// The table printed at the end of a run or sweep: a line per cell, the
-/// recommendation per TTL, where the report is.
+/// The table printed at the end of a run or sweep: a line per cell, then the
+/// verdict in plain words ([`report::verdict_text`]), where the report is.
 pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
     let mut t = String::new();
     let w = rows.iter().map(|r| r.cell.len()).max().unwrap_or(0).max(24);
@@ -348,13 +348,13 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
     if summary.rows.len() < rows.len() {
         let _ = writeln!(
             t,
-            "{:<52} {:>3} {:>9} {:>19} {:>10} {:>17}",
-            "point (over repeats)", "n", "median/s", "95 % (t)", "used m", "m_min [95 %]"
+            "{:<52} {:>3} {:>9} {:>19} {:>10} {:>14}",
+            "point (over repeats)", "n", "median/s", "95 % (t)", "used m", "corr_p99_ms"
         );
         for s in &summary.rows {
             let _ = writeln!(
                 t,
-                "{:<52} {:>3} {:>9.2} {:>19} {:>10.3} {:>17}",
+                "{:<52} {:>3} {:>9.2} {:>19} {:>10.3} {:>14.2}",
                 s.group,
                 s.n_repeats,
                 s.throughput_median,
@@ -364,16 +364,16 @@ pub fn summary_text(out: &Path, rows: &[results::CellRow]) -> String {
                     format!("[{:.2}, {:.2}]", s.throughput_ci95_lo, s.throughput_ci95_hi)
                 },
                 s.margin_effective_mean,
-                format!(
-                    "{:.3} [{:.3}, {:.3}]",
-                    s.m_min, s.m_min_ci95_lo, s.m_min_ci95_hi
-                ),
+                s.hb_rtt_corrected_p99_us as f64 / 1e3,
             );
         }
         t.push('\n');
     }
-    for rec in bench_analysis::recommend::recommendations_from(&summary) {
-        let _ = writeln!(t, "{rec}");
+    match report::verdict_text(out) {
+        Ok(v) => t.push_str(&v),
+        Err(e) => {
+            let _ = writeln!(t, "no verdict: {}", Chain(&e));
+        }
     }
     let _ = writeln!(t, "\nreport: {}", out.join("report.md").display());
     t

@@ -7,6 +7,7 @@ use super::budget::P99Budget;
 use super::canvas::{PlotError, register_fonts, render};
 use super::margin::{Abandonment, Throughput, band_groups, group_series};
 use super::rtt::{RttCdf, RttCurves, RttSpectrum};
+use bench_analysis::projection::Production;
 use bench_analysis::results::CellRow;
 use bench_analysis::summary::SummaryRow;
 
@@ -30,11 +31,13 @@ pub struct PlotOutput {
 
 /// Draws all plots of [`PLOT_STEMS`] into `dir` as `<stem>.svg` and `<stem>.png`.
 /// `summary` is the table's [`bench_analysis::summary`] (the throughput and
-/// abandonment intervals over repeats).
+/// abandonment intervals over repeats); `production` the configuration the
+/// run projects onto (its trigger-1 budget line on `p99_vs_budget`).
 pub fn draw_plots(
     dir: &Path,
     rows: &[CellRow],
     summary: &[SummaryRow],
+    production: &Production,
 ) -> Result<PlotOutput, PlotError> {
     register_fonts()?;
     let curves = RttCurves::load(dir, rows);
@@ -75,7 +78,13 @@ pub fn draw_plots(
             bands: &bands,
         },
     )?);
-    out.files
-        .extend(render(dir, PLOT_STEMS[4], &P99Budget { groups: &groups })?);
+    out.files.extend(render(
+        dir,
+        PLOT_STEMS[4],
+        &P99Budget {
+            groups: &groups,
+            production,
+        },
+    )?);
     Ok(out)
 }

@@ -105,7 +105,43 @@ where
     Ok(body.split_horizontally(w.saturating_sub(LEGEND_WIDTH)))
 }
 
-/// Draws the legend down the panel beside the chart, so it never hides data.
+/// Entries a legend shows at most; a plot with more says how many it left out.
+pub(super) const MAX_LEGEND_ENTRIES: usize = 12;
+
+/// `text` broken into lines no wider than `width` pixels in `font` (a word
+/// wider than the panel stays on a line of its own).
+fn wrap_to<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    font: &TextStyle<'static>,
+    width: u32,
+) -> Vec<String> {
+    let fits = |s: &str| {
+        area.estimate_text_size(s, font)
+            .map_or(s.len() as u32 * 8, |(w, _)| w)
+            <= width
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let candidate = if line.is_empty() {
+            word.to_owned()
+        } else {
+            format!("{line} {word}")
+        };
+        if line.is_empty() || fits(&candidate) {
+            line = candidate;
+        } else {
+            lines.push(std::mem::replace(&mut line, word.to_owned()));
+        }
+    }
+    lines.push(line);
+    lines
+}
+
+/// Draws the legend down the panel beside the chart, so it never hides data:
+/// every label wrapped to the panel's width (never cut at the canvas edge),
+/// at most [`MAX_LEGEND_ENTRIES`] entries, then a line saying how many more.
 pub(super) fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     heading: &str,
@@ -115,30 +151,53 @@ where
     DB::ErrorType: 'static,
 {
     let x0 = 10;
-    let mut y = 24;
-    area.draw(&Text::new(heading.to_owned(), (x0, y), desc_font()))?;
-    y += 30;
-    // 22 px per entry; tighter (down to 12 px, smaller text) when many cells must fit.
-    let (_, height) = area.dim_in_pixel();
-    let room = i64::from(height) - i64::from(y) - 10;
-    let step = (room / entries.len().max(1) as i64).clamp(12, 22) as i32;
-    let font: TextStyle<'static> = (FONT, (step - 6).clamp(10, 16)).into_font().into();
-    for e in entries {
+    let (panel_w, height) = area.dim_in_pixel();
+    let text_w = panel_w.saturating_sub(x0 as u32 + 38 + 8);
+    let heading_font = label_font();
+    let mut y = 12;
+    for line in wrap_to(
+        area,
+        heading,
+        &heading_font,
+        panel_w.saturating_sub(x0 as u32 + 8),
+    ) {
+        area.draw(&Text::new(line, (x0, y), heading_font.clone()))?;
+        y += 20;
+    }
+    y += 14;
+    let shown = &entries[..entries.len().min(MAX_LEGEND_ENTRIES)];
+    let font: TextStyle<'static> = (FONT, 14).into_font().into();
+    let wrapped: Vec<Vec<String>> = shown
+        .iter()
+        .map(|e| wrap_to(area, &e.label, &font, text_w))
+        .collect();
+    // 18 px per text line and 8 between entries; tighter when they must fit.
+    let lines: i64 = wrapped.iter().map(|w| w.len() as i64).sum();
+    let room = i64::from(height) - i64::from(y) - 30;
+    let line_h = ((room - 8 * shown.len() as i64) / lines.max(1)).clamp(12, 18) as i32;
+    for (e, text) in shown.iter().zip(&wrapped) {
         let style = e.color.stroke_width(3);
+        let mid = y + line_h / 2 - 1;
         if e.dashed {
             for dash in 0..3 {
                 let x = x0 + dash * 11;
-                area.draw(&PathElement::new(vec![(x, y), (x + 7, y)], style))?;
+                area.draw(&PathElement::new(vec![(x, mid), (x + 7, mid)], style))?;
             }
         } else {
-            area.draw(&PathElement::new(vec![(x0, y), (x0 + 29, y)], style))?;
+            area.draw(&PathElement::new(vec![(x0, mid), (x0 + 29, mid)], style))?;
         }
+        for line in text {
+            area.draw(&Text::new(line.clone(), (x0 + 38, y), font.clone()))?;
+            y += line_h;
+        }
+        y += 8;
+    }
+    if entries.len() > shown.len() {
         area.draw(&Text::new(
-            e.label.clone(),
-            (x0 + 38, y - step / 2 + 2),
-            font.clone(),
+            format!("… and {} more (report.md)", entries.len() - shown.len()),
+            (x0, y),
+            font,
         ))?;
-        y += step;
     }
     Ok(())
 }

@@ -12,7 +12,12 @@ fn one_repeat_resolves_nothing_so_the_largest_qualifying_margin_is_taken() {
     let short = &recs[0];
     assert_eq!(short.lease_ms, 300);
     assert_eq!(short.margin, None);
-    assert!(short.reason.contains("raise the TTL"), "{}", short.reason);
+    assert!(!short.reason.contains("raise the TTL"), "{}", short.reason);
+    assert!(
+        short.reason.contains("heartbeat divisor"),
+        "{}",
+        short.reason
+    );
     let long = &recs[1];
     assert_eq!(long.lease_ms, 1000);
     assert_eq!(long.margin, Some(0.50));

@@ -38,10 +38,16 @@ fn report_has_the_trigger_table_the_recommendation_and_every_plot() {
         "| `rtt_p99_vs_margin` | `ttl=1s_margin=0.10` | 40 ms | 33.333 ms | **FIRED** |"
     ));
     assert!(md.contains("Raise the margin or shorten the heartbeat period"));
-    assert!(md.contains("## Summary: recommended margin per TTL"));
+    assert!(md.contains("## Recommended margin per TTL"));
     assert!(
-        // The pooled floor (m_min's upper end) excludes 0.10–0.40 here.
-        md.contains("| 1s | **0.50** | yes | `ttl=1s_margin=0.50` | 15.00 |"),
+        md.find("## Verdict") < md.find("## Results")
+            && md.find("## Results") < md.find("## Run configuration"),
+        "the verdict first, the configuration last"
+    );
+    assert!(
+        // The margin needed (trigger 1, the pooled p99's upper end) excludes
+        // 0.10–0.20 here; 0.30–0.50 tie at one repeat and the larger is taken.
+        md.contains("| 1s | **0.50** | no, at 1 repeat(s) | `ttl=1s_margin=0.50` | 15.00 |"),
         "{md}"
     );
     assert!(md.contains("| 300ms | **none** |"));
@@ -121,7 +127,13 @@ fn plots_of_a_large_grid_are_drawn() {
             rows.push(r);
         }
     }
-    let out = bench_report::plots::draw_plots(dir.path(), &rows, &summary_of(&rows).rows).unwrap();
+    let out = bench_report::plots::draw_plots(
+        dir.path(),
+        &rows,
+        &summary_of(&rows).rows,
+        &Default::default(),
+    )
+    .unwrap();
     assert_eq!(out.files.len(), 2 * PLOT_STEMS.len());
     assert!(out.skipped_cells.is_empty());
     if let Some(keep) = std::env::var_os("KEEP_GRID") {
