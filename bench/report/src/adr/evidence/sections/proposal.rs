@@ -16,8 +16,8 @@ use crate::adr::revision::{self, ADR_DIVISOR, ADR_MARGIN, Check, DIVISORS, How, 
 fn cell(c: Option<&Check>) -> String {
     match c {
         None => "—".into(),
-        Some(c) if c.outcome == Outcome::Pass => format!("pass ({:.2}×)", c.ratio),
-        Some(c) => format!("**{}** ({:.2}×)", c.outcome.word(), c.ratio),
+        Some(c) if c.outcome == Outcome::Pass => format!("pass ({:.3}×)", c.ratio),
+        Some(c) => format!("**{}** ({:.3}×)", c.outcome.word(), c.ratio),
     }
 }
 
