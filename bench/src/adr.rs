@@ -4,7 +4,9 @@
 //! child process of this binary (`bench sweep`, `bench peer`) or of the
 //! `experiments` binary next to it, each into its own subdirectory of `DIR`,
 //! and then writes `DIR/adr-006-evidence.md` as a pure function of the run
-//! directory ([`evidence::load`] + [`evidence::render`]). A step whose command
+//! directory ([`evidence::write_pack`]: the document, the proposed revision
+//! `DIR/adr-006-revision.md` beside it and the decision figure), judged under
+//! the tolerances the `--tolerance-*` flags set ([`tolerances`]). A step whose command
 //! or flag this build does not have (the experiments binary, `etcd` on PATH,
 //! `bench sweep --repeat`, `experiments failover|chaos`) is recorded as
 //! `not_available` with the reason, and its section of the document says
@@ -17,13 +19,20 @@
 //! rendered from what exists. `--render-only` re-renders the document from an
 //! existing directory (the committed reference run, after a code change).
 //!
-//! Modules: [`evidence`] (the document), [`revision`] (the proposed ADR-006
-//! §6.2/§6.5 numbers, derived from the data).
+//! Modules: `plan` (the steps and their sizes, [`plan`]), and from the
+//! report crate [`evidence`] (the document) and the revision it derives.
 
-use bench_report::adr::evidence::{self, LoadError};
-pub use bench_report::adr::pack::{
-    ADR_MANIFEST, AdrManifest, EVIDENCE_MD, Program, Status, Step, StepRecord,
+mod plan;
+
+pub use plan::{
+    ADAPTIVE_POLICY, ADR_MARGIN, FREEZE_DIVISORS, Features, NET_DELAY, SERVER_PAUSE, plan,
 };
+
+use bench_report::adr::evidence::{self, LoadError, WriteError};
+pub use bench_report::adr::pack::{
+    ADR_MANIFEST, AdrManifest, EVIDENCE_MD, Program, REVISION_MD, Status, Step, StepRecord,
+};
+use bench_report::adr::revision::Tolerances;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -31,20 +40,6 @@ use std::process::Stdio;
 use clap::Args;
 
 use bench_analysis::manifest::now_rfc3339;
-
-/// The realistic network the sweeps run under (`--net-delay`, round trip,
-/// not scaled with the lease): a log-normal with a 2 ms median and a 40 ms
-/// p99 — a cross-zone path in one cloud region with a congested tail (a
-/// same-zone path is ~0.2–0.5 ms; a p99 of tens of ms is what a busy node's
-/// network and a loaded kernel add). On a 1 s scaled lease it is 30× harsher
-/// relative to the lease than in production, so trigger 1 is tested hard.
-pub const NET_DELAY: &str = "lognormal:p50=2ms,p99=40ms";
-/// The one `--server-pause` condition: the lock-server SIGSTOPped 400 ms every 3 s.
-pub const SERVER_PAUSE: &str = "3s:400ms";
-/// The adaptive policy compared with the fixed margins.
-pub const ADAPTIVE_POLICY: &str = "adaptive:k=3,floor=0.05,ceiling=0.5";
-/// The margin the clock experiment's second run uses (ADR-006's default).
-pub const ADR_MARGIN: &str = "0.3";
 
 /// The options of `bench adr`.
 #[derive(Debug, Args, Clone)]
@@ -65,6 +60,31 @@ pub struct AdrArgs {
     /// Only re-render adr-006-evidence.md from an existing --out directory.
     #[arg(long)]
     pub render_only: bool,
+
+    /// Tolerance: sessions lost per freeze exposure (lost ÷ freezes ×
+    /// sessions open) a (margin, divisor) may show, as a fraction; a verdict
+    /// needs 3 ÷ this many exposures. Works with --render-only.
+    #[arg(
+        long = "tolerance-lost-per-freeze",
+        default_value_t = 0.001,
+        value_name = "FRACTION"
+    )]
+    pub tolerance_lost_per_freeze: f64,
+
+    /// Tolerance: the longest freeze production must ride through (absolute
+    /// time, e.g. 400ms); default: the longest freeze the pack's freeze cells
+    /// injected. Works with --render-only.
+    #[arg(long = "tolerance-freeze", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub tolerance_freeze: Option<std::time::Duration>,
+
+    /// Tolerance: the share of each heartbeat period D4 may refuse at the
+    /// bottom of the sawtooth, as a fraction. Works with --render-only.
+    #[arg(
+        long = "tolerance-d4-refusal",
+        default_value_t = 0.01,
+        value_name = "FRACTION"
+    )]
+    pub tolerance_d4_refusal: f64,
 
     /// A heartbeat RTT distribution measured in production, for the
     /// production condition (the projection and the proposed revision)
@@ -137,279 +157,6 @@ pub fn prune(dir: &Path) -> std::io::Result<u64> {
         }
     }
     Ok(freed)
-}
-
-/// What this build and machine offer; decides which steps can run.
-#[derive(Clone, Debug, Default)]
-pub struct Features {
-    /// `bench sweep --help` lists `--repeat` (issue 13).
-    pub sweep_repeat: bool,
-    /// The `experiments` binary, if found.
-    pub experiments: Option<PathBuf>,
-    /// Subcommands `experiments --help` lists.
-    pub experiment_commands: Vec<String>,
-    /// `etcd` is on PATH.
-    pub etcd: bool,
-}
-
-/// The sizes of a plan. The full plan's are set by the sample floors the
-/// proposed revision needs (`bench_report::adr::revision`): 10,000 corrected
-/// samples behind every binding p99, and 10⁶ (1,000 beyond the rank) behind
-/// the p99.9 of the server-pause stall. The idle sessions (`--sessions`) give
-/// them; docs/evidence.md has the arithmetic and the time budget.
-struct Sizes {
-    margins: &'static str,
-    ttls: &'static str,
-    duration: &'static str,
-    workers: &'static str,
-    repeat: &'static str,
-    /// Idle sessions per cell of the main and adaptive sweeps.
-    sessions: &'static str,
-    pause_margins: &'static str,
-    pause_ttl: &'static str,
-    /// Window and idle sessions of the server-pause sweep's cells.
-    pause_duration: &'static str,
-    pause_sessions: &'static str,
-    /// The server-pause cells' sequential stop (`--min-samples`,
-    /// `--max-duration`): each cell runs on until its corrected histogram
-    /// holds a fifteenth of the stall's 10⁶ floor; `None` for no stop.
-    pause_min_samples: Option<[&'static str; 2]>,
-    /// Worker processes of the throttle experiment.
-    throttle_workers: &'static str,
-    pauses: &'static str,
-    clock_cases: &'static str,
-    throttle_duration: &'static str,
-    peer: [&'static str; 6],
-}
-
-const FULL: Sizes = Sizes {
-    margins: "0.1..0.5:0.05",
-    ttls: "1s,2s,5s",
-    duration: "6s",
-    workers: "16",
-    repeat: "3",
-    sessions: "100",
-    pause_margins: "0.1..0.5:0.1",
-    pause_ttl: "2s",
-    pause_duration: "35s",
-    pause_sessions: "800",
-    pause_min_samples: Some(["70000", "120s"]),
-    throttle_workers: "16",
-    pauses: "5",
-    clock_cases: "1000",
-    throttle_duration: "90s",
-    peer: ["--duration", "3s", "--concurrency", "16", "--repeat", "3"],
-};
-
-const QUICK: Sizes = Sizes {
-    margins: "0.1,0.3,0.5",
-    ttls: "1s,2s",
-    duration: "3s",
-    workers: "8",
-    repeat: "1",
-    sessions: "20",
-    pause_margins: "0.3",
-    pause_ttl: "2s",
-    pause_duration: "3s",
-    pause_sessions: "20",
-    pause_min_samples: None,
-    throttle_workers: "4",
-    pauses: "2",
-    clock_cases: "200",
-    throttle_duration: "4s",
-    peer: ["--duration", "1s", "--concurrency", "16", "--repeat", "1"],
-};
-
-fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
-}
-
-/// The evidence plan for `quick` on a build and machine with `features`:
-/// every step, in order, those that cannot run marked with the reason.
-/// Step names are the subdirectories the document reads.
-pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step> {
-    let s = if quick { &QUICK } else { &FULL };
-    let seed = seed.to_string();
-    let dir = |name: &str| out.join(name).display().to_string();
-    let mut steps = Vec::new();
-    let mut sweep = |name: &str,
-                     title: &str,
-                     extra: &[&str],
-                     (margins, ttls): (&str, &str),
-                     (duration, sessions): (&str, &str)| {
-        let mut args = strings(&[
-            "sweep",
-            "--margin",
-            margins,
-            "--ttl",
-            ttls,
-            "--duration",
-            duration,
-            "--workers",
-            s.workers,
-            "--sessions",
-            sessions,
-            "--net-delay",
-            NET_DELAY,
-            "--seed",
-            &seed,
-            "--out",
-            &dir(name),
-        ]);
-        args.extend(strings(extra));
-        if features.sweep_repeat && s.repeat != "1" {
-            args.extend(strings(&["--repeat", s.repeat]));
-        }
-        steps.push(Step {
-            name: name.into(),
-            title: title.into(),
-            program: Program::Bench,
-            args,
-            unavailable: None,
-        });
-    };
-    sweep(
-        "sweep",
-        "fixed margins × TTLs under the realistic network delay",
-        &[],
-        (s.margins, s.ttls),
-        (s.duration, s.sessions),
-    );
-    let mut pause_extra = vec!["--server-pause", SERVER_PAUSE];
-    if let Some([k, max]) = s.pause_min_samples {
-        pause_extra.extend(["--min-samples", k, "--max-duration", max]);
-    }
-    sweep(
-        "sweep-pause",
-        "the same with the lock-server paused (one --server-pause condition)",
-        &pause_extra,
-        (s.pause_margins, s.pause_ttl),
-        (s.pause_duration, s.pause_sessions),
-    );
-    sweep(
-        "adaptive",
-        "the adaptive margin (V2) at the same TTLs",
-        &["--margin-policy", ADAPTIVE_POLICY],
-        ("0.5", s.ttls),
-        (s.duration, s.sessions),
-    );
-    let no_experiments = features
-        .experiments
-        .is_none()
-        .then(|| "the experiments binary was not found next to bench (cargo build --release -p experiments)".to_string());
-    let mut experiment = |name: &str, title: &str, args: Vec<String>| {
-        let sub = args[0].clone();
-        let unavailable = no_experiments.clone().or_else(|| {
-            (!features.experiment_commands.contains(&sub))
-                .then(|| format!("`experiments {sub}` does not exist in this build"))
-        });
-        steps.push(Step {
-            name: name.into(),
-            title: title.into(),
-            program: Program::Experiments,
-            args,
-            unavailable,
-        });
-    };
-    experiment(
-        "pause",
-        "a worker frozen in its critical section, client check on (trigger 4)",
-        strings(&[
-            "pause",
-            "--ttl",
-            "1s",
-            "--pauses",
-            s.pauses,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("pause"),
-        ]),
-    );
-    experiment(
-        "pause-uc03",
-        "the same with the client check off (UC-03: the fences catch it)",
-        strings(&[
-            "pause",
-            "--ttl",
-            "1s",
-            "--pauses",
-            s.pauses,
-            "--disable-client-check",
-            "--seed",
-            &seed,
-            "--out",
-            &dir("pause-uc03"),
-        ]),
-    );
-    experiment(
-        "clock",
-        "simulated clock offset, drift, quantisation and steps vs the server's grace (margin 0)",
-        strings(&[
-            "clock",
-            "--cases",
-            s.clock_cases,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("clock"),
-        ]),
-    );
-    experiment(
-        "clock-margin",
-        "the same with ADR-006's client margin",
-        strings(&[
-            "clock",
-            "--cases",
-            s.clock_cases,
-            "--margin",
-            ADR_MARGIN,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("clock-margin"),
-        ]),
-    );
-    experiment(
-        "throttle",
-        "worker processes under a 10 % CPU quota vs unthrottled (trigger 5)",
-        strings(&[
-            "throttle",
-            "--quota",
-            "10%",
-            "--ttl",
-            "1s",
-            "--duration",
-            s.throttle_duration,
-            "--workers",
-            s.throttle_workers,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("throttle"),
-        ]),
-    );
-    experiment(
-        "failover",
-        "lock-server failover (issue 14)",
-        strings(&["failover", "--seed", &seed, "--out", &dir("failover")]),
-    );
-    experiment(
-        "chaos",
-        "chaos schedule (issue 16)",
-        strings(&["chaos", "--seed", &seed, "--out", &dir("chaos")]),
-    );
-    let mut peer = strings(&["peer"]);
-    peer.extend(strings(&s.peer));
-    peer.extend(strings(&["--seed", &seed, "--out", &dir("peer")]));
-    steps.push(Step {
-        name: "peer".into(),
-        title: "fencepost vs etcd on this machine (bench peer)".into(),
-        program: Program::Bench,
-        args: peer,
-        unavailable: (!features.etcd).then(|| "`etcd` is not on PATH".to_string()),
-    });
-    steps
 }
 
 /// Probes this build and machine for [`Features`].
@@ -489,19 +236,51 @@ pub enum AdrError {
     /// `adr-manifest.json` could not be written as JSON (a bug).
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The documents or the decision figure could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
-/// Renders the document from `dir` and prints where it is.
-fn render(dir: &Path) -> Result<PathBuf, AdrError> {
-    let ev = evidence::load(dir)?;
-    let path = dir.join(EVIDENCE_MD);
-    std::fs::write(&path, evidence::render(&ev))?;
-    println!("bench adr: evidence document {}", path.display());
-    Ok(path)
+/// The tolerances `args` set, or why they are out of range.
+pub fn tolerances(args: &AdrArgs) -> Result<Tolerances, String> {
+    let fraction = |name: &str, v: f64, zero_ok: bool| {
+        if v.is_finite() && v < 1.0 && (v > 0.0 || zero_ok && v == 0.0) {
+            Ok(v)
+        } else {
+            Err(format!(
+                "--{name} {v}: a fraction in {}0, 1)",
+                if zero_ok { "[" } else { "(" }
+            ))
+        }
+    };
+    Ok(Tolerances {
+        lost_per_exposure: fraction(
+            "tolerance-lost-per-freeze",
+            args.tolerance_lost_per_freeze,
+            false,
+        )?,
+        freeze_ms: args.tolerance_freeze.map(|d| d.as_secs_f64() * 1e3),
+        d4_refusal: fraction("tolerance-d4-refusal", args.tolerance_d4_refusal, true)?,
+    })
+}
+
+/// Renders the documents and the decision figure from `dir` and prints where they are.
+fn render(dir: &Path, tol: &Tolerances) -> Result<PathBuf, AdrError> {
+    let [evidence, revision] = evidence::write_pack(dir, tol)?;
+    println!("bench adr: evidence document {}", evidence.display());
+    println!("bench adr: proposed revision {}", revision.display());
+    Ok(evidence)
 }
 
 async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
     let out = &args.out;
+    let tol = match tolerances(args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("bench adr: {e}");
+            return Ok(2);
+        }
+    };
     if args.render_only {
         if !out.join(ADR_MANIFEST).is_file() {
             eprintln!(
@@ -513,7 +292,7 @@ async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
         if args.prune {
             prune(out)?;
         }
-        render(out)?;
+        render(out, &tol)?;
         return Ok(0);
     }
     std::fs::create_dir_all(out)?;
@@ -666,7 +445,7 @@ async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
             freed as f64 / 1e6
         );
     }
-    render(out)?;
+    render(out, &tol)?;
     Ok(if interrupted {
         eprintln!(
             "bench adr: interrupted; continue with: {} --resume",

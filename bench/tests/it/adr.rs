@@ -59,7 +59,22 @@ const PAUSE_JSON: &str = r#"{"client_check": false, "pauses": 2, "fenced_out": 2
   "payouts": 8, "paid_twice": 0, "stale_paid": 0, "ledger_ok": true, "expectation_met": true,
   "expectation": "fences", "paused": [{"takeover_after_s": 1.04}, {"takeover_after_s": 1.05}]}"#;
 
-/// A pack: the sweep (TTL 1s and 2s), the server-pause sweep, the clock and
+/// A freeze cell at TTL 2s: 4 freezes of `freeze_ms` every 3 s over 16
+/// workers + 800 idle sessions (3,264 exposures), `lost` of them lost, gaps
+/// recorded.
+fn freeze_row(cell: &str, margin: f64, divisor: u32, freeze_ms: u64, lost: u64) -> CellRow {
+    let mut r = scaled(cell, margin, 2000);
+    r.server_pause = format!("3s:{freeze_ms}ms");
+    r.heartbeat_divisor = divisor;
+    r.workers = 16;
+    r.idle_sessions = 800;
+    r.server_pauses = 4;
+    r.hb_gap_count = 10_000;
+    r.hb_gaps_over_window = lost;
+    r
+}
+
+/// A pack: the sweep (TTL 1s and 2s), the freeze sweep, the clock and
 /// UC-03 pause experiments; throttle not available (no cgroup), failover and
 /// chaos not in this build, adaptive not run.
 fn fixture(dir: &Path) {
@@ -73,7 +88,7 @@ fn fixture(dir: &Path) {
     };
     let steps = plan(true, 7, dir, &features);
     let status = |name: &str| match name {
-        "sweep" | "sweep-pause" | "clock" | "pause" => (Status::Ok, ""),
+        "sweep" | "freeze" | "clock" | "pause" => (Status::Ok, ""),
         "pause-uc03" => (Status::Ok, ""),
         "throttle" => (
             Status::NotAvailable,
@@ -124,10 +139,19 @@ fn fixture(dir: &Path) {
         }
     }
     write_sweep(&dir.join("sweep"), &rows);
-    let mut p = scaled("ttl=2s_margin=0.30", 0.3, 2000);
-    p.server_pause = bench::adr::SERVER_PAUSE.into();
-    p.hb_rtt_corrected_p999_us = 420_000;
-    write_sweep(&dir.join("sweep-pause"), &[p]);
+    let freezes: Vec<CellRow> = [3, 4]
+        .into_iter()
+        .map(|k| {
+            freeze_row(
+                &format!("ttl=2s_margin=0.30_k={k}_pause=400ms"),
+                0.3,
+                k,
+                400,
+                0,
+            )
+        })
+        .collect();
+    write_sweep(&dir.join("freeze"), &freezes);
     std::fs::create_dir_all(dir.join("clock")).unwrap();
     std::fs::write(dir.join("clock/clock.json"), CLOCK_JSON).unwrap();
     std::fs::write(dir.join("clock/clock.svg"), "<svg/>").unwrap();
@@ -153,10 +177,26 @@ fn the_document_covers_every_trigger_and_derives_the_revision() {
     for t in &TRIGGERS {
         assert!(md.contains(t.adr_trigger), "trigger {} missing", t.id);
     }
-    // TTL 1s: U = 500 × 0.7 = 350, window at /3 = 350 − 116.7 − 2 ≤ hop 233;
-    // at /4 it is 260.5 > 233; production 10 500 − 3 500 − 2 ≤ 7 000, /4 ok.
-    assert!(md.contains("default margin **0.30**"), "{md}");
-    assert!(md.contains("/ **4**"), "{md}");
+    // Production: U − U/3 = 10 500 − 3 500 = 7 000 = the hop; a p50 of
+    // 2 ms is refused for 2 of each 3 500 ms period, within 1 %: kept. With
+    // no refusal tolerated, U/4 (7 875 ms) is needed.
+    assert!(
+        md.contains(
+            "- **§6.2** margin **0.30** (unchanged); heartbeat period U / **3** (unchanged)"
+        ),
+        "{md}"
+    );
+    let strict = bench_report::adr::evidence::render_with(
+        &load(dir.path()).unwrap(),
+        &bench_report::adr::revision::Tolerances {
+            d4_refusal: 0.0,
+            ..Default::default()
+        },
+    );
+    assert!(
+        strict.contains("heartbeat period U / **4** (was U / 3)"),
+        "{strict}"
+    );
     assert!(md.contains("**disagrees**"));
     assert!(
         md.contains("1.5 × bound"),
@@ -193,8 +233,8 @@ fn every_condition_names_the_transport_its_cells_ran_over() {
     let md = render(&load(dir.path()).unwrap());
     assert!(md.contains("workers, TLS]"), "{md}");
     assert!(
-        md.contains("workers, plain HTTP]"),
-        "the pause sweep ran plain: {md}"
+        !md.contains("workers, plain HTTP]"),
+        "every condition's cells ran over TLS now: {md}"
     );
 }
 
@@ -220,11 +260,7 @@ fn the_machine_load_of_a_step_is_read_from_its_manifest() {
             .to_string()
     };
     assert!(row("sweep").contains("| 1.73 |"), "{}", row("sweep"));
-    assert!(
-        row("sweep-pause").contains("| — |"),
-        "{}",
-        row("sweep-pause")
-    );
+    assert!(row("freeze").contains("| — |"), "{}", row("freeze"));
 }
 
 #[test]
@@ -260,7 +296,7 @@ fn an_empty_pack_invents_nothing() {
     assert!(md.contains("No `adr-manifest.json`"));
     assert!(md.contains("None can be derived"));
     assert!(md.matches("Not measured in this pack").count() >= 6, "{md}");
-    assert!(!md.contains("default margin **"));
+    assert!(!md.contains("- **§6.2** margin **"));
 }
 
 /// One pooling path: with one cell's histogram gone, the summary (`bench
@@ -358,7 +394,7 @@ fn the_plan_marks_what_this_build_cannot_run() {
         names,
         [
             "sweep",
-            "sweep-pause",
+            "freeze",
             "adaptive",
             "pause",
             "pause-uc03",
@@ -471,8 +507,8 @@ fn rtt_from_a_scrape_drives_the_production_condition() {
     assert!(measured.contains("2100 samples"), "{measured}");
     assert_ne!(lab, measured);
     assert!(
-        measured.contains("**fails**: trigger 1: p99 5001"),
-        "the production condition fails trigger 1 at 0.30 on the measured tail:\n{measured}"
+        measured.contains("**insufficient data**: p99 5001"),
+        "2,100 samples are fewer than a p99 needs, however far above its budget:\n{measured}"
     );
     // A missing file is bad input, named.
     let out = std::process::Command::new(bench)
@@ -483,4 +519,180 @@ fn rtt_from_a_scrape_drives_the_production_condition() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/w.prom"));
+}
+
+/// The part of the document before its guide: the first screen.
+fn first_screen(md: &str) -> &str {
+    md.split("## How to read this").next().unwrap()
+}
+
+/// A copy of the committed reference pack, re-rendered with `extra` flags.
+fn reference_copy(name: &str, extra: &[&str]) -> (Scratch, String, String) {
+    let dir = Scratch::new(name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/reference");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(root.as_os_str())
+        .arg(dir.path().join("pack"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pack = dir.path().join("pack");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["adr", "--render-only", "--out"])
+        .arg(&pack)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let md = std::fs::read_to_string(pack.join(EVIDENCE_MD)).unwrap();
+    let rev = std::fs::read_to_string(pack.join(bench::adr::REVISION_MD)).unwrap();
+    (dir, md, rev)
+}
+
+/// The committed pack derives a pair: its freeze cells are judged per
+/// margin (0.10 rides a 400 ms freeze, 0.30 does not), not pooled into one
+/// censored stall; (0.30, U/3) fails D4 (sawtooth) under the CPU quota
+/// (43.6 ms of a 3,500 ms period = 1.25 % > 1 %) and U/4 passes. The first
+/// screen says which way D4 goes, and the D4 fact at ADR-006's numbers.
+#[test]
+fn the_reference_pack_derives_margin_0_30_with_a_quarter_period() {
+    let (_dir, md, rev) = reference_copy("adr-reference", &[]);
+    let top = first_screen(&md);
+    assert!(
+        top.contains("**Margin 0.30, heartbeat period U/4**"),
+        "{top}"
+    );
+    assert!(
+        top.contains("15000 × 0.70 × 2/3 = 7.000 s, exactly the 7000 ms hop"),
+        "{top}"
+    );
+    assert!(top.contains("at U/4 it is 7875 ms − RTT"), "{top}");
+    assert!(
+        top.contains("D4 (sawtooth) fails once hop + p50 exceeds"),
+        "{top}"
+    );
+    assert!(!top.contains("D4 holds if"), "{top}");
+    assert!(top.contains("`--tolerance-lost-per-freeze`"), "{top}");
+    assert!(top.contains("| 0.30 | **fail**: D4 saw (quota) | **fail**: D4 saw (quota) ← ADR-006 | pass: D4 saw (quota) ← proposed"), "{top}");
+    assert!(
+        top.lines().count() <= 50,
+        "first screen {} lines",
+        top.lines().count()
+    );
+    assert!(
+        md.contains("| 1000 | 0.10 | 3 | 400 | 3 | 26928 (est.) | 4 | 0.015 % | pass |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 1000 | 0.30 | 3 | 400 | 3 | 26928 (est.) | 45 | 0.167 % | **fail** |"),
+        "{md}"
+    );
+    assert!(rev.contains("/ **4** = 2625 ms"), "{rev}");
+    // One definition of the margin needed: the §11 table, the §3 headline
+    // and the proposed revision print the same 3 × p99 / base.
+    let quota_row = md
+        .lines()
+        .find(|l| {
+            l.starts_with("| production, workers under a CPU quota")
+                && l.contains("throttle/results.csv")
+        })
+        .expect("§11 row");
+    let needed = quota_row.split(" | ").nth(8).unwrap().trim().to_owned();
+    assert_eq!(needed, "0.035", "{quota_row}");
+    assert!(
+        md.contains(&format!("margin needed from {needed} to")),
+        "§3"
+    );
+    assert!(
+        rev.contains(&format!("under the quota **{needed}**")),
+        "{rev}"
+    );
+    assert!(!md.contains("m needed"), "no second definition");
+}
+
+/// The tolerances are flags that work with --render-only and are printed:
+/// with no D4 refusal tolerated the fixture needs U/4, with a 9 s freeze
+/// to ride through no pair passes; a tolerance out of range is bad input.
+#[test]
+fn the_tolerances_are_flags_printed_in_the_document() {
+    let dir = Scratch::new("adr-tolerance");
+    fixture(dir.path());
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+            .args(["adr", "--render-only", "--out"])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            std::fs::read_to_string(dir.path().join(EVIDENCE_MD)).unwrap_or_default(),
+        )
+    };
+    let (code, md) = run(&["--tolerance-d4-refusal", "0"]);
+    assert_eq!(code, Some(0));
+    let top = first_screen(&md);
+    assert!(top.contains("D4 refusals ≤ 0.00 %"), "{top}");
+    assert!(
+        top.contains("**Margin 0.30, heartbeat period U/4**"),
+        "{top}"
+    );
+    let (_, md) = run(&["--tolerance-freeze", "9s"]);
+    assert!(first_screen(&md).contains("9000 ms (set)"), "{md}");
+    assert!(first_screen(&md).contains("None can be derived"), "{md}");
+    let (code, _) = run(&["--tolerance-lost-per-freeze", "0"]);
+    assert_eq!(code, Some(2));
+}
+
+/// The freeze step: margins × divisors × four freeze lengths, each cell
+/// sized for the 3,000 exposures a 0.1 % verdict needs.
+#[test]
+fn the_freeze_step_covers_divisors_and_freeze_lengths_with_enough_exposures() {
+    let steps = plan(false, 1, Path::new("/tmp/pack"), &Features::default());
+    let f = steps.iter().find(|s| s.name == "freeze").unwrap();
+    let arg = |flag: &str| {
+        f.args
+            .windows(2)
+            .find(|w| w[0] == flag)
+            .map(|w| w[1].clone())
+            .unwrap_or_else(|| panic!("{flag} missing: {:?}", f.args))
+    };
+    assert_eq!(arg("--heartbeat-divisor"), "3,4");
+    assert_eq!(arg("--server-pause"), "3s:300ms,400ms,500ms,600ms");
+    assert_eq!(arg("--margin"), "0.2,0.3,0.4");
+    let secs = |s: String| humantime::parse_duration(&s).unwrap().as_secs_f64();
+    let freezes = (secs(arg("--duration")) / 3.0).floor();
+    let open: f64 =
+        arg("--workers").parse::<f64>().unwrap() + arg("--sessions").parse::<f64>().unwrap();
+    assert!(freezes * open >= 3_000.0, "{freezes} × {open}");
+    assert!(!steps.iter().any(|s| s.name == "sweep-pause"));
+}
+
+/// The revision file is written beside the document and, like it, is not a
+/// file of the pack it is rendered from: a re-render changes neither.
+#[test]
+fn render_only_writes_the_revision_beside_the_document_reproducibly() {
+    let dir = Scratch::new("adr-revision");
+    fixture(dir.path());
+    let run = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+            .args(["adr", "--render-only", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        (
+            std::fs::read(dir.path().join(EVIDENCE_MD)).unwrap(),
+            std::fs::read(dir.path().join(bench::adr::REVISION_MD)).unwrap(),
+        )
+    };
+    let a = run();
+    assert_eq!(run(), a);
+    let md = String::from_utf8(a.0).unwrap();
+    assert!(
+        md.contains("[adr-006-revision.md](adr-006-revision.md)"),
+        "{md}"
+    );
+    assert!(md.contains("](adr-decision.svg)"));
 }

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 pub const ADR_MANIFEST: &str = "adr-manifest.json";
 /// File name of the evidence document.
 pub const EVIDENCE_MD: &str = "adr-006-evidence.md";
+/// File name of the proposed ADR-006 revision, beside the evidence document.
+pub const REVISION_MD: &str = "adr-006-revision.md";
 
 /// Which program a step runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -55,7 +55,7 @@ enum JsonFileError {
 }
 
 /// The steps whose directories are results tables.
-const SWEEP_STEPS: [&str; 4] = ["sweep", "sweep-pause", "adaptive", "throttle"];
+const SWEEP_STEPS: [&str; 5] = ["sweep", "freeze", "sweep-pause", "adaptive", "throttle"];
 
 /// Adds the files under `dir` (down `depth` more levels, `cells/` left out)
 /// to `out`, as paths relative to `root` with `/` separators.
@@ -213,10 +213,21 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
     for name in step_names {
         // A step manifest that cannot be read leaves its load unknown: the
         // step's own section reports the files it needs.
-        if let Ok(Some(m)) = load_json::<serde_json::Value>(&dir.join(&name).join("manifest.json"))
-            && let Some(l) = m
-                .get("machine_load")
-                .and_then(|l| serde_json::from_value(l.clone()).ok())
+        let Ok(Some(m)) = load_json::<serde_json::Value>(&dir.join(&name).join("manifest.json"))
+        else {
+            continue;
+        };
+        let text = |v: Option<&serde_json::Value>| {
+            v.and_then(|v| v.as_str()).unwrap_or_default().to_owned()
+        };
+        let commit = text(m.get("git_commit"));
+        let profile = text(m.get("versions").and_then(|v| v.get("profile")));
+        if !commit.is_empty() {
+            ev.step_build.insert(name.clone(), (commit, profile));
+        }
+        if let Some(l) = m
+            .get("machine_load")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
         {
             ev.step_load.insert(name, l);
         }
@@ -225,6 +236,7 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
     // The document is written from this listing: it never lists itself, so a
     // re-render of a pack reads the same files as the first render did.
     ev.files.remove(EVIDENCE_MD);
+    ev.files.remove(crate::adr::pack::REVISION_MD);
     ev.problems = problems;
     Ok(ev)
 }

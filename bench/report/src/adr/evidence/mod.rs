@@ -13,24 +13,36 @@
 //!
 //! The module tree: `model` (what a pack holds, as types), `table` (csv
 //! tables and percentiles), `load` ([`load`] and its error), `conditions`
-//! (what the revision is derived from), `format` (links, figures and numbers
-//! the sections share), `sections` (one module per section) and `document`
-//! ([`render`]: the sections in order). This file only re-exports them.
+//! (what the revision is derived from), `derived` (the derivation, once
+//! per render), `format` (links, figures and numbers
+//! the sections share), `sections` (one module per section), `document`
+//! ([`render`]: the sections in order), `revision_doc` (the proposed
+//! revision, `adr-006-revision.md`) and `write` ([`write_pack`]: the figure
+//! and both documents into the pack). This file only re-exports them.
 
 mod conditions;
+mod derived;
 mod document;
 mod format;
 mod load;
 mod model;
+mod revision_doc;
 mod sections;
 mod table;
+mod write;
 
-pub use conditions::{PRODUCTION_HOP_MS, PRODUCTION_LEASE_MS, PRODUCTION_SESSION_MS, conditions};
-pub use document::render;
+pub use conditions::{
+    FREEZE_STEPS, PRODUCTION_HOP_MS, PRODUCTION_LEASE_MS, PRODUCTION_SESSION_MS, conditions, inputs,
+};
+pub use derived::Derived;
+pub use document::{render, render_with};
 pub use load::{LoadError, load};
 pub use model::{
     ClockData, ClockFindings, ClockParams, ClockRow, Evidence, PauseData, PauseRound, SweepData,
     TtlRtt,
 };
+pub use revision_doc::render_revision;
 pub use sections::ESSAY_SENTENCE;
+pub use sections::{DECISION_PLOT, TOLERANCE_FLAGS};
 pub use table::{Pct, Table};
+pub use write::{WriteError, decision_map, write_pack};

@@ -186,6 +186,9 @@ pub struct Evidence {
     /// Per step name: the machine's load over the step, from its own
     /// `manifest.json` (absent where the manifest predates the reading).
     pub step_load: BTreeMap<String, bench_analysis::manifest::MachineLoad>,
+    /// Per step name: the commit and build profile it ran at, from its own
+    /// `manifest.json` (`git_commit`, `versions.profile`).
+    pub step_build: BTreeMap<String, (String, String)>,
     /// Files of the pack (relative paths, `cells/` left out), for links.
     pub files: BTreeSet<String>,
     /// Files that exist but could not be read, with the error.

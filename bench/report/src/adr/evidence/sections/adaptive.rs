@@ -1,4 +1,7 @@
-//! §5: the adaptive margin against the fixed margins of the same TTLs.
+//! §5: the adaptive margin against the fixed margins of the same TTLs. A
+//! cell whose margin in force stayed at the policy's ceiling (its warm-up
+//! value, before any RTT is measured) measured the warm-up, not the
+//! policy: its ratio is not printed.
 
 use std::fmt::Write as _;
 
@@ -33,7 +36,11 @@ pub(crate) fn adaptive_section(md: &mut String, ev: &Evidence) {
         md,
         "| TTL | adaptive: margin in force | adaptive payouts/s | abandoned | triggers 1 / 3 | fixed 0.30 payouts/s | best fixed (recommended) | adaptive ÷ fixed 0.30 |\n|---|---:|---:|---:|---|---:|---|---:|"
     );
+    let mut pinned = 0;
     for r in &a.rows {
+        let ceiling = policy_ceiling(&r.margin_policy);
+        let warm_up = ceiling.is_some_and(|c| r.margin_effective >= c - 0.01);
+        pinned += usize::from(warm_up);
         let t = |id: &str| {
             a.triggers
                 .iter()
@@ -70,7 +77,9 @@ pub(crate) fn adaptive_section(md: &mut String, ev: &Evidence) {
                 format!("{at30:.1}")
             },
             best,
-            if at30.is_nan() || at30 == 0.0 {
+            if warm_up {
+                "— (pinned at its warm-up ceiling)".into()
+            } else if at30.is_nan() || at30 == 0.0 {
                 "—".into()
             } else {
                 format!("{:.2}×", r.throughput_per_s / at30)
@@ -109,4 +118,21 @@ pub(crate) fn adaptive_section(md: &mut String, ev: &Evidence) {
         repeats("adaptive"),
         repeats("sweep")
     );
+    if pinned > 0 {
+        let _ = writeln!(
+            md,
+            "{pinned} adaptive cell(s) kept a mean margin in force within 0.01 of the policy's \
+             ceiling, its warm-up value before any RTT is measured: the cell measured the \
+             warm-up, not the policy, so no ratio is given for it; a longer window (or a \
+             warm-up excluded from the margin) is needed to compare it.\n"
+        );
+    }
+}
+
+/// The `ceiling=` of an adaptive policy spec, if any.
+fn policy_ceiling(policy: &str) -> Option<f64> {
+    policy
+        .split([':', ','])
+        .find_map(|kv| kv.strip_prefix("ceiling="))
+        .and_then(|v| v.parse().ok())
 }

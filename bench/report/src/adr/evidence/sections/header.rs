@@ -8,215 +8,231 @@ use std::fmt::Write as _;
 use bench_analysis::pool::REPS;
 use bench_analysis::summary::MIN_SAMPLES_P999;
 
+use crate::adr::evidence::derived::Derived;
 use crate::adr::evidence::format::{ms, sig3};
 use crate::adr::evidence::model::Evidence;
-use crate::adr::pack::{ADR_MANIFEST, Program};
+use crate::adr::pack::{ADR_MANIFEST, Program, REVISION_MD};
 use crate::adr::revision::{
-    self, ADR_DIVISOR, ADR_MARGIN, Condition, MIN_SAMPLES_BINDING, MIN_SAMPLES_STALL,
+    self, ADR_DIVISOR, ADR_MARGIN, Check, DIVISORS, How, Outcome, Pair, Rule, Tolerances,
 };
 
 /// How many of the tightest rules "what would change this decision" lists.
-const SLACK_LINES: usize = 5;
+const SLACK_LINES: usize = 4;
 
-/// The title and the decision: the proposed §6.2/§6.5 text, the binding
-/// numbers with their intervals and sample counts, and what would change it.
-pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
-    let _ = writeln!(md, "# ADR-006 evidence pack\n");
-    let r = revision::derive(conditions);
-    let binding: Vec<&Condition> = conditions.iter().filter(|c| c.binding).collect();
-    let fewest = binding.iter().map(|c| c.samples).min().unwrap_or(0);
-    let _ = writeln!(
-        md,
-        "Is ADR-006's client margin ({ADR_MARGIN:.2}) with a heartbeat every third of the usable \
-         lease supported by measurement? Every number here is computed by `bench adr` from the \
-         files of this directory ([terms](#how-to-read-this)).\n"
-    );
-    // The floors, met: what "not provisional" rests on.
-    let floors_met = || {
-        let stall = binding
-            .iter()
-            .filter(|c| c.stall_ms.is_some())
-            .map(|c| c.samples)
-            .min();
+/// The file stem of the decision figure, at the pack's root.
+pub const DECISION_PLOT: &str = "adr-decision";
+
+/// The `bench adr` flags that set the tolerances, in the order the
+/// document lists them: lost per freeze exposure, the freeze production
+/// must ride through, D4's refusals per heartbeat period.
+pub const TOLERANCE_FLAGS: [&str; 3] = [
+    "--tolerance-lost-per-freeze",
+    "--tolerance-freeze",
+    "--tolerance-d4-refusal",
+];
+
+/// A short tag for the condition a check was judged on.
+pub(crate) fn tag(condition: &str) -> &'static str {
+    if condition.contains("CPU quota") {
+        "quota"
+    } else if condition.contains("freezes") {
+        "freezes"
+    } else {
+        "network"
+    }
+}
+
+/// A check in a few words: `D4 (sawtooth), quota`.
+pub(crate) fn short(c: &Check) -> String {
+    match c.rule {
+        Rule::RideThrough => c.rule.short().to_owned(),
+        _ => format!("{} ({})", c.rule.short(), tag(&c.condition)),
+    }
+}
+
+/// The cell of the per-(margin, divisor) table: the outcome and the rule
+/// that decides it.
+pub(crate) fn pair_cell(p: &Pair) -> String {
+    let o = p.outcome();
+    let rule = p
+        .binding()
+        .map_or(String::new(), |c| format!(": {}", short(c)));
+    match o {
+        Outcome::Pass => format!("pass{rule}"),
+        other => format!("**{}**{rule}", other.word()),
+    }
+}
+
+/// The tolerances in force, one line, with their flags.
+pub(crate) fn tolerances_line(d: &Derived) -> String {
+    let t: &Tolerances = &d.tol;
+    let freeze = match (t.freeze_ms, d.revision.freeze_tolerance_ms) {
+        (Some(f), _) => format!("{f:.0} ms (set)"),
+        (None, Some(f)) => format!(
+            "{f:.0} ms in absolute time (the longest freeze the pack's freeze cells injected)"
+        ),
+        (None, None) => "— (no freeze cells in this pack)".to_owned(),
+    };
+    format!(
+        "**Tolerances** (`bench adr` flags, also with `--render-only`): sessions lost per \
+         freeze ≤ {:.2} % of exposures (freezes × sessions open; `{}`), a verdict from {} \
+         exposures (3 ÷ tolerance), else insufficient data; the longest freeze production must \
+         ride through: {freeze} (`{}`); D4 refusals ≤ {:.2} % of each heartbeat period (`{}`); \
+         trigger 1 at production's budget, on ≥ {} corrected samples.",
+        t.lost_per_exposure * 100.0,
+        TOLERANCE_FLAGS[0],
+        t.min_exposures(),
+        TOLERANCE_FLAGS[1],
+        t.d4_refusal * 100.0,
+        TOLERANCE_FLAGS[2],
+        revision::MIN_SAMPLES_BINDING
+    )
+}
+
+/// The D4 zero-slack fact at ADR-006's own numbers, from the production condition.
+pub(crate) fn d4_fact(d: &Derived) -> Option<String> {
+    let c = d.inputs.conditions.iter().find(|c| c.binding)?;
+    let at3 = revision::sawtooth(c.base_ms, c.hop_ms, 0.0, ADR_MARGIN, ADR_DIVISOR);
+    let at4 = revision::sawtooth(c.base_ms, c.hop_ms, 0.0, ADR_MARGIN, ADR_DIVISOR + 1);
+    let gap = at3.bottom_ms - c.hop_ms;
+    let versus = if gap.abs() < 0.5 {
         format!(
-            "**Not provisional**: every binding condition's p99 rests on at least \
-             {MIN_SAMPLES_BINDING} corrected samples (fewest: {fewest}){}",
-            stall.map_or(String::new(), |n| format!(
-                ", and every p99.9 used (a stall) on at least {MIN_SAMPLES_STALL}, 1,000 beyond \
-                 its rank (fewest: {n})"
-            ))
+            "exactly the {:.0} ms hop: zero slack before any RTT",
+            c.hop_ms
+        )
+    } else {
+        format!(
+            "{gap:+.0} ms from the {:.0} ms hop before any RTT",
+            c.hop_ms
         )
     };
+    Some(format!(
+        "**D4 at ADR-006's own numbers.** Session {:.0} s, margin {ADR_MARGIN:.2}, heartbeat \
+         U/{ADR_DIVISOR}: the bottom of the sawtooth is {:.0} × {:.2} × {}/{ADR_DIVISOR} = \
+         {:.3} s, {versus}; at U/{} it is {:.0} ms − RTT.",
+        c.base_ms / 1e3,
+        c.base_ms,
+        1.0 - ADR_MARGIN,
+        ADR_DIVISOR - 1,
+        at3.bottom_ms / 1e3,
+        ADR_DIVISOR + 1,
+        at4.bottom_ms
+    ))
+}
+
+/// The title and the decision: the proposed §6.2/§6.5 text, the tolerances,
+/// the per-(margin, divisor) table, the D4 fact, the binding numbers with
+/// their intervals and sample counts, what would change it, the figure.
+pub(crate) fn header(md: &mut String, ev: &Evidence, d: &Derived) {
+    let _ = writeln!(md, "# ADR-006 evidence pack\n");
+    let r = &d.revision;
+    let _ = writeln!(
+        md,
+        "Does measurement support ADR-006's client margin ({ADR_MARGIN:.2}) with a heartbeat \
+         every third of the usable lease? Every number is computed by `bench adr` from the files \
+         of this directory ([terms](#how-to-read-this)).\n"
+    );
+    let _ = writeln!(md, "## Decision\n");
+    let adr = r.pair(ADR_MARGIN, ADR_DIVISOR);
+    let adr_why = adr
+        .and_then(Pair::binding)
+        .filter(|c| c.outcome != Outcome::Pass)
+        .map(|c| format!("{} on {}: {}", c.rule.name(), c.condition, c.text));
     match (r.margin, r.divisor) {
         (Some(m), Some(k)) => {
-            let status = if r.provisional {
-                let short = binding
-                    .iter()
-                    .filter(|c| c.short_of_samples())
-                    .min_by(|a, b| {
-                        (a.samples as f64 / a.sample_floor() as f64)
-                            .total_cmp(&(b.samples as f64 / b.sample_floor() as f64))
-                    });
-                match short {
-                    Some(c) => format!(
-                        "**Provisional**: {} rests on {} corrected samples, fewer than the {} \
-                         its {} needs.",
-                        c.name,
-                        c.samples,
-                        c.sample_floor(),
-                        if c.stall_ms.is_some() {
-                            "p99.9 (its stall)"
-                        } else {
-                            "p99"
-                        }
-                    ),
-                    None => "**Provisional**: no binding condition was measured.".to_owned(),
-                }
-            } else {
-                format!("{}.", floors_met())
+            let how = match r.how {
+                How::KeepAdr => "ADR-006's pair passes every binding rule: keep it".to_owned(),
+                How::NewDivisor => format!(
+                    "ADR-006's (0.30, U/3) fails {}; margin 0.30 passes with U/{k}",
+                    adr_why.clone().unwrap_or_default()
+                ),
+                _ => format!(
+                    "no divisor makes 0.30 pass; {m:.2} is the passing margin closest to it"
+                ),
             };
             let _ = writeln!(
                 md,
-                "## Decision\n\n**Margin {m:.2}, heartbeat period U/{k}.** {status}\n"
+                "**Margin {m:.2}, heartbeat period U/{k}** (ADR-006: {ADR_MARGIN:.2}, \
+                 U/{ADR_DIVISOR}). {how}. The rows to change: {}.\n",
+                ev.link(REVISION_MD, REVISION_MD)
             );
+            let p = d.inputs.conditions.iter().find(|c| c.binding);
             let _ = writeln!(
                 md,
-                "- **§6.2 D1.** deadline = t_send + lease × (1 − margin); default margin \
-                 **{m:.2}** ({}).",
+                "- **§6.2** margin **{m:.2}** ({}); heartbeat period U / **{k}** ({}).",
                 if (m - ADR_MARGIN).abs() < 1e-9 {
                     "unchanged"
                 } else {
                     "was 0.30"
-                }
-            );
-            let _ = writeln!(
-                md,
-                "- **§6.2 heartbeat.** period = min(session TTL, shortest live lease) × (1 − \
-                 margin) / **{k}** ({}).",
+                },
                 if k == ADR_DIVISOR {
-                    "unchanged".to_string()
+                    "unchanged"
                 } else {
-                    format!(
-                        "was / 3, which fails {} of {} binding conditions",
-                        r.adr_failures.len(),
-                        binding.len()
-                    )
+                    "was U / 3"
                 }
             );
             let _ = writeln!(
                 md,
-                "- **§6.5 row 1.** corrected p99 heartbeat RTT, on ≥ {MIN_SAMPLES_BINDING} \
-                 samples, exceeds min(lease, session TTL) × margin / 3 → raise the margin or \
-                 shorten the period."
-            );
-            let _ = writeln!(
-                md,
-                "- **§6.5 row 3.** a TTL changes → recheck min(lease, session TTL) × (1 − \
-                 margin) × (1 − 1/{k}) − p50 RTT > worst-case rail hop (the window just before \
-                 a heartbeat).\n"
+                "- **§6.5 (1)** corrected p99 > min(lease, session TTL) × margin / 3 (= {} ms at \
+                 production); **(3)** hop + p50 > U − U/{k} (= {} ms at production) for more \
+                 than {:.2} % of each heartbeat period; freezes longer than {} to ride through.\n",
+                p.map_or("—".into(), |c| format!("{:.0}", c.base_ms * m / 3.0)),
+                p.map_or("—".into(), |c| format!(
+                    "{:.0}",
+                    revision::sawtooth(c.base_ms, c.hop_ms, 0.0, m, k).bottom_ms
+                )),
+                d.tol.d4_refusal * 100.0,
+                r.freeze_tolerance_ms
+                    .map_or("(not measured)".into(), |f| format!("{f:.0} ms"))
             );
         }
         _ => {
-            let floors = if r.provisional {
-                "**Provisional** as well: some binding condition is short of its sample floor."
-                    .to_owned()
-            } else {
-                format!(
-                    "{}: this is a finding, not a shortage of data.",
-                    floors_met()
-                )
-            };
             let _ = writeln!(
                 md,
-                "## Decision\n\n**None can be derived.** No (margin, divisor) pair satisfies every \
-                 binding condition; [the derivation](#11-the-derivation) has the reasoning. \
-                 {floors}\n"
-            );
-            // The conditions that no pair of the grid satisfies, with why at ADR-006's pair.
-            let grid = revision::margin_grid();
-            for c in &binding {
-                let blocks = revision::DIVISORS
-                    .clone()
-                    .all(|k| grid.iter().all(|&m| revision::violation(c, m, k).is_some()));
-                if blocks {
-                    // At the most frequent heartbeat, where D4 has the most room: the
-                    // rule left is the one no pair can meet.
-                    let why = revision::violation(c, ADR_MARGIN, *revision::DIVISORS.end())
-                        .unwrap_or_default();
-                    let _ = writeln!(md, "- **Blocked by** {}: {why}.", c.name);
-                }
-            }
-            md.push('\n');
-        }
-    }
-    if !binding.is_empty() {
-        let _ = writeln!(
-            md,
-            "| binding condition | cells | samples | p50 (ms) | p99 [95 %] (ms) |\n|---|---:|---:|---:|---|"
-        );
-        for c in &binding {
-            // More than 1 % of the samples timed out: the p99 is censored.
-            let at_least = if c.censored as f64 > 0.01 * c.samples as f64 {
-                "≥ "
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {at_least}{} [{}, {}] |",
-                c.name,
-                c.cells,
-                c.samples,
-                ms(c.p50_ms),
-                ms(c.p99_point_ms.0),
-                ms(c.p99_point_ms.1),
-                ms(c.p99_ms),
+                "**None can be derived**: every (margin, divisor) of the grid fails a binding \
+                 rule or lacks data — the table below names each pair's. ADR-006's (0.30, U/3): \
+                 {}.\n",
+                adr_why.unwrap_or_else(|| "insufficient data".into())
             );
         }
-        md.push('\n');
     }
+    if let Some(f) = d4_fact(d) {
+        let _ = writeln!(md, "{f}\n");
+    }
+    let _ = writeln!(md, "{}\n", tolerances_line(d));
+    decision_table(md, d);
+    binding_numbers(md, d);
     if let (Some(m), Some(k)) = (r.margin, r.divisor) {
         let _ = writeln!(
             md,
             "**What would change this decision** (the tightest rules at ({m:.2}, U/{k}); limit ÷ \
              now in brackets):\n"
         );
-        for s in revision::slack(conditions, m, k).iter().take(SLACK_LINES) {
+        let mut checks: Vec<&Check> = r
+            .pair(m, k)
+            .map_or(Vec::new(), |p| p.checks.iter().collect());
+        checks.sort_by(|a, b| a.ratio.total_cmp(&b.ratio));
+        for c in checks.iter().take(SLACK_LINES) {
             let _ = writeln!(
                 md,
-                "- {}: {} if {} [{}×]",
-                s.condition,
-                s.rule,
-                s.text,
-                sig3(s.ratio)
+                "- {}: {} {} [{}×]",
+                c.condition,
+                c.rule.name(),
+                c.change,
+                sig3(c.ratio)
             );
         }
         let _ = writeln!(
             md,
-            "- a production RTT distribution (`bench adr --rtt-from prometheus:URL`) whose p99 \
-             breaks the production condition's trigger-1 budget.\n"
+            "- a production RTT distribution (`bench adr --rtt-from prometheus:URL`) in place \
+             of the lab's.\n"
         );
-    } else if !binding.is_empty() {
-        let _ = writeln!(
-            md,
-            "**What stands in the way** (the tightest rules at ADR-006's ({ADR_MARGIN:.2}, \
-             U/{ADR_DIVISOR}); limit ÷ now in brackets, below 1 fails):\n"
-        );
-        for s in revision::slack(conditions, ADR_MARGIN, ADR_DIVISOR)
-            .iter()
-            .take(SLACK_LINES)
-        {
-            let _ = writeln!(
-                md,
-                "- {}: {} holds if {} [{}×]",
-                s.condition,
-                s.rule,
-                s.text,
-                sig3(s.ratio)
-            );
-        }
-        md.push('\n');
     }
+    md.push_str(&ev.figure(
+        DECISION_PLOT,
+        "Each (margin, divisor) against the binding rules; ADR-006's point and the proposal marked",
+    ));
+    md.push('\n');
     if !ev.problems.is_empty() {
         let _ = writeln!(md, "**Unreadable files:**\n");
         for (f, e) in &ev.problems {
@@ -224,6 +240,89 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
         }
         md.push('\n');
     }
+}
+
+/// The per-(margin, divisor) table: rows margins, columns divisors.
+fn decision_table(md: &mut String, d: &Derived) {
+    let r = &d.revision;
+    let ks: Vec<u32> = DIVISORS.collect();
+    let _ = writeln!(
+        md,
+        "| margin | {} |\n|---:|{}",
+        ks.iter()
+            .map(|k| format!("U/{k}"))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(ks.len())
+    );
+    for m in revision::margin_grid() {
+        let cells: Vec<String> = ks
+            .iter()
+            .map(|&k| {
+                let adr = (m - ADR_MARGIN).abs() < 1e-9 && k == ADR_DIVISOR;
+                let proposed = r
+                    .margin
+                    .zip(r.divisor)
+                    .is_some_and(|(pm, pk)| (pm - m).abs() < 1e-9 && pk == k);
+                let mark = match (adr, proposed) {
+                    (true, true) => " ← ADR-006, proposed",
+                    (true, false) => " ← ADR-006",
+                    (false, true) => " ← proposed",
+                    _ => "",
+                };
+                r.pair(m, k)
+                    .map_or("—".into(), |p| format!("{}{mark}", pair_cell(p)))
+            })
+            .collect();
+        let _ = writeln!(md, "| {m:.2} | {} |", cells.join(" | "));
+    }
+    md.push('\n');
+}
+
+/// The binding conditions' numbers: samples, p50, p99 with its interval;
+/// the freeze cells' exposures.
+fn binding_numbers(md: &mut String, d: &Derived) {
+    let binding: Vec<_> = d.inputs.conditions.iter().filter(|c| c.binding).collect();
+    if binding.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "| binding condition | cells | samples | p50 (ms) | p99 [95 %] (ms) |\n|---|---:|---:|---:|---|"
+    );
+    for c in &binding {
+        let at_least = if c.censored as f64 > 0.01 * c.samples as f64 {
+            "≥ "
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {at_least}{} [{}, {}] |",
+            c.name,
+            c.cells,
+            c.samples,
+            ms(c.p50_ms),
+            ms(c.p99_point_ms.0),
+            ms(c.p99_point_ms.1),
+            ms(c.p99_ms),
+        );
+    }
+    if let Some(f) = &d.inputs.freezes {
+        let exposures: u64 = f.cells.iter().map(|c| c.exposures).sum();
+        let lost: u64 = f.cells.iter().map(|c| c.lost).sum();
+        let _ = writeln!(
+            md,
+            "| production under freezes (projected from [the lab's freeze cells](#4-the-freeze-condition)) | {} | {exposures} exposures{} | — | sessions lost {lost} |",
+            f.cells.iter().map(|c| c.cells).sum::<usize>(),
+            if f.cells.iter().any(|c| c.estimated) {
+                " (estimated)"
+            } else {
+                ""
+            },
+        );
+    }
+    md.push('\n');
 }
 
 /// How to read the numbers, the glossary, and the ADR-006 rules tested.
@@ -275,13 +374,28 @@ pub(crate) fn guide(md: &mut String) {
         ),
         (
             "condition",
-            "one environment the margin must cover: a scaled TTL, production (30 s lease, 15 s \
-             session, 7 s hop) under the measured RTTs, the server pause, the CPU quota",
+            "one environment the margin must cover: a scaled TTL (reported), production (30 s \
+             lease, 15 s session, 7 s hop) under the measured RTTs, under a CPU quota, under \
+             freezes of the lock-server",
         ),
         (
             "binding",
-            "a condition the proposal must satisfy; trigger 1 binds only on production-shaped \
-             conditions",
+            "a condition the proposal must satisfy: the production-shaped ones, projected by \
+             one rule (absolute times for the network, CPU quotas and freezes; ratios for leases)",
+        ),
+        (
+            "margin needed",
+            "3 × p99 / min(lease, session TTL): the smallest margin trigger 1 allows — the one \
+             definition every table uses",
+        ),
+        (
+            "exposure",
+            "one session open during one freeze; lost share = sessions lost ÷ exposures",
+        ),
+        (
+            "ride-through",
+            "the largest freeze a session survives: predicted U − U/k − RTT, measured as the \
+             largest freeze length whose lost share stays within tolerance",
         ),
         (
             "95 % interval",
@@ -294,8 +408,8 @@ pub(crate) fn guide(md: &mut String) {
         (
             "m_min",
             &format!(
-                "3 × p99.9 / min(lease, session TTL): the smallest margin whose trigger-1 budget \
-                 covers the p99.9 (ok from {MIN_SAMPLES_P999} samples)"
+                "`bench report`'s floor for a scaled lease, 3 × p99.9 / min(lease, session TTL) \
+                 (ok from {MIN_SAMPLES_P999} samples): not the margin needed, which reads the p99"
             ),
         ),
         (
@@ -333,25 +447,56 @@ pub(crate) fn plan_section(md: &mut String, ev: &Evidence) {
         m.server_pause
     );
     if let Some(s) = ev.sweeps.get("sweep").and_then(|s| s.manifest.as_ref()) {
-        for (label, key) in [
-            ("git commit", "git_commit"),
-            ("machine", "machine"),
-            ("versions", "versions"),
-        ] {
+        for (label, key) in [("machine", "machine"), ("versions", "versions")] {
             if let Some(v) = s.get(key) {
                 let text = match v {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let _ = writeln!(md, "- {label}: `{}`", text.replace('|', "\\|"));
+                let _ = writeln!(
+                    md,
+                    "- {label} (from `sweep/manifest.json`): `{}`",
+                    text.replace('|', "\\|")
+                );
             }
         }
-        md.push('\n');
     }
+    // Each step's commit comes from its own manifest, never from another's.
+    let mut commits: Vec<&str> = ev.step_build.values().map(|(c, _)| c.as_str()).collect();
+    commits.sort_unstable();
+    commits.dedup();
+    match commits.as_slice() {
+        [] => {
+            let _ = writeln!(
+                md,
+                "- git commit: not recorded by any step's `manifest.json`"
+            );
+        }
+        [one] => {
+            let _ = writeln!(
+                md,
+                "- git commit: `{one}` for every step that records one (each step's own \
+                 `manifest.json`)"
+            );
+        }
+        many => {
+            let _ = writeln!(
+                md,
+                "- git commit: **the steps ran at {} different commits** ({}): each step's own, \
+                 from its `manifest.json`, is in the table below",
+                many.len(),
+                many.iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    md.push('\n');
     let _ = writeln!(
         md,
-        "| step | what it measures | status | seconds | machine busy (cores) | command |\n\
-         |---|---|---|---:|---:|---|"
+        "| step | what it measures | status | seconds | machine busy (cores) | commit (build) | command |\n\
+         |---|---|---|---:|---:|---|---|"
     );
     for r in &m.steps {
         let prog = match r.step.program {
@@ -374,9 +519,17 @@ pub(crate) fn plan_section(md: &mut String, ev: &Evidence) {
             .get(&r.step.name)
             .and_then(|l| l.busy_cores)
             .map_or_else(|| "—".to_string(), |b| format!("{b:.2}"));
+        let build = ev.step_build.get(&r.step.name).map_or_else(
+            || "—".to_string(),
+            |(c, p)| {
+                let short: String = c.chars().take(12).collect();
+                let dirty = if c.ends_with("-dirty") { "-dirty" } else { "" };
+                format!("`{short}{dirty}` ({})", if p.is_empty() { "—" } else { p })
+            },
+        );
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {:.0} | {busy} | `{prog} {}` |",
+            "| {name} | {} | {} | {:.0} | {busy} | {build} | `{prog} {}` |",
             r.step.title,
             status,
             r.seconds,

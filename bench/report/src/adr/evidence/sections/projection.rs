@@ -4,15 +4,15 @@
 use std::fmt::Write as _;
 
 use bench_analysis::production_rtt::PRODUCTION_RTT_JSON;
-use bench_analysis::triggers::D4Window;
 
 use crate::adr::evidence::conditions::{PRODUCTION_LEASE_MS, PRODUCTION_SESSION_MS};
+use crate::adr::evidence::derived::Derived;
 use crate::adr::evidence::format::ms;
 use crate::adr::evidence::model::Evidence;
-use crate::adr::revision::{ADR_MARGIN, Condition};
+use crate::adr::revision::{self, ADR_DIVISOR, ADR_MARGIN, Outcome};
 
 /// §6: the production projection.
-pub(crate) fn projection_section(md: &mut String, ev: &Evidence, conditions: &[Condition]) {
+pub(crate) fn projection_section(md: &mut String, ev: &Evidence, d: &Derived) {
     let _ = writeln!(md, "## 6. Production projection\n");
     match ev.sweeps.get("sweep").and_then(|s| s.projection.as_ref()) {
         Some(t) => {
@@ -33,7 +33,7 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, conditions: &[C
             );
         }
     }
-    let Some(p) = conditions.iter().find(|c| c.name.starts_with("production")) else {
+    let Some(p) = d.inputs.conditions.iter().find(|c| c.binding) else {
         md.push_str(&ev.absent("sweep", "results table"));
         return;
     };
@@ -56,48 +56,56 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, conditions: &[C
             ms(p.p99_ms)
         ),
     };
+    let k = d.revision.divisor.unwrap_or(ADR_DIVISOR);
     let _ = writeln!(
         md,
         "Production: lease {} ms, session {} ms (usable base {:.0} ms), worst-case hop {:.0} ms \
-         (rail read timeout 5 s + 2 s); {network}. Heartbeat period U/3 (the SDK's).\n",
+         (rail read timeout 5 s + 2 s); {network}. The same rules as [§11](#11-the-derivation), \
+         at U/{ADR_DIVISOR} (ADR-006) and U/{k} (proposed):\n",
         PRODUCTION_LEASE_MS, PRODUCTION_SESSION_MS, p.base_ms, p.hop_ms,
     );
     let _ = writeln!(
         md,
-        "| margin | trigger 1 budget (ms) | p99 within? | usable U (ms) | left before a heartbeat (ms) | D4 refuses in (of each period) | trigger 3 |\n|---:|---:|---|---:|---:|---:|---|"
+        "| margin | trigger 1 budget (ms) | trigger 1 | D4 (ADR-006's form): U (ms) | D4 (sawtooth) slack at U/{ADR_DIVISOR} (ms) | refuses | slack at U/{k} (ms) | refuses |\n|---:|---:|---|---:|---:|---:|---:|---:|"
     );
-    for m in [0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50] {
-        let usable = p.base_ms * (1.0 - m);
-        let period = usable / 3.0;
-        let w = D4Window {
-            usable_ms: usable,
-            period_ms: period,
-            rtt_ms: p.p50_ms,
-            before_heartbeat_ms: usable - period - p.p50_ms,
-            hop_ms: p.hop_ms,
+    let tol = &d.tol;
+    for m in revision::margin_grid() {
+        let t1 = revision::trigger1(p, m);
+        let s3 = revision::sawtooth(p.base_ms, p.hop_ms, p.p50_ms, m, ADR_DIVISOR);
+        let sk = revision::sawtooth(p.base_ms, p.hop_ms, p.p50_ms, m, k);
+        let refuses = |x: f64| {
+            let t = format!("{:.2} %", x * 100.0);
+            if x > tol.d4_refusal {
+                format!("**{t}**")
+            } else {
+                t
+            }
         };
-        let budget = p.base_ms * m / 3.0;
         let _ = writeln!(
             md,
-            "| {m:.2} | {budget:.0} | {} | {usable:.0} | {:.0} | {:.1} % | {} |",
-            if p.p99_ms <= budget { "yes" } else { "**no**" },
-            w.before_heartbeat_ms,
-            w.refusal_fraction() * 100.0,
-            if w.before_heartbeat_ms <= w.hop_ms {
-                "**fires**"
+            "| {m:.2} | {:.0} | {} | {:.0} | {:.1} | {} | {:.1} | {} |",
+            p.base_ms * m / 3.0,
+            if t1.outcome == Outcome::Pass {
+                "pass".to_owned()
             } else {
-                "ok"
-            }
+                format!("**{}**", t1.outcome.word())
+            },
+            s3.usable_ms,
+            s3.slack_ms,
+            refuses(s3.refusal),
+            sk.slack_ms,
+            refuses(sk.refusal),
         );
     }
     let budget = p.base_ms * ADR_MARGIN / 3.0;
-    let usable = p.base_ms * (1.0 - ADR_MARGIN);
-    let before = usable * 2.0 / 3.0 - p.p50_ms;
+    let s3 = revision::sawtooth(p.base_ms, p.hop_ms, p.p50_ms, ADR_MARGIN, ADR_DIVISOR);
     let _ = writeln!(
         md,
         "\nAt ADR-006's margin {ADR_MARGIN:.2}, trigger 1's production budget ({budget:.0} ms) \
-         is {}× the measured p99 ({} ms), while D4 leaves {before:.0} ms just before a \
-         heartbeat against a {:.0} ms hop: {}.\n",
+         is {}× the measured p99 ({} ms), while the sawtooth leaves {:.0} ms − p50 {} ms just \
+         before a heartbeat against a {:.0} ms hop (slack {:.1} ms): in production the binding \
+         constraint is D4, set by the session TTL ({PRODUCTION_SESSION_MS} ms < lease \
+         {PRODUCTION_LEASE_MS} ms), not the network.\n",
         {
             // Whole below 10× would print a 0.3× ratio as "0×".
             let r = budget / p.p99_ms.max(1e-9);
@@ -108,16 +116,9 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, conditions: &[C
             }
         },
         ms(p.p99_ms),
+        s3.bottom_ms,
+        ms(p.p50_ms),
         p.hop_ms,
-        match (p.p99_ms > budget, before <= p.hop_ms) {
-            (false, true) => format!(
-                "trigger 3 fires and trigger 1 does not — in production the binding constraint \
-                 is D4, set by the session TTL ({PRODUCTION_SESSION_MS} ms < lease \
-                 {PRODUCTION_LEASE_MS} ms), not the network"
-            ),
-            (true, true) => "both trigger 1 and trigger 3 fire".to_string(),
-            (true, false) => "trigger 1 fires: the network binds".to_string(),
-            (false, false) => "neither trigger 1 nor trigger 3 fires".to_string(),
-        },
+        s3.slack_ms,
     );
 }

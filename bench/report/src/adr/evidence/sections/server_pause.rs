@@ -1,98 +1,205 @@
-//! §4: the server-pause sweep, and the revision's stall rule checked cell
-//! by cell against the sessions it lost (one line per margin).
+//! §4: the freeze condition — the lock-server frozen (SIGSTOP) for a fixed
+//! time at a fixed interval. Sessions lost per exposure for every (TTL,
+//! margin, divisor, freeze length), never pooled over margins or divisors,
+//! and the largest freeze each (margin, divisor) rode through, predicted
+//! beside measured.
 
 use std::fmt::Write as _;
 
-use bench_analysis::triggers::D4Window;
-
+use crate::adr::evidence::conditions::{FREEZE_STEPS, freeze_rows};
+use crate::adr::evidence::derived::Derived;
 use crate::adr::evidence::format::ms;
 use crate::adr::evidence::model::Evidence;
+use crate::adr::revision::Outcome;
 
-/// §4: the server-pause sweep and the stall rule against it.
-pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence) {
-    let _ = writeln!(md, "## 4. The server-pause condition\n");
-    let Some(s) = ev.sweeps.get("sweep-pause") else {
-        md.push_str(&ev.absent("sweep-pause", "results table"));
+/// §4: the freeze cells, their lost shares, and the ride-through predicted
+/// against measured.
+pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence, d: &Derived) {
+    let _ = writeln!(md, "## 4. The freeze condition\n");
+    let Some(f) = &d.inputs.freezes else {
+        md.push_str(&ev.absent(FREEZE_STEPS[0], "results table"));
         return;
+    };
+    let rows = freeze_rows(ev);
+    let steps: Vec<&str> = FREEZE_STEPS
+        .iter()
+        .copied()
+        .filter(|n| rows.iter().any(|(s, _)| s == n))
+        .collect();
+    let sources: Vec<String> = steps
+        .iter()
+        .map(|n| {
+            let p = format!("{n}/results.csv");
+            ev.link(&p, &p)
+        })
+        .collect();
+    let sum = |g: fn(&bench_analysis::results::CellRow) -> u64| {
+        rows.iter().map(|(_, r)| g(r)).sum::<u64>()
     };
     let _ = writeln!(
         md,
-        "The lock-server SIGSTOPped for a fixed time at a fixed interval (`server_pause` \
-         column) under the same network delay. What a margin must survive, not cover as \
-         jitter. Source: {}.\n",
-        ev.link("sweep-pause/results.csv", "sweep-pause/results.csv")
-    );
-    let sum = |f: fn(&bench_analysis::results::CellRow) -> u64| s.rows.iter().map(f).sum::<u64>();
-    let _ = writeln!(
-        md,
-        "Over its {} cells: sessions lost {} (expired {}, unknown {}, deadline {}), locks lost \
-         {}, fenced out {}, paid twice {}, paid under a stale token {}, ledger check passed on \
-         {} of {}. Every cell's row: {}.",
-        s.rows.len(),
+        "The lock-server frozen for FOR every EVERY (`server_pause` column `EVERY:FOR`) under \
+         the same network delay: a fault the margin and the heartbeat must ride through, not \
+         jitter to cover. Sources: {}. Over its {} cells: sessions lost {} (deadline {}), \
+         fenced out {}, paid twice {}, paid under a stale token {}, ledger check passed on {} \
+         of {}.\n",
+        sources.join(", "),
+        rows.len(),
         sum(|r| r.session_lost),
-        sum(|r| r.session_lost_expired),
-        sum(|r| r.session_lost_unknown),
         sum(|r| r.session_lost_deadline),
-        sum(|r| r.lock_lost),
         sum(|r| r.fenced_out),
         sum(|r| r.paid_twice),
         sum(|r| r.stale_paid),
-        s.rows.iter().filter(|r| r.ledger_ok).count(),
-        s.rows.len(),
-        ev.link("sweep-pause/results.csv", "sweep-pause/results.csv")
+        rows.iter().filter(|(_, r)| r.ledger_ok).count(),
+        rows.len(),
     );
-    // The revision's stall rule checked against what happened, cell by
-    // cell, at the SDK's own period: a rule the data can contradict. One
-    // line per margin (its repeats collapsed); every cell is in the csv.
+    let tol = &d.tol;
+    let estimated = f.cells.iter().any(|c| c.estimated);
+    let gaps = f.cells.iter().all(|c| c.from_gaps);
     let _ = writeln!(
         md,
-        "\nThe revision's stall rule (stall + heartbeat period < usable window) against what \
-         happened, cell by cell, at the SDK's period (U/3); the stall is the cell's corrected \
-         p99.9, and a line collapses a margin's repeats (the largest stall):\n\n| margin | cells | usable U (ms) | period (ms) | stall, largest (ms) | stall + period | rule says at risk | cells that lost sessions | sessions lost | agree |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        "Sessions lost per exposure, one line per (TTL, margin, divisor, freeze), its repeats \
+         summed and nothing else: exposures = freezes × sessions open (workers + idle \
+         sessions){}; lost = {}. Tolerance {:.2} %, a verdict from {} exposures.\n",
+        if estimated {
+            "; freezes **estimated** as floor(duration / EVERY) where the table predates the \
+             `server_pauses` column"
+        } else {
+            ""
+        },
+        if gaps {
+            "heartbeat gaps longer than the usable window (`hb_gaps_over_window`)"
+        } else {
+            "sessions lost at their deadline (`session_lost_deadline`) where heartbeat gaps \
+             were not recorded"
+        },
+        tol.lost_per_exposure * 100.0,
+        tol.min_exposures()
     );
-    let mut margins: Vec<f64> = s.rows.iter().map(|r| r.margin).collect();
-    margins.sort_by(f64::total_cmp);
-    margins.dedup();
-    let (mut agree, mut cells) = (0, 0);
-    for m in margins {
-        let rows: Vec<_> = s.rows.iter().filter(|r| r.margin == m).collect();
-        let (mut at_risk_n, mut lost_n, mut lost, mut agree_m) = (0, 0, 0, 0);
-        let (mut usable, mut period, mut stall_max) = (0.0_f64, 0.0_f64, 0.0_f64);
-        for r in &rows {
-            let w = D4Window::of(r);
-            let stall = r.hb_rtt_corrected_p999_us as f64 / 1e3;
-            let at_risk = stall + w.period_ms >= w.usable_ms;
-            let did_lose = r.session_lost > 0;
-            at_risk_n += usize::from(at_risk);
-            lost_n += usize::from(did_lose);
-            lost += r.session_lost;
-            agree_m += usize::from(at_risk == did_lose);
-            (usable, period) = (w.usable_ms, w.period_ms);
-            stall_max = stall_max.max(stall);
-        }
-        agree += agree_m;
-        cells += rows.len();
+    let _ = writeln!(
+        md,
+        "| TTL base (ms) | margin | divisor | freeze (ms) | cells | exposures | lost | lost share | verdict |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    let mut cells = f.cells.clone();
+    cells.sort_by(|a, b| {
+        a.base_ms
+            .total_cmp(&b.base_ms)
+            .then(a.margin.total_cmp(&b.margin))
+            .then(a.divisor.cmp(&b.divisor))
+            .then(a.freeze_ms.total_cmp(&b.freeze_ms))
+    });
+    for c in &cells {
+        let o = c.outcome(tol);
         let _ = writeln!(
             md,
-            "| {m:.2} | {} | {usable:.0} | {period:.0} | {} | {:.0} | {at_risk_n} | {lost_n} | {lost} | {} |",
-            rows.len(),
-            ms(stall_max),
-            stall_max + period,
-            if agree_m == rows.len() {
-                format!("{agree_m} of {}", rows.len())
+            "| {:.0} | {:.2} | {} | {:.0} | {} | {}{} | {} | {:.3} % | {} |",
+            c.base_ms,
+            c.margin,
+            c.divisor,
+            c.freeze_ms,
+            c.cells,
+            c.exposures,
+            if c.estimated { " (est.)" } else { "" },
+            c.lost,
+            c.share() * 100.0,
+            if o == Outcome::Pass {
+                o.word().to_owned()
             } else {
-                format!("**{agree_m} of {}**", rows.len())
+                format!("**{}**", o.word())
             }
         );
     }
     let _ = writeln!(
         md,
-        "\nThe rule agrees with the measured session losses on {agree} of {cells} cell(s).",
+        "\nThe largest freeze ridden through per (margin, divisor), predicted (U − U/k − RTT; \
+         RTT = the corrected p99, interval end, of the same TTL's non-freeze sweep cells, or \
+         the freeze cells' median p50 without them) beside measured (the largest freeze length \
+         within tolerance, every shorter one within it too):\n\n| TTL base (ms) | margin | divisor | U − U/k (ms) | RTT (ms) | predicted (ms) | measured (ms) | measured ÷ predicted | agree |\n|---:|---:|---:|---:|---:|---:|---|---:|---|"
     );
-    md.push('\n');
-    md.push_str(&ev.figure(
-        "sweep-pause/rtt_cdf",
-        "Heartbeat RTT CDF under the server pause",
-    ));
+    let mut disagree = Vec::new();
+    for m in &d.revision.measured {
+        let rtt = cells
+            .iter()
+            .find(|c| c.base_ms == m.base_ms && c.margin == m.margin && c.divisor == m.divisor)
+            .map_or(f64::NAN, |c| c.rtt_ms);
+        let measured = match (m.ridden_ms, m.stopped_at) {
+            (Some(r), _) => format!("≥ {r:.0}"),
+            (None, Some((s, Outcome::Insufficient))) => {
+                format!("insufficient data at {s:.0}")
+            }
+            (None, Some((s, _))) => format!("< {s:.0}"),
+            (None, None) => "—".into(),
+        };
+        // The prediction says a tested freeze is ridden through iff it is
+        // ≤ predicted; the measurement says so per freeze.
+        let tested: Vec<_> = cells
+            .iter()
+            .filter(|c| c.base_ms == m.base_ms && c.margin == m.margin && c.divisor == m.divisor)
+            .filter(|c| c.outcome(tol) != Outcome::Insufficient)
+            .collect();
+        let wrong: Vec<String> = tested
+            .iter()
+            .filter(|c| (c.freeze_ms <= m.predicted_ms) != (c.outcome(tol) == Outcome::Pass))
+            .map(|c| {
+                format!(
+                    "{:.0} ms ({} predicted, {:.3} % lost)",
+                    c.freeze_ms,
+                    if c.freeze_ms <= m.predicted_ms {
+                        "ridden through"
+                    } else {
+                        "lost"
+                    },
+                    c.share() * 100.0
+                )
+            })
+            .collect();
+        if !wrong.is_empty() {
+            disagree.push(format!(
+                "({:.2}, U/{}) at TTL base {:.0} ms: {}",
+                m.margin,
+                m.divisor,
+                m.base_ms,
+                wrong.join(", ")
+            ));
+        }
+        let usable = m.base_ms * (1.0 - m.margin);
+        let _ = writeln!(
+            md,
+            "| {:.0} | {:.2} | {} | {:.0} | {} | {:.0} | {measured} | {} | {} |",
+            m.base_ms,
+            m.margin,
+            m.divisor,
+            usable - usable / f64::from(m.divisor),
+            ms(rtt),
+            m.predicted_ms,
+            m.ratio().map_or("—".into(), |r| format!("{r:.2}")),
+            if tested.is_empty() {
+                "—"
+            } else if wrong.is_empty() {
+                "yes"
+            } else {
+                "**no**"
+            }
+        );
+    }
+    if disagree.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nThe prediction agrees with every freeze length measured with enough exposures.\n"
+        );
+    } else {
+        let _ = writeln!(
+            md,
+            "\nWhere they disagree: {}. Why: the prediction subtracts one RTT quantile from the \
+             bottom of the sawtooth, while a session is lost when one gap between its \
+             acknowledged heartbeats outlasts its window — an extreme over every session × \
+             every freeze, which adds the phase the freeze hits the period at and the backlog of \
+             heartbeats the server answers after it thaws. The measured value is the one the \
+             derivation uses; the ratio carries the difference to production.\n",
+            disagree.join("; ")
+        );
+    }
+    let stem = format!("{}/rtt_cdf", steps.first().copied().unwrap_or("freeze"));
+    md.push_str(&ev.figure(&stem, "Heartbeat RTT CDF under the freezes"));
     md.push('\n');
 }

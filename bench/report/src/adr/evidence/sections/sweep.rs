@@ -98,9 +98,10 @@ pub(crate) fn margin_section(md: &mut String, ev: &Evidence) {
     }
     let _ = writeln!(
         md,
-        "Fixed margins, fencepost, `--net-delay`; medians over repeats (min–max). Abandoned = \
-         D4 refused for insufficient lease (the margin's own cost); lost work = every attempt \
-         that did not pay. Counts come from the rail ledger. Source: {}.\n",
+        "Fixed margins, fencepost, `--net-delay`. Payouts/s: the median over repeats (min–max). \
+         Abandoned: a count pooled over the repeats (Σ refused ÷ Σ attempts), not a median — D4 \
+         refused for insufficient lease (the margin's own cost); lost work = every attempt that \
+         did not pay. Counts come from the rail ledger. Source: {}.\n",
         ev.link("sweep/results.csv", "sweep/results.csv")
     );
     md.push_str(&repeat_note(ev));
@@ -118,7 +119,7 @@ pub(crate) fn margin_section(md: &mut String, ev: &Evidence) {
     for t in &ttls {
         let _ = write!(
             md,
-            " TTL {}: payouts/s (min–max), abandoned |",
+            " TTL {}: payouts/s median (min–max), abandoned (pooled) |",
             human_ms(*t)
         );
     }

@@ -1,11 +1,17 @@
-//! §3: the five ADR-006 §6.5 triggers over every results table of the pack,
-//! the worst cell of each, and every verdict with its numbers.
+//! §3: the five ADR-006 §6.5 triggers, headlined per binding condition
+//! (from the revision's rules, at ADR-006's pair and at the proposal), then
+//! counted over every cell of every results table (reported: trigger 1 is
+//! not imposed on freeze cells, whose tail is the fault itself), and every
+//! verdict with its numbers.
 
 use std::fmt::Write as _;
 
 use bench_analysis::triggers::{TRIGGERS, TriggerResult, Verdict};
 
+use crate::adr::evidence::conditions::FREEZE_STEPS;
+use crate::adr::evidence::derived::Derived;
 use crate::adr::evidence::model::Evidence;
+use crate::adr::revision::{self, ADR_DIVISOR, ADR_MARGIN, Check, Rule};
 
 /// The plot that shows trigger `id` at work: (stem, caption).
 fn trigger_plot(id: &str) -> (&'static str, &'static str) {
@@ -30,19 +36,84 @@ fn trigger_plot(id: &str) -> (&'static str, &'static str) {
     }
 }
 
-/// §3: every trigger's headline verdict and worst cell, then every verdict.
-pub(crate) fn triggers_section(md: &mut String, ev: &Evidence) {
+/// The headline: triggers 1, 3 and 5 on the binding conditions, from the
+/// revision's rules, at ADR-006's pair and at the proposal.
+fn headline(md: &mut String, d: &Derived) {
+    let r = &d.revision;
+    let (pm, pk) = (
+        r.margin.unwrap_or(ADR_MARGIN),
+        r.divisor.unwrap_or(ADR_DIVISOR),
+    );
+    let find = |m: f64, k: u32, rule: Rule, cond: &str| -> Option<Check> {
+        r.pair(m, k)?
+            .checks
+            .iter()
+            .find(|c| c.rule == rule && c.condition == cond)
+            .cloned()
+    };
+    let _ = writeln!(
+        md,
+        "Headline, per binding condition (the revision's rules; [§11](#11-the-derivation)):\n\n\
+         | # | rule | binding condition | at ADR-006 (0.30, U/3) | at the proposal ({pm:.2}, U/{pk}) | numbers at ADR-006's pair |\n|---|---|---|---|---|---|"
+    );
+    let binding: Vec<_> = d.inputs.conditions.iter().filter(|c| c.binding).collect();
+    for (n, rule) in [
+        ("1", Rule::Trigger1),
+        ("3", Rule::D4Adr),
+        ("3", Rule::D4Sawtooth),
+    ] {
+        for c in &binding {
+            let a = find(ADR_MARGIN, ADR_DIVISOR, rule, &c.name);
+            let p = find(pm, pk, rule, &c.name);
+            let word = |x: &Option<Check>| x.as_ref().map_or("—", |x| x.outcome.word());
+            let _ = writeln!(
+                md,
+                "| {n} | {} | {} | **{}** | {} | {} |",
+                rule.name(),
+                c.name,
+                word(&a),
+                word(&p),
+                a.map_or(String::new(), |x| x.text)
+            );
+        }
+    }
+    let quota = binding.iter().find(|c| c.name.contains("CPU quota"));
+    let network = binding.iter().find(|c| !c.name.contains("CPU quota"));
+    if let (Some(q), Some(n)) = (quota, network) {
+        let need = |c: &revision::Condition| revision::margin_needed(c.p99_ms, c.base_ms);
+        let _ = writeln!(
+            md,
+            "| 5 | margin needed (3 × p99 / base) | production under the CPU quota vs without | \
+             {:.3} vs {:.3} | reported | moving off throttled hosts lowers trigger 1's margin \
+             needed from {:.3} to {:.3}; D4 (sawtooth) at (0.30, U/3): {} vs {} |",
+            need(q),
+            need(n),
+            need(q),
+            need(n),
+            find(ADR_MARGIN, ADR_DIVISOR, Rule::D4Sawtooth, &q.name)
+                .map_or("—", |x| x.outcome.word()),
+            find(ADR_MARGIN, ADR_DIVISOR, Rule::D4Sawtooth, &n.name)
+                .map_or("—", |x| x.outcome.word()),
+        );
+    }
+    md.push('\n');
+}
+
+/// §3: the headline per binding condition, then every trigger's count and
+/// worst cell over the results tables (reported), then every verdict.
+pub(crate) fn triggers_section(md: &mut String, ev: &Evidence, d: &Derived) {
     let _ = writeln!(md, "## 3. The five ADR-006 §6.5 triggers\n");
     if ev.sweeps.is_empty() {
         md.push_str(&ev.absent("sweep", "results table"));
         return;
     }
+    headline(md, d);
     let _ = writeln!(
         md,
-        "Each trigger evaluated (by `bench triggers`' own function) on every cell of every \
-         results table of the pack: the sweep, the server-pause sweep, the adaptive sweep and \
-         the throttle pair. The headline verdict is the worst over the cells: fired > \
-         insufficient_data > ok > not_evaluated.\n"
+        "Reported, per cell: each trigger evaluated (by `bench triggers`' own function) on \
+         every cell of every results table of the pack at the cell's own (scaled) lease — except \
+         trigger 1 on freeze cells, which is not imposed on freezes. The worst over the cells: \
+         fired > insufficient_data > ok > not_evaluated.\n"
     );
     let _ = writeln!(
         md,
@@ -54,6 +125,9 @@ pub(crate) fn triggers_section(md: &mut String, ev: &Evidence) {
             .values()
             .flat_map(|s| s.triggers.iter().map(move |r| (s.name.as_str(), r)))
             .filter(|(_, r)| r.trigger == t.id)
+            .filter(|(step, _)| {
+                t.id != bench_analysis::triggers::RTT_P99_VS_MARGIN || !FREEZE_STEPS.contains(step)
+            })
             .collect();
         let n = |v: Verdict| all.iter().filter(|(_, r)| r.verdict == v).count();
         let verdict = [
