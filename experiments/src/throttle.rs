@@ -488,7 +488,8 @@ mod tests {
     #[test]
     #[ignore = "rewrites data/reference/throttle/throttle.json"]
     fn lean_the_reference_throttle_json() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/reference/throttle/throttle.json");
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/reference/throttle/throttle.json");
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, lean_json(&text).unwrap()).unwrap();
     }

@@ -101,9 +101,16 @@ fn advice(rec: &Recommendation, prod: &Production) -> Vec<String> {
     if rec.margin.is_some() {
         return out;
     }
-    if has("ledger") || has("trigger 4") {
-        out.push("fix the client or the ledger failure before choosing a margin.".to_owned());
+    if has("ledger") {
+        out.push("fix the ledger failure before choosing a margin.".to_owned());
         return out;
+    }
+    if has("trigger 4") {
+        out.push(
+            "a believed fence-out is a safety failure (the client thought it held the lease): \
+             find its cause (report.md, fences) before trusting any margin."
+                .to_owned(),
+        );
     }
     if has("trigger 3") {
         out.push(

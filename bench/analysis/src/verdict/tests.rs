@@ -73,6 +73,25 @@ fn a_sawtooth_failure_advises_the_margin_or_the_divisor_never_a_longer_ttl() {
 }
 
 #[test]
+fn a_believed_fence_out_is_named_and_does_not_hide_the_sawtooth_advice() {
+    let rows: Vec<CellRow> = [0.1, 0.3].map(|m| row(1000, m, 300)).to_vec();
+    let mut r = rec(1000, None, 1);
+    r.excluded = vec![
+        (SAWTOOTH.to_owned(), vec![0.3]),
+        (
+            "fenced out although the client believed it held the lease (trigger 4)".to_owned(),
+            vec![0.1],
+        ),
+    ];
+    let text = lines(&rows, &[r]).join("\n");
+    assert!(
+        text.contains("believed fence-out is a safety failure"),
+        "{text}"
+    );
+    assert!(text.contains("larger heartbeat divisor"), "{text}");
+}
+
+#[test]
 fn a_recommendation_names_the_margin_and_how_it_was_chosen() {
     let rows: Vec<CellRow> = [0.1, 0.3]
         .iter()
