@@ -50,16 +50,17 @@ pub(crate) fn short(c: &Check) -> String {
     }
 }
 
-/// The cell of the per-(margin, divisor) table: the outcome and the rule
-/// that decides it.
+/// The cell of the per-(margin, divisor) table: the outcome, and the rule
+/// that decides it with its limit ÷ now: for a pass the tightest rule (the
+/// first to fail), otherwise the worst failing one.
 pub(crate) fn pair_cell(p: &Pair) -> String {
     let o = p.outcome();
-    let rule = p
-        .binding()
-        .map_or(String::new(), |c| format!(": {}", short(c)));
+    let Some(c) = p.binding() else {
+        return o.word().to_owned();
+    };
     match o {
-        Outcome::Pass => format!("pass{rule}"),
-        other => format!("**{}**{rule}", other.word()),
+        Outcome::Pass => format!("pass (tightest: {} {:.3}×)", short(c), c.ratio),
+        other => format!("**{}**: {} {:.3}×", other.word(), short(c), c.ratio),
     }
 }
 
@@ -309,17 +310,26 @@ fn binding_numbers(md: &mut String, d: &Derived) {
         );
     }
     if let Some(f) = &d.inputs.freezes {
-        let exposures: u64 = f.cells.iter().map(|c| c.exposures).sum();
-        let lost: u64 = f.cells.iter().map(|c| c.lost).sum();
+        // Each setting (TTL, margin, divisor, freeze length) is judged on
+        // its own: nothing here is summed over settings whose windows differ.
+        let n = f.cells.len();
+        let count = |o: Outcome| f.cells.iter().filter(|c| c.outcome(&d.tol) == o).count();
+        let lo = f.cells.iter().map(|c| c.exposures).min().unwrap_or(0);
+        let hi = f.cells.iter().map(|c| c.exposures).max().unwrap_or(0);
         let _ = writeln!(
             md,
-            "| production under freezes (projected from [the lab's freeze cells](#4-the-freeze-condition)) | {} | {exposures} exposures{} | — | sessions lost {lost} |",
+            "| production under freezes (projected from [the lab's freeze cells](#4-the-freeze-condition), \
+             each setting judged on its own) | {} | {lo}–{hi} exposures per setting{} | — | {n} settings: \
+             within tolerance {}, beyond {}, insufficient data {} |",
             f.cells.iter().map(|c| c.cells).sum::<usize>(),
             if f.cells.iter().any(|c| c.estimated) {
                 " (estimated)"
             } else {
                 ""
             },
+            count(Outcome::Pass),
+            count(Outcome::Fail),
+            count(Outcome::Insufficient),
         );
     }
     md.push('\n');
