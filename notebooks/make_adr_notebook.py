@@ -17,8 +17,9 @@ nb.cells = [
     md("""# ADR-006 evidence pack — the data behind `adr-006-evidence.md`
 
 `bench adr` runs the evidence plan (fixed-margin sweep × TTLs under a realistic network
-delay, a server-pause condition, the adaptive margin, the pause / clock / throttle
-experiments, etcd where available) and writes one subdirectory per step plus
+delay, the freeze sweep — the lock-server frozen, margins × heartbeat divisors × freeze
+lengths —, the adaptive margin, the pause / clock / throttle experiments, etcd where
+available) and writes one subdirectory per step plus
 `adr-006-evidence.md`. This notebook reads the same files and redraws the key figures,
 so every claim of the document can be checked by hand.
 
@@ -41,7 +42,7 @@ print("seed:", manifest["seed"], "| quick:", manifest["quick"], "| net delay:", 
 pl.DataFrame([{k: s[k] for k in ("name", "status", "seconds", "note")} for s in manifest["steps"]])"""),
     md("""## Loading a results directory
 
-Every sweep-like step (`sweep`, `sweep-pause`, `adaptive`, `throttle`) is a bench results
+Every sweep-like step (`sweep`, `freeze`, `adaptive`, `throttle`) is a bench results
 directory: `results.parquet` (or `results.csv`, same columns), `manifest.json`,
 `triggers.json`, `hgrm/<cell>.*.hgrm` histograms. `load_run` works on any of them — also
 on your own `bench sweep --out DIR`."""),
@@ -145,8 +146,53 @@ t1.select("cell", "hb_corrected_count", "p99_ms", "p99_hi_ms", "budget_ms")"""),
     md("## The §6.5 triggers, as `bench triggers` evaluated them (`triggers.json`)"),
     code("""if sweep_trig is not None:
     display(sweep_trig.pivot(on="trigger", index="cell", values="verdict"))"""),
-    md("## The server-pause condition and the adaptive margin (document §4, §5)"),
-    code("""for step in ["sweep-pause", "adaptive"]:
+    md("""## The freeze condition (document §4)
+
+The `freeze` step freezes the lock-server for FOR every EVERY (`server_pause` = `EVERY:FOR`)
+at one TTL, over margins × heartbeat divisors k (the SDK heartbeats every U/k) × freeze
+lengths. Each (margin, divisor, freeze) is judged on its own: sessions lost ÷ exposures, an
+exposure being one freeze × one session open (`server_pauses` × (`idle_sessions` + `workers`)),
+a session lost being a gap between its acknowledged heartbeats longer than its window
+(`hb_gaps_over_window`; `session_lost_deadline` where no gaps were recorded). This redraws
+the document's table; the tolerance and the verdicts are the document's. A lost idle session is
+reopened (`idle_reopened`), so the lost count can exceed the sessions open."""),
+    code("""if present("freeze"):
+    frz, _, _ = load_run(PACK / "freeze")
+    frz = frz.with_columns(
+        freeze_ms=pl.coalesce(
+            pl.col("server_pause").str.extract(r":([0-9.]+)ms$", 1).cast(pl.Float64),
+            pl.col("server_pause").str.extract(r":([0-9.]+)s$", 1).cast(pl.Float64) * 1000),
+        exposures=pl.col("server_pauses") * (pl.col("idle_sessions") + pl.col("workers")),
+        lost=pl.when(pl.col("hb_gap_count") > 0).then(pl.col("hb_gaps_over_window"))
+               .otherwise(pl.col("session_lost_deadline")),
+    ).with_columns(lost_pct=100 * pl.col("lost") / pl.col("exposures"))
+    per_setting = (frz
+        .group_by("lease_ms", "margin", "heartbeat_divisor", "freeze_ms")
+        .agg(pl.len().alias("repeats"), pl.col("exposures").sum(), pl.col("lost").sum(),
+             pl.col("hb_gap_max_us").max().alias("hb_gap_max_us"))
+        .with_columns(lost_pct=100 * pl.col("lost") / pl.col("exposures"))
+        .sort("lease_ms", "margin", "heartbeat_divisor", "freeze_ms"))
+    # One line per (margin, divisor) over the freeze lengths (pooled repeats); the repeats
+    # as unlabelled dots. Colour = margin, line style = divisor: the legend stays short.
+    fig, ax = plt.subplots(figsize=(9, 5))
+    margins = sorted(per_setting["margin"].unique().to_list())
+    styles = {3: "-", 4: "--", 5: ":", 6: "-."}
+    for (lease, margin, k), g in per_setting.group_by("lease_ms", "margin", "heartbeat_divisor", maintain_order=True):
+        c = f"C{margins.index(margin) % 10}"
+        ax.plot(g["freeze_ms"], g["lost_pct"], styles.get(k, "-"), marker="o", color=c,
+                label=f"margin {margin:.2f}, U/{k}")
+        r = frz.filter((pl.col("lease_ms") == lease) & (pl.col("margin") == margin) & (pl.col("heartbeat_divisor") == k))
+        ax.plot(r["freeze_ms"], r["lost_pct"], ".", color=c, alpha=0.4, label="_nolegend_")
+    ax.set_yscale("symlog", linthresh=0.01)
+    ax.set(xlabel="freeze length (ms)", ylabel="sessions lost, % of exposures (symlog)",
+           title="the freeze condition (document §4; its tolerance and verdicts there)")
+    ax.legend(fontsize=8, ncols=2); plt.tight_layout(); plt.show()
+    display(per_setting)
+    display(frz.select("cell", "heartbeat_divisor", "server_pause", "repeat", "server_pauses", "idle_sessions",
+                       "workers", "session_lost_deadline", "hb_gaps_over_window", "hb_gap_p99_us",
+                       "hb_gap_max_us", "fenced_out", "paid_twice", "stale_paid", "ledger_ok"))"""),
+    md("## The adaptive margin (document §5)"),
+    code("""for step in ["adaptive"]:
     if present(step):
         df, _, _ = load_run(PACK / step)
         display(df.select("cell", "margin_policy", "margin_effective", "server_pause", "throughput_per_s",

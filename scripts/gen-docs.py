@@ -120,6 +120,9 @@ def ttl_label(lease_ms: float) -> str:
 def duration(seconds: float) -> str:
     seconds = round(seconds)
     m, s = divmod(seconds, 60)
+    if m >= 120:
+        h, m = divmod(m, 60)
+        return f"{h} h {m} min"
     return f"{m} min {s} s" if m else f"{s} s"
 
 
@@ -208,6 +211,30 @@ def load_line(steps: list) -> str:
     )
 
 
+def commits_line(steps: list) -> str:
+    """Which git commit and kernel each step's manifest.json records, when
+    the steps do not share one (a step re-run into an existing pack), and
+    how long the steps ran (the sum of `seconds` of adr-manifest.json)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for st in steps:
+        name = st.get("name", "?")
+        try:
+            sm = read_json(f"{name}/manifest.json")
+        except (Missing, OSError, ValueError):
+            continue
+        key = (sm.get("git_commit") or "?", (sm.get("machine") or {}).get("kernel") or "?")
+        groups.setdefault(key, []).append(name)
+    ran = sum(num(st.get("seconds")) for st in steps if st.get("seconds") is not None)
+    out = f"The steps themselves ran {duration(ran)} (the sum of their `seconds`). "
+    if len(groups) > 1:
+        out += (
+            "The steps do not share one build: "
+            + "; ".join(f"{', '.join(names)} at git commit `{c}`, kernel {k}" for (c, k), names in groups.items())
+            + " (each step's manifest.json). "
+        )
+    return out
+
+
 def gen_pack_run(here: Path) -> str:
     """One paragraph: what wrote the pack, when, how long, on what."""
     m = read_json("adr-manifest.json")
@@ -223,7 +250,7 @@ def gen_pack_run(here: Path) -> str:
         f"every step), from {m['started_at']} to {m['finished_at']} ({duration(took)}); "
         f"{len(steps)} steps: {counts}. {run_line('sweep/manifest.json')[0].upper()}"
         f"{run_line('sweep/manifest.json')[1:]} (from `sweep/manifest.json`). "
-        f"{load_line(m.get('steps') or [])} "
+        f"{commits_line(steps)}{load_line(m.get('steps') or [])} "
         f"{source(here, 'data/reference/adr-manifest.json', 'data/reference/sweep/manifest.json')}"
     )
 
@@ -237,8 +264,19 @@ def gen_pack_decision(here: Path) -> str:
     except ValueError:
         raise SystemExit("data/reference/adr-006-evidence.md has no '## Decision' section")
     first = next(l for l in lines[at + 1:] if l.strip())
-    # The document's own anchors, as links from here into it.
-    first = first.replace("](#", "](" + os.path.relpath(ROOT / 'data/reference/adr-006-evidence.md', here.parent) + "#")
+    # The document's links, relative to data/reference/, as links from here:
+    # its own anchors into it, its sibling files (adr-006-revision.md, ...) beside it.
+    doc = os.path.relpath(ROOT / "data/reference/adr-006-evidence.md", here.parent)
+
+    def rebase(m: re.Match) -> str:
+        target = m.group(1)
+        if target.startswith("#"):
+            return f"]({doc}{target})"
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("/"):
+            return m.group(0)
+        return f"]({os.path.relpath(PACK / target, here.parent)})"
+
+    first = re.sub(r"\]\(([^)\s]+)\)", rebase, first)
     blocked = [l[2:] for l in lines[at + 1:] if l.startswith("- **Blocked by**")]
     if blocked:
         first += " " + " ".join(b.rstrip(".") + "." for b in blocked)
@@ -322,28 +360,47 @@ def gen_sweep_summary(here: Path) -> str:
     )
 
 
-def gen_sweep_pause(here: Path) -> str:
-    """The server-pause condition: sessions lost per repeat, per margin."""
-    by: dict[float, list[dict]] = {}
-    for r in read_csv("sweep-pause/results.csv"):
-        by.setdefault(num(r["margin"]), []).append(r)
-    summ = {num(r["margin"]): r for r in read_csv("sweep-pause/summary.csv")}
+def freeze_ms(server_pause: str) -> float:
+    """The freeze length of a `--server-pause EVERY:FOR` condition, in ms (for ordering rows)."""
+    m = re.fullmatch(r"\s*[0-9.]+m?s:([0-9.]+)(ms|s)\s*", server_pause)
+    if not m:
+        return math.inf
+    return float(m.group(1)) * (1000.0 if m.group(2) == "s" else 1.0)
+
+
+def gen_freeze(here: Path) -> str:
+    """The freeze sweep: the counts `bench` recorded per repeat, one row per
+    (TTL, margin, heartbeat divisor, freeze length). No rate, no verdict: those
+    are the evidence document's (its section 4)."""
+    by: dict[tuple, list[dict]] = {}
+    for r in read_csv("freeze/results.csv"):
+        key = (num(r["lease_ms"]), num(r["margin"]), int(r["heartbeat_divisor"]), r["server_pause"])
+        by.setdefault(key, []).append(r)
     rows = []
-    for margin in sorted(by):
-        rs = sorted(by[margin], key=lambda r: int(r["repeat"]))
-        s = summ.get(margin, {})
+    for key in sorted(by, key=lambda k: (k[0], k[1], k[2], freeze_ms(k[3]))):
+        lease, margin, k, pause = key
+        rs = sorted(by[key], key=lambda r: int(r["repeat"]))
+
+        def per_repeat(col: str) -> str:
+            return ", ".join(r[col] for r in rs)
+
+        opened = sorted({f"{r['idle_sessions']} + {r['workers']}" for r in rs})
         rows.append([
-            ttl_label(num(rs[0]["lease_ms"])), f(margin, 2), f"`{rs[0]['server_pause']}`",
-            f(num(s.get("throughput_median")), 1),
-            ", ".join(r["session_lost"] for r in rs),
-            ms_from_us(s.get("hb_rtt_corrected_p999_us")),
-            pct(num(s.get("abandonment_median"))),
+            ttl_label(lease), f(margin, 2), f"U/{k}", f"`{pause}`", str(len(rs)),
+            opened[0] if len(opened) == 1 else ", ".join(f"{r['idle_sessions']} + {r['workers']}" for r in rs),
+            per_repeat("server_pauses"), per_repeat("session_lost_deadline"), per_repeat("hb_gaps_over_window"),
         ])
+    evidence = os.path.relpath(ROOT / "data/reference/adr-006-evidence.md", here.parent)
     return (
-        table(["TTL", "margin", "server pause", "payouts/s (median)", "sessions lost, per repeat",
-               "pooled corrected p99.9 ms", "abandoned (median)"], rows,
-              ["l", "r", "l", "r", "l", "r", "r"])
-        + "\n\n" + source(here, "data/reference/sweep-pause/results.csv", "data/reference/sweep-pause/summary.csv")
+        table(["TTL", "margin", "heartbeat period", "server pause (every:for)", "repeats",
+               "idle sessions + workers", "freezes (`server_pauses`)",
+               "lost at the deadline (`session_lost_deadline`)", "gaps over the window (`hb_gaps_over_window`)"],
+              rows, ["l", "r", "l", "l", "r", "l", "l", "l", "l"])
+        + "\n\nEach count column lists the repeats in order (`repeat` 0, 1, …) as the results table "
+        "records them; the SDK heartbeats every U/k, U = min(lease, session TTL) × (1 − margin). What a row amounts to, "
+        "sessions lost per exposure (one freeze × one session open) against `--tolerance-lost-per-freeze`, "
+        f"and its verdict are `bench adr`'s: [section 4 of the evidence document]({evidence}#4-the-freeze-condition). "
+        + source(here, "data/reference/freeze/results.csv")
     )
 
 
@@ -1308,7 +1365,7 @@ GENERATORS = {
     "pack-steps": gen_pack_steps,
     "pack-triggers": gen_pack_triggers,
     "sweep-summary": gen_sweep_summary,
-    "sweep-pause": gen_sweep_pause,
+    "freeze": gen_freeze,
     "adaptive": gen_adaptive,
     "projection": gen_projection,
     "peer": gen_peer,

@@ -1,4 +1,4 @@
-//! `bench adr [--quick] --out DIR`: the ADR-006 revision pack (issue 17).
+//! `bench adr [--quick] --out DIR`: the ADR-006 revision pack.
 //!
 //! It runs the documented evidence plan ([`plan`]) end to end, each step a
 //! child process of this binary (`bench sweep`, `bench peer`) or of the

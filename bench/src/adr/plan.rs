@@ -27,7 +27,7 @@ pub const ADR_MARGIN: &str = "0.3";
 /// What this build and machine offer; decides which steps can run.
 #[derive(Clone, Debug, Default)]
 pub struct Features {
-    /// `bench sweep --help` lists `--repeat` (issue 13).
+    /// `bench sweep --help` lists `--repeat`.
     pub sweep_repeat: bool,
     /// The `experiments` binary, if found.
     pub experiments: Option<PathBuf>,
@@ -277,12 +277,12 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
     );
     experiment(
         "failover",
-        "lock-server failover (issue 14)",
+        "lock-server failover through kill -9, SIGSTOP and a database restart",
         strings(&["failover", "--seed", &seed, "--out", &dir("failover")]),
     );
     experiment(
         "chaos",
-        "chaos schedule (issue 16)",
+        "seeded fault schedules, every operation checked",
         strings(&["chaos", "--seed", &seed, "--out", &dir("chaos")]),
     );
     let mut peer = strings(&["peer"]);

@@ -342,7 +342,7 @@ fn a_missing_histogram_fails_every_pooled_figure_naming_the_file() {
 #[test]
 fn no_recommendation_interval_of_the_reference_pack_has_zero_width() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/reference");
-    for step in ["sweep", "sweep-pause", "adaptive"] {
+    for step in ["sweep", "freeze", "adaptive"] {
         let dir = root.join(step);
         let rows = bench_analysis::results::read_results(&dir).unwrap();
         let s = bench_analysis::summary::build(&rows, &bench_analysis::pool::DirSamples::new(&dir))
@@ -551,8 +551,8 @@ fn reference_copy(name: &str, extra: &[&str]) -> (Scratch, String, String) {
 }
 
 /// The committed pack derives a pair: its freeze cells are judged per
-/// margin (0.10 rides a 400 ms freeze, 0.30 does not), not pooled into one
-/// censored stall; (0.30, U/3) fails D4 (sawtooth) under the CPU quota
+/// (margin, divisor, freeze) (at 0.30 a 400 ms freeze is ridden through at
+/// U/4, not at U/3), never pooled into one censored stall; (0.30, U/3) fails D4 (sawtooth) under the CPU quota
 /// (43.6 ms of a 3,500 ms period = 1.25 % > 1 %) and U/4 passes. The first
 /// screen says which way D4 goes, and the D4 fact at ADR-006's numbers.
 #[test]
@@ -574,18 +574,18 @@ fn the_reference_pack_derives_margin_0_30_with_a_quarter_period() {
     );
     assert!(!top.contains("D4 holds if"), "{top}");
     assert!(top.contains("`--tolerance-lost-per-freeze`"), "{top}");
-    assert!(top.contains("| 0.30 | **fail**: D4 saw (quota) | **fail**: D4 saw (quota) ← ADR-006 | pass: D4 saw (quota) ← proposed"), "{top}");
+    assert!(top.contains("| 0.30 | **fail**: D4 saw (quota) 0.751× | **fail**: D4 saw (quota) 0.999× ← ADR-006 | pass (tightest: D4 saw (quota) 1.123×) ← proposed"), "{top}");
     assert!(
         top.lines().count() <= 50,
         "first screen {} lines",
         top.lines().count()
     );
     assert!(
-        md.contains("| 1000 | 0.10 | 3 | 400 | 3 | 26928 (est.) | 4 | 0.015 % | pass |"),
+        md.contains("| 1000 | 0.30 | 4 | 400 | 3 | 9792 | 1 | 0.010 % | pass |"),
         "{md}"
     );
     assert!(
-        md.contains("| 1000 | 0.30 | 3 | 400 | 3 | 26928 (est.) | 45 | 0.167 % | **fail** |"),
+        md.contains("| 1000 | 0.30 | 3 | 400 | 3 | 9792 | 11 | 0.112 % | **fail** |"),
         "{md}"
     );
     assert!(rev.contains("/ **4** = 2625 ms"), "{rev}");

@@ -58,7 +58,7 @@ fn measured_only(ev: &Evidence) -> Vec<Condition> {
 }
 
 /// The transport a condition's cells reached the lock-server over (the
-/// `tls` column, issue 28): `plain HTTP`, `TLS`, or both where they differ.
+/// `tls` column): `plain HTTP`, `TLS`, or both where they differ.
 fn transport_of(rows: &[&CellRow]) -> &'static str {
     let tls = rows.iter().filter(|r| r.tls == "tls").count();
     match tls {

@@ -51,9 +51,9 @@ pub struct SweepData {
     /// Every cell's histograms, by cell id: what every pooled figure of the
     /// document is computed from ([`SweepData::pooled`]).
     pub samples: BTreeMap<String, CellSamples>,
-    /// `summary.csv` (issue 13: CIs over repeats), if written.
+    /// `summary.csv` (CIs over repeats), if written.
     pub summary: Option<Table>,
-    /// `projection.csv` (issue 13), if written.
+    /// `projection.csv`, if written.
     pub projection: Option<Table>,
 }
 

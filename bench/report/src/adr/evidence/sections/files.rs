@@ -9,10 +9,7 @@ use crate::adr::evidence::model::Evidence;
 /// §10: failover and chaos, linked when the pack has them.
 pub(crate) fn others_section(md: &mut String, ev: &Evidence) {
     let _ = writeln!(md, "## 10. Failover and chaos\n");
-    for (name, what) in [
-        ("failover", "failover (issue 14)"),
-        ("chaos", "chaos (issue 16)"),
-    ] {
+    for (name, what) in [("failover", "failover"), ("chaos", "chaos")] {
         let files: Vec<&String> = ev
             .files
             .iter()

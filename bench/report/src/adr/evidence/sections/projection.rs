@@ -27,7 +27,7 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, d: &Derived) {
             let _ = writeln!(
                 md,
                 "`sweep/projection.csv`: **not measured in this pack** (`bench sweep` of this \
-                 build does not write it; issue 13 adds it). The arithmetic below applies the \
+                 build does not write it; later builds do). The arithmetic below applies the \
                  sweep's measured corrected RTTs, unscaled, to production's configuration \
                  instead.\n"
             );
