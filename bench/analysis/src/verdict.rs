@@ -330,7 +330,10 @@ fn evidence(v: &VerdictInput<'_>) -> Vec<String> {
         line.push_str(word);
     }
     out.push(line);
-    out.push("  or `bench adr` for the whole ADR-006 evidence pack (hours).".to_owned());
+    out.push(
+        "  or `bench adr` for the whole ADR-006 evidence pack (about 35 min of measurement)."
+            .to_owned(),
+    );
     out
 }
 
