@@ -117,8 +117,11 @@ impl Plot for DecisionMap {
             &legend,
             "verdict",
             &[
-                entry("pass: every binding rule", tile_color(Tile::Pass)),
-                entry("fail: the rule named", tile_color(Tile::Fail)),
+                entry(
+                    "pass: every binding rule; named: the tightest, limit ÷ now",
+                    tile_color(Tile::Pass),
+                ),
+                entry("fail: the rule named, limit ÷ now", tile_color(Tile::Fail)),
                 entry("insufficient data", tile_color(Tile::Insufficient)),
                 entry("ADR-006 (0.30, U/3)", BLACK),
                 entry("proposed", BLUE),

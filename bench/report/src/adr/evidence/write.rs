@@ -51,7 +51,10 @@ pub fn decision_map(d: &Derived) -> DecisionMap {
                     p.margin,
                     p.divisor,
                     tile,
-                    p.binding().map_or(String::new(), short),
+                    // The deciding rule and its limit ÷ now: for a pass the
+                    // tightest one, so every tile says how close it is.
+                    p.binding()
+                        .map_or(String::new(), |c| format!("{} {:.3}×", short(c), c.ratio)),
                 )
             })
             .collect(),
