@@ -194,92 +194,83 @@ fn ttl_label(r: &Recommendation) -> String {
     }
 }
 
-/// The recommendation for the points of one TTL on one backend.
-fn recommend(
-    lease_ms: u64,
-    backend: &str,
-    rows: &[&SummaryRow],
-    floor: Option<&Floor>,
-) -> Recommendation {
-    let fixed: Vec<&SummaryRow> = rows.iter().copied().filter(|r| r.is_fixed()).collect();
-    let n_repeats = rows.iter().map(|r| r.n_repeats).min().unwrap_or(0);
-    let mut qualifying: Vec<&SummaryRow> = Vec::new();
-    let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut excluded: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
-    for &r in &fixed {
-        match disqualification(r, floor) {
-            None => qualifying.push(r),
-            Some(why) => {
-                *reasons.entry(why).or_default() += 1;
-                excluded.entry(why).or_default().push(r.margin);
+/// The fixed-margin points of one TTL sorted into those that qualify and
+/// those excluded, with each exclusion's reason.
+struct Screened<'a> {
+    qualifying: Vec<&'a SummaryRow>,
+    /// Exclusion reason → how many points it excluded.
+    reasons: BTreeMap<&'static str, usize>,
+    /// Exclusion reason → the margins it excluded.
+    excluded: Vec<(String, Vec<f64>)>,
+}
+
+impl<'a> Screened<'a> {
+    fn of(fixed: &[&'a SummaryRow], floor: Option<&Floor>) -> Self {
+        let mut qualifying = Vec::new();
+        let mut reasons: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut excluded: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+        for &r in fixed {
+            match disqualification(r, floor) {
+                None => qualifying.push(r),
+                Some(why) => {
+                    *reasons.entry(why).or_default() += 1;
+                    excluded.entry(why).or_default().push(r.margin);
+                }
             }
         }
-    }
-    let excluded: Vec<(String, Vec<f64>)> = excluded
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-    let provisional = floor.is_some_and(|f| !f.enough);
-    let mut reason = String::new();
-    if let Some(f) = floor {
-        let _ = write!(
-            reason,
-            "margin needed (trigger 1) = 3 × p99 {:.3} ms / {} ms = {:.3} (95 % [{:.3}, {:.3}]; \
-             the upper end is the floor; {} pooled samples of {} cell(s); {}){}",
-            f.p99.value_us as f64 / 1e3,
-            f.lease_ms.min(f.session_ttl_ms),
-            f.m_min,
-            f.m_min_lo,
-            f.m_min_hi,
-            f.p99.n,
-            f.cells,
-            f.quantile_ci_method,
-            if f.enough {
-                String::new()
-            } else {
-                format!(
-                    "; provisional: fewer than {MIN_SAMPLES_P999} samples (rerun with more \
-                     --repeat, --sessions or --duration)"
-                )
-            }
-        );
-    }
-    let best_any = fixed
-        .iter()
-        .filter(|r| r.ledger_ok && r.payouts_paid > 0)
-        .max_by(|a, b| a.throughput_median.total_cmp(&b.throughput_median))
-        .copied();
-    let adaptive = adaptive_lines(rows, &qualifying, best_any);
-    let Some(best) = qualifying
-        .iter()
-        .max_by(|a, b| a.throughput_median.total_cmp(&b.throughput_median))
-        .copied()
-    else {
-        let why: Vec<String> = reasons.iter().map(|(k, n)| format!("{n} × {k}")).collect();
-        let _ = write!(
-            reason,
-            "; no margin qualifies ({}); {}",
-            why.join("; "),
-            advice(&reasons)
-        );
-        return Recommendation {
-            lease_ms,
-            backend: backend.to_owned(),
-            margin: None,
-            cell: None,
-            throughput_per_s: None,
-            qualifying: 0,
-            cells: fixed.len(),
-            n_repeats,
-            resolved: false,
-            m_min: floor.map(|f| (f.m_min, f.m_min_lo, f.m_min_hi)),
-            trigger2_sweep: Verdict::NotEvaluated,
-            adaptive,
-            reason: reason.trim_start_matches("; ").to_owned(),
-            provisional: false,
+        let excluded = excluded
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        Self {
+            qualifying,
+            reasons,
             excluded,
-        };
-    };
+        }
+    }
+
+    /// `n × reason` per exclusion reason.
+    fn counted(&self) -> Vec<String> {
+        self.reasons
+            .iter()
+            .map(|(k, n)| format!("{n} × {k}"))
+            .collect()
+    }
+}
+
+/// The recommendation's first sentence: trigger 1's margin floor.
+fn floor_sentence(f: &Floor) -> String {
+    format!(
+        "margin needed (trigger 1) = 3 × p99 {:.3} ms / {} ms = {:.3} (95 % [{:.3}, {:.3}]; \
+         the upper end is the floor; {} pooled samples of {} cell(s); {}){}",
+        f.p99.value_us as f64 / 1e3,
+        f.lease_ms.min(f.session_ttl_ms),
+        f.m_min,
+        f.m_min_lo,
+        f.m_min_hi,
+        f.p99.n,
+        f.cells,
+        f.quantile_ci_method,
+        if f.enough {
+            String::new()
+        } else {
+            format!(
+                "; provisional: fewer than {MIN_SAMPLES_P999} samples (rerun with more \
+                 --repeat, --sessions or --duration)"
+            )
+        }
+    )
+}
+
+/// Among the qualifying points, the one with the highest throughput; when
+/// its interval does not separate from others', the largest margin of the
+/// tied ones. Returns the chosen point, whether the choice is resolved, and
+/// the sentence that explains it.
+fn choose<'a>(
+    qualifying: &[&'a SummaryRow],
+    best: &'a SummaryRow,
+    n_repeats: u32,
+) -> (&'a SummaryRow, bool, String) {
     let best_tp = best.throughput();
     let tied: Vec<&SummaryRow> = qualifying
         .iter()
@@ -293,19 +284,17 @@ fn recommend(
         .expect("the best point is tied with itself");
     let resolved = tied.len() == 1;
     let tp = chosen.throughput();
-    if resolved {
-        let _ = write!(
-            reason,
+    let sentence = if resolved {
+        format!(
             "; highest throughput {:.2}/s {} of {} qualifying margin(s), its interval separates \
              from every other",
             tp.median,
             fmt_interval(&tp),
             qualifying.len()
-        );
+        )
     } else {
         let others: Vec<String> = tied.iter().map(|r| format!("{:.2}", r.margin)).collect();
-        let _ = write!(
-            reason,
+        format!(
             "; not resolved at {n_repeats} repeat(s): margins {} have overlapping 95 % throughput \
              intervals (best {:.2}/s {} at {:.2}), take the larger margin; {:.2}/s {} at {:.2}",
             others.join(", "),
@@ -315,15 +304,66 @@ fn recommend(
             tp.median,
             fmt_interval(&tp),
             chosen.margin,
+        )
+    };
+    (chosen, resolved, sentence)
+}
+
+/// The recommendation for the points of one TTL on one backend.
+fn recommend(
+    lease_ms: u64,
+    backend: &str,
+    rows: &[&SummaryRow],
+    floor: Option<&Floor>,
+) -> Recommendation {
+    let fixed: Vec<&SummaryRow> = rows.iter().copied().filter(|r| r.is_fixed()).collect();
+    let n_repeats = rows.iter().map(|r| r.n_repeats).min().unwrap_or(0);
+    let screened = Screened::of(&fixed, floor);
+    let mut reason = floor.map(floor_sentence).unwrap_or_default();
+    let best_any = fixed
+        .iter()
+        .filter(|r| r.ledger_ok && r.payouts_paid > 0)
+        .max_by(|a, b| a.throughput_median.total_cmp(&b.throughput_median))
+        .copied();
+    let adaptive = adaptive_lines(rows, &screened.qualifying, best_any);
+    let m_min = floor.map(|f| (f.m_min, f.m_min_lo, f.m_min_hi));
+    let Some(best) = screened
+        .qualifying
+        .iter()
+        .max_by(|a, b| a.throughput_median.total_cmp(&b.throughput_median))
+        .copied()
+    else {
+        let _ = write!(
+            reason,
+            "; no margin qualifies ({}); {}",
+            screened.counted().join("; "),
+            advice(&screened.reasons)
         );
-    }
-    let _ = write!(
-        reason,
-        "; window before a heartbeat > hop and no believed fence-outs on every repeat; ledger ok"
+        return Recommendation {
+            lease_ms,
+            backend: backend.to_owned(),
+            margin: None,
+            cell: None,
+            throughput_per_s: None,
+            qualifying: 0,
+            cells: fixed.len(),
+            n_repeats,
+            resolved: false,
+            m_min,
+            trigger2_sweep: Verdict::NotEvaluated,
+            adaptive,
+            reason: reason.trim_start_matches("; ").to_owned(),
+            provisional: false,
+            excluded: screened.excluded,
+        };
+    };
+    let (chosen, resolved, sentence) = choose(&screened.qualifying, best, n_repeats);
+    reason.push_str(&sentence);
+    reason.push_str(
+        "; window before a heartbeat > hop and no believed fence-outs on every repeat; ledger ok",
     );
-    if !reasons.is_empty() {
-        let why: Vec<String> = reasons.iter().map(|(k, n)| format!("{n} × {k}")).collect();
-        let _ = write!(reason, "; excluded: {}", why.join(", "));
+    if !screened.reasons.is_empty() {
+        let _ = write!(reason, "; excluded: {}", screened.counted().join(", "));
     }
     let trigger2 = trigger2_on_sweep(chosen, best_any, &mut reason);
     Recommendation {
@@ -332,16 +372,16 @@ fn recommend(
         margin: Some(chosen.margin),
         cell: Some(chosen.group.clone()),
         throughput_per_s: Some(chosen.throughput_median),
-        qualifying: qualifying.len(),
+        qualifying: screened.qualifying.len(),
         cells: fixed.len(),
         n_repeats,
         resolved,
-        m_min: floor.map(|f| (f.m_min, f.m_min_lo, f.m_min_hi)),
+        m_min,
         trigger2_sweep: trigger2,
         adaptive,
         reason: reason.trim_start_matches("; ").to_owned(),
-        provisional,
-        excluded,
+        provisional: floor.is_some_and(|f| !f.enough),
+        excluded: screened.excluded,
     }
 }
 

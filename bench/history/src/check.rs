@@ -145,6 +145,40 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
             by_payout.entry(p).or_default().push(op);
         }
     }
+    let fenced = fenced_out(ops, ledger);
+    check_payments(&mut out, &by_payout, ledger);
+    check_holders(&mut out, &by_payout, &fenced);
+    check_reported_fence_outs(&mut out, ops, &fenced);
+    out
+}
+
+/// Every (payout, token) fenced out anywhere: a client saw it, or the
+/// ledger lists it.
+fn fenced_out<'a>(ops: &'a [Op], ledger: &'a LedgerView) -> HashSet<(&'a str, u64)> {
+    let mut fenced = HashSet::new();
+    for op in ops {
+        if let (Some(p), Some(t), true) =
+            (op.payout.as_deref(), op.token, op.is(Outcome::FencedOut))
+        {
+            fenced.insert((p, t));
+        }
+    }
+    for p in &ledger.payouts {
+        for s in &p.submissions {
+            if s.outcome == SubmissionOutcome::FencedOut {
+                fenced.insert((p.payout_id.as_str(), s.token));
+            }
+        }
+    }
+    fenced
+}
+
+/// Rules 1 and 2, per payout (including payouts only the ledger knows).
+fn check_payments(
+    out: &mut HistoryCheck,
+    by_payout: &BTreeMap<&str, Vec<&Op>>,
+    ledger: &LedgerView,
+) {
     let ledger_check = check_ledger(ledger);
     let ledger_paid: HashMap<&str, usize> = ledger
         .payouts
@@ -164,24 +198,6 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
         .filter(|v| v.kind == ViolationKind::StalePaid)
         .filter_map(|v| v.payout_id.as_deref())
         .collect();
-    // (payout, token) fenced out anywhere: a client saw it, or the ledger lists it.
-    let mut fenced: HashSet<(&str, u64)> = HashSet::new();
-    for op in ops {
-        if let (Some(p), Some(t), true) =
-            (op.payout.as_deref(), op.token, op.is(Outcome::FencedOut))
-        {
-            fenced.insert((p, t));
-        }
-    }
-    for p in &ledger.payouts {
-        for s in &p.submissions {
-            if s.outcome == SubmissionOutcome::FencedOut {
-                fenced.insert((p.payout_id.as_str(), s.token));
-            }
-        }
-    }
-
-    // Rules 1 and 2, per payout (including payouts only the ledger knows).
     let mut payouts: Vec<&str> = by_payout.keys().copied().collect();
     payouts.extend(ledger_paid.keys().filter(|p| !by_payout.contains_key(*p)));
     payouts.sort_unstable();
@@ -215,14 +231,16 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
             );
         }
     }
+}
 
-    // Rules 3, 4 and 6, per key.
-    let check_on: HashMap<&str, bool> = ops
-        .iter()
-        .filter(|o| o.kind == OpKind::Session)
-        .map(|o| (o.session.as_str(), o.client_check == Some(true)))
-        .collect();
-    for (payout, ops) in &by_payout {
+/// Rules 3, 4 and 6, per key: token regressions, overlapping beliefs that
+/// no fence-out resolved, and grants that overlap.
+fn check_holders(
+    out: &mut HistoryCheck,
+    by_payout: &BTreeMap<&str, Vec<&Op>>,
+    fenced: &HashSet<(&str, u64)>,
+) {
+    for (payout, ops) in by_payout {
         for detail in regressions(payout, ops) {
             out.token_regressions += 1;
             out.violate(Rule::TokenRegression, Some(payout), detail);
@@ -260,19 +278,28 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
             out.violate(Rule::GrantOverlap, Some(payout), detail);
         }
     }
+}
 
-    // Rule 5: fence-outs of believed-held submits (client check on) vs the report.
+/// Rule 5: fence-outs of believed-held submits (client check on) against
+/// the run's reported trigger-4 count.
+fn check_reported_fence_outs(out: &mut HistoryCheck, ops: &[Op], fenced: &HashSet<(&str, u64)>) {
+    let check_on: HashMap<&str, bool> = ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Session)
+        .map(|o| (o.session.as_str(), o.client_check == Some(true)))
+        .collect();
     let believed: HashSet<(&str, u64)> = ops
         .iter()
         .filter(|o| o.kind == OpKind::Check && o.is(Outcome::Ok))
         .filter(|o| check_on.get(o.session.as_str()).copied().unwrap_or(false))
         .filter_map(|o| Some((o.payout.as_deref()?, o.token?)))
         .collect();
-    out.believed_fence_outs = believed.intersection(&fenced).count() as u64;
+    out.believed_fence_outs = believed.intersection(fenced).count() as u64;
+    let reported_fence_outs = out.reported_fence_outs;
     if out.believed_fence_outs > reported_fence_outs {
         out.unreported_fence_outs = out.believed_fence_outs - reported_fence_outs;
         let mut which: Vec<String> = believed
-            .intersection(&fenced)
+            .intersection(fenced)
             .map(|(p, t)| format!("{p}@{t}"))
             .collect();
         which.sort();
@@ -287,7 +314,6 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
             ),
         );
     }
-    out
 }
 
 /// Rule 2 on one payout's operations: a paying submit invoked after an

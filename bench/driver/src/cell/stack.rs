@@ -31,9 +31,8 @@ use fencepost_harness::ChildService;
 use serde::Serialize;
 
 use crate::backend::BackendKind;
-use crate::backend::etcd::server::EtcdServer;
 use crate::cell::faults::{Fault, FaultNotApplied, FaultTargets, FaultTasks};
-use crate::docker::{self, DockerServices, DockerSpec, Postgres};
+use crate::docker::DockerServices;
 use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
 use crate::rail::RailClient;
 use bench_core::overhead::ProxyOverhead;
@@ -41,6 +40,7 @@ use bench_core::overhead::ProxyOverhead;
 mod error;
 mod launch;
 mod replicas;
+mod start;
 mod tls;
 
 use error::READY_PATIENCE;
@@ -210,206 +210,6 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// Starts the services of `spec`, with logs (and the embedded lock store) in `dir`.
-    pub async fn start(spec: &StackSpec, dir: &Path) -> Result<Stack, StackError> {
-        std::fs::create_dir_all(dir).map_err(StackError::Dir)?;
-        let lock_args: Vec<String> = [
-            "--default-ttl".to_string(),
-            fencepost_api::format_duration(spec.lease),
-            "--session-ttl".into(),
-            fencepost_api::format_duration(spec.session_ttl),
-        ]
-        .into_iter()
-        .chain(spec.lock_args.iter().cloned())
-        .collect();
-        let rail_args = vec![
-            "--latency".to_string(),
-            spec.rail_latency.to_string(),
-            "--seed".into(),
-            spec.seed.to_string(),
-            // A fresh ledger per cell: the rail-stub's default is a durable
-            // file, which a second cell (or run) would share.
-            "--ledger".into(),
-            "memory".into(),
-        ]
-        .into_iter()
-        .chain(spec.rail_args.iter().cloned())
-        .collect::<Vec<_>>();
-        let cell_tls = match (&spec.runtime, spec.tls) {
-            (_, false) => None,
-            (_, true) if spec.net_delay.is_some() => {
-                return Err(StackError::TlsUnsupported(
-                    "does not go through the --net-delay proxy yet",
-                ));
-            }
-            (Runtime::Process { .. }, true) => Some(tls::make(dir)?),
-            (_, true) => return Err(StackError::TlsUnsupported("needs --runtime process")),
-        };
-        let tls_ca = cell_tls.as_ref().map(|t| t.ca.clone());
-        let mut restart_args = Vec::new();
-        let (mut db_relays, mut replica_args) = (Vec::new(), Vec::new());
-        let (services, lock_url, rail_url) = match &spec.runtime {
-            Runtime::Process { store, replicas } => {
-                let store = store
-                    .clone()
-                    .unwrap_or_else(|| format!("sqlite:{}", dir.join("lock.sqlite").display()));
-                let replicated =
-                    store.starts_with("postgres://") || store.starts_with("postgresql://");
-                if *replicas > 1 && !replicated {
-                    return Err(StackError::ReplicasNeedPostgres {
-                        replicas: *replicas,
-                    });
-                }
-                if *replicas > 1 && spec.net_delay.is_some() {
-                    return Err(StackError::NetDelayNeedsOneReplica);
-                }
-                let mut args = vec!["--store".to_string(), store];
-                args.extend(lock_args);
-                if let Some(t) = &cell_tls {
-                    args.extend(t.args.iter().cloned());
-                }
-                if replicated {
-                    args.extend([
-                        "--leader-lease".to_string(),
-                        fencepost_api::format_duration(REPLICA_LEADER_LEASE),
-                    ]);
-                }
-                restart_args = args.clone();
-                let relays = replicated && spec.db_relays;
-                let spawned = launch::spawn(&args, *replicas, relays, spec.seed, dir).await?;
-                let (lock, standbys) = (spawned.lock, spawned.standbys);
-                db_relays = spawned.relays;
-                replica_args = spawned.args;
-                let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
-                let lock_urls: Vec<String> = std::iter::once(lock.url())
-                    .chain(standbys.iter().map(|s| s.url()))
-                    .collect();
-                if replicated {
-                    await_ready(&lock_urls, tls_ca.as_deref()).await?;
-                }
-                let rail_url = rail.url();
-                let lock = Arc::new(Mutex::new(lock));
-                (
-                    Services::Process {
-                        lock,
-                        rail,
-                        standbys,
-                    },
-                    lock_urls.join(","),
-                    rail_url,
-                )
-            }
-            Runtime::Docker {
-                pg_url,
-                lock_image,
-                rail_image,
-                pg_image,
-                replicas,
-            } => {
-                if *replicas > 1 && spec.net_delay.is_some() {
-                    return Err(StackError::NetDelayNeedsOneReplica);
-                }
-                let mut lock_args = lock_args;
-                // Always on PostgreSQL, so always elected: a short lease, so a
-                // lock-server started again after a kill serves soon.
-                lock_args.extend([
-                    "--leader-lease".to_string(),
-                    fencepost_api::format_duration(REPLICA_LEADER_LEASE),
-                ]);
-                let d = docker::start(&DockerSpec {
-                    lock_image: lock_image.clone(),
-                    rail_image: rail_image.clone(),
-                    postgres: match pg_url {
-                        Some(url) => Postgres::Url(url.clone()),
-                        None => Postgres::Container {
-                            image: pg_image.clone(),
-                        },
-                    },
-                    replicas: (*replicas).max(1),
-                    db_relays: spec.db_relays,
-                    seed: spec.seed,
-                    lock_args,
-                    rail_args,
-                    log_dir: dir.to_path_buf(),
-                })
-                .await?;
-                await_ready(&d.replica_urls(), None).await?;
-                let urls = (d.lock_url.clone(), d.rail_url.clone());
-                (Services::Docker(Box::new(d)), urls.0, urls.1)
-            }
-            Runtime::Etcd { etcd_url } => {
-                let rail = spawn_child("rail-stub", rail_args, dir.join("rail-stub.log")).await?;
-                let rail_url = rail.url();
-                match etcd_url {
-                    Some(url) => (Services::RailOnly(rail), url.clone(), rail_url),
-                    None => {
-                        let etcd = EtcdServer::start(dir).await?;
-                        let url = etcd.url().to_string();
-                        let lock = Arc::new(Mutex::new(etcd.into_child()));
-                        let standbys = Vec::new();
-                        (
-                            Services::Process {
-                                lock,
-                                rail,
-                                standbys,
-                            },
-                            url,
-                            rail_url,
-                        )
-                    }
-                }
-            }
-            Runtime::External { lock_url, rail_url } => {
-                (Services::External, lock_url.clone(), rail_url.clone())
-            }
-        };
-        let backend = match spec.runtime {
-            Runtime::Etcd { .. } => BackendKind::Etcd,
-            _ => BackendKind::Fencepost,
-        };
-        let lock_job = match backend {
-            BackendKind::Etcd => "etcd",
-            BackendKind::Fencepost => "lock-server",
-        };
-        let metrics_targets = lock_url
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(|u| (lock_job, u.to_owned()))
-            .chain(std::iter::once(("rail-stub", rail_url.clone())))
-            .collect();
-        // From here on the stack owns the services, so every exit path stops them.
-        let mut stack = Stack {
-            services: Some(services),
-            proxy: None,
-            faults: spec.faults.clone(),
-            fault_tasks: None,
-            rail: RailClient::new(&rail_url, DRIVER_RAIL_TIMEOUT),
-            lock_url,
-            rail_url,
-            backend,
-            dir: dir.to_path_buf(),
-            lock_args: restart_args,
-            replica_args,
-            db_relays,
-            lock_restarts: 0,
-            metrics_targets,
-            tls_ca,
-        };
-        let targets = stack.fault_targets();
-        if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
-            return Err(StackError::UnsupportedFault(why));
-        }
-        if let Some(delay) = spec.net_delay {
-            let proxy = DelayProxy::start(lock_addr(&stack.lock_url)?, delay, spec.seed)
-                .await
-                .map_err(StackError::Proxy)?;
-            stack.lock_url = proxy.url();
-            stack.proxy = Some(proxy);
-        }
-        Ok(stack)
-    }
-
     /// Where workers send lock traffic (through the delay proxy, when there is one).
     pub fn lock_url(&self) -> &str {
         &self.lock_url

@@ -263,20 +263,7 @@ fn free_port() -> Result<u16, DockerError> {
 /// and returns once each has printed its ready line.
 pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
     let docker = engine().await?;
-    let mut images = vec![&spec.lock_image, &spec.rail_image];
-    if let Postgres::Container { image } = &spec.postgres {
-        images.push(image);
-    }
-    for image in images {
-        docker
-            .inspect_image(image)
-            .await
-            .map_err(|detail| DockerError::ImageMissing {
-                image: image.clone(),
-                detail,
-            })?;
-    }
-
+    check_images(&docker, spec).await?;
     static CELL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = CELL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let network = format!("fencepost-{}-{n}", run_id());
@@ -309,34 +296,81 @@ pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
         rail_url: String::new(),
     };
     let gateway = network_gateway(&docker, &network).await?;
-    let pg_url = match &spec.postgres {
-        Postgres::Url(url) => url.clone(),
-        Postgres::Container { image } => {
-            let port = free_port()?;
-            let ready = WaitFor::message_on_stderr(PG_READY_LINE);
-            let pg = container(
-                image,
-                (5432, port),
-                ready,
-                &network,
-                "postgres",
-                &labels,
-                &[],
-            )
-            .start()
+    let pg_url = services.start_postgres(spec, &labels).await?;
+    let stores = services.relay_stores(spec, gateway, &pg_url).await?;
+    services.start_rail(spec, &labels).await?;
+    services.start_locks(spec, &labels, stores).await?;
+    Ok(services)
+}
+
+/// Fails naming the first image of `spec` the engine does not have (none can be pulled).
+async fn check_images(docker: &Docker, spec: &DockerSpec) -> Result<(), DockerError> {
+    let mut images = vec![&spec.lock_image, &spec.rail_image];
+    if let Postgres::Container { image } = &spec.postgres {
+        images.push(image);
+    }
+    for image in images {
+        docker
+            .inspect_image(image)
             .await
-            .map_err(|source| DockerError::StartPostgres { source })?;
-            services.pg = Some(PgContainer {
-                container: pg,
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                log: spec.log_dir.join("postgres.log"),
-            });
-            format!("postgres://postgres@127.0.0.1:{port}/postgres")
+            .map_err(|detail| DockerError::ImageMissing {
+                image: image.clone(),
+                detail,
+            })?;
+    }
+    Ok(())
+}
+
+impl DockerServices {
+    /// The PostgreSQL the lock-servers use, as the bench reaches it: the
+    /// user's URL, or a container of the cell's own started here.
+    async fn start_postgres(
+        &mut self,
+        spec: &DockerSpec,
+        labels: &HashMap<String, String>,
+    ) -> Result<String, DockerError> {
+        let image = match &spec.postgres {
+            Postgres::Url(url) => return Ok(url.clone()),
+            Postgres::Container { image } => image,
+        };
+        let port = free_port()?;
+        let ready = WaitFor::message_on_stderr(PG_READY_LINE);
+        let pg = container(
+            image,
+            (5432, port),
+            ready,
+            &self.network,
+            "postgres",
+            labels,
+            &[],
+        )
+        .start()
+        .await
+        .map_err(|source| DockerError::StartPostgres { source })?;
+        self.pg = Some(PgContainer {
+            container: pg,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            log: spec.log_dir.join("postgres.log"),
+        });
+        Ok(format!("postgres://postgres@127.0.0.1:{port}/postgres"))
+    }
+
+    /// Each replica's store URL, through a relay on the network's gateway:
+    /// one delay proxy per replica (`db_relays`) or one shared relay.
+    async fn relay_stores(
+        &mut self,
+        spec: &DockerSpec,
+        gateway: IpAddr,
+        pg_url: &str,
+    ) -> Result<Vec<String>, DockerError> {
+        let pg_upstream = pg_addr(pg_url).await?;
+        if !spec.db_relays {
+            let (relay_addr, relay) = pg_relay(gateway, pg_upstream).await?;
+            self.relay = Some(relay);
+            let store = rewrite_pg_url(pg_url, relay_addr)?;
+            return Ok(vec![store; spec.replicas.max(1) as usize]);
         }
-    };
-    let pg_upstream = pg_addr(&pg_url).await?;
-    let mut stores = Vec::new();
-    if spec.db_relays {
+        let mut stores = Vec::new();
         for i in 0..spec.replicas {
             let relay = DelayProxy::start_on(
                 gateway,
@@ -349,76 +383,90 @@ pub async fn start(spec: &DockerSpec) -> Result<DockerServices, DockerError> {
                 bind: gateway,
                 source,
             })?;
-            stores.push(rewrite_pg_url(&pg_url, relay.addr())?);
-            services.db_relays.push(relay);
+            stores.push(rewrite_pg_url(pg_url, relay.addr())?);
+            self.db_relays.push(relay);
         }
-    } else {
-        let (relay_addr, relay) = pg_relay(gateway, pg_upstream).await?;
-        services.relay = Some(relay);
-        let store = rewrite_pg_url(&pg_url, relay_addr)?;
-        stores = vec![store; spec.replicas.max(1) as usize];
+        Ok(stores)
     }
 
-    let rail = container(
-        &spec.rail_image,
-        (RAIL_PORT, free_port()?),
-        WaitFor::message_on_stdout("listening on http://"),
-        &network,
-        "rail-stub",
-        &labels,
-        &spec.rail_args,
-    )
-    .with_log_consumer(stderr_to(&spec.log_dir.join("rail-stub.log")))
-    .start()
-    .await
-    .map_err(|source| DockerError::StartRail { source })?;
-    services.rail_url = format!(
-        "http://127.0.0.1:{}",
-        rail.get_host_port_ipv4(RAIL_PORT.tcp()).await?
-    );
-    services.rail = Some(rail);
-    for (i, store) in stores.into_iter().enumerate() {
-        let port = free_port()?;
-        let url = format!("http://127.0.0.1:{port}");
-        let mut lock_args = vec![
-            "--store".to_string(),
-            store,
-            "--advertise".into(),
-            url.clone(),
-        ];
-        lock_args.extend(spec.lock_args.iter().cloned());
-        let name = replica_name(i);
-        let log = spec.log_dir.join(format!("{name}.log"));
-        let lock = container(
-            &spec.lock_image,
-            (LOCK_PORT, port),
+    /// The rail-stub's container.
+    async fn start_rail(
+        &mut self,
+        spec: &DockerSpec,
+        labels: &HashMap<String, String>,
+    ) -> Result<(), DockerError> {
+        let rail = container(
+            &spec.rail_image,
+            (RAIL_PORT, free_port()?),
             WaitFor::message_on_stdout("listening on http://"),
-            &network,
-            &name,
-            &labels,
-            &lock_args,
+            &self.network,
+            "rail-stub",
+            labels,
+            &spec.rail_args,
         )
-        .with_log_consumer(stderr_to(&log))
+        .with_log_consumer(stderr_to(&spec.log_dir.join("rail-stub.log")))
         .start()
         .await
-        .map_err(|source| DockerError::StartLock {
-            log: log.clone(),
-            source,
-        })?;
-        services.locks.push(LockReplica {
-            container: lock,
-            url,
-            log,
-            paused: false,
-        });
+        .map_err(|source| DockerError::StartRail { source })?;
+        self.rail_url = format!(
+            "http://127.0.0.1:{}",
+            rail.get_host_port_ipv4(RAIL_PORT.tcp()).await?
+        );
+        self.rail = Some(rail);
+        Ok(())
     }
-    services.lock_url = services
-        .locks
-        .iter()
-        .map(|l| l.url.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
-    Ok(services)
+
+    /// One lock-server container per store URL, each advertising its own
+    /// host address; `lock_url` lists them all.
+    async fn start_locks(
+        &mut self,
+        spec: &DockerSpec,
+        labels: &HashMap<String, String>,
+        stores: Vec<String>,
+    ) -> Result<(), DockerError> {
+        for (i, store) in stores.into_iter().enumerate() {
+            let port = free_port()?;
+            let url = format!("http://127.0.0.1:{port}");
+            let mut lock_args = vec![
+                "--store".to_string(),
+                store,
+                "--advertise".into(),
+                url.clone(),
+            ];
+            lock_args.extend(spec.lock_args.iter().cloned());
+            let name = replica_name(i);
+            let log = spec.log_dir.join(format!("{name}.log"));
+            let lock = container(
+                &spec.lock_image,
+                (LOCK_PORT, port),
+                WaitFor::message_on_stdout("listening on http://"),
+                &self.network,
+                &name,
+                labels,
+                &lock_args,
+            )
+            .with_log_consumer(stderr_to(&log))
+            .start()
+            .await
+            .map_err(|source| DockerError::StartLock {
+                log: log.clone(),
+                source,
+            })?;
+            self.locks.push(LockReplica {
+                container: lock,
+                url,
+                log,
+                paused: false,
+            });
+        }
+        self.lock_url = self
+            .locks
+            .iter()
+            .map(|l| l.url.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(())
+    }
 }
 
 /// The line PostgreSQL prints on stderr when it accepts connections.

@@ -1,0 +1,286 @@
+//! Starting a stack: the lock service and the rail-stub of one runtime, the
+//! Prometheus targets, and the delay proxy in front of the lock service.
+//! Each runtime has its own step; [`Stack::start`] runs the one `spec` names
+//! and hands the services to the stack, which from then on stops them on
+//! every exit path.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::error::StackError;
+use super::launch::{self, spawn_child};
+use super::tls::{self, CellTls};
+use super::{REPLICA_LEADER_LEASE, Runtime, Services, Stack, StackSpec, await_ready, lock_addr};
+use crate::backend::BackendKind;
+use crate::backend::etcd::server::EtcdServer;
+use crate::docker::{self, DockerSpec, Postgres};
+use crate::proxy::DelayProxy;
+use crate::rail::RailClient;
+
+/// What starting one runtime's services produced.
+struct Started {
+    services: Services,
+    /// The lock service's URL(s), comma-separated for replicas.
+    lock_url: String,
+    rail_url: String,
+    /// The lock-server's arguments (process runtime), to restart it on the same store.
+    restart_args: Vec<String>,
+    /// Per replica, its arguments.
+    replica_args: Vec<Vec<String>>,
+    /// Per replica, the delay proxy in front of its PostgreSQL.
+    db_relays: Vec<DelayProxy>,
+}
+
+impl Started {
+    fn new(services: Services, lock_url: String, rail_url: String) -> Self {
+        Self {
+            services,
+            lock_url,
+            rail_url,
+            restart_args: Vec::new(),
+            replica_args: Vec::new(),
+            db_relays: Vec::new(),
+        }
+    }
+}
+
+impl Stack {
+    /// Starts the services of `spec`, with logs (and the embedded lock store) in `dir`.
+    pub async fn start(spec: &StackSpec, dir: &Path) -> Result<Stack, StackError> {
+        std::fs::create_dir_all(dir).map_err(StackError::Dir)?;
+        let cell_tls = cell_tls(spec, dir)?;
+        let tls_ca = cell_tls.as_ref().map(|t| t.ca.clone());
+        let started = match &spec.runtime {
+            Runtime::Process { store, replicas } => {
+                start_processes(spec, store.as_deref(), *replicas, cell_tls.as_ref(), dir).await?
+            }
+            Runtime::Docker { .. } => start_containers(spec, dir).await?,
+            Runtime::Etcd { etcd_url } => start_etcd(spec, etcd_url.as_deref(), dir).await?,
+            Runtime::External { lock_url, rail_url } => {
+                Started::new(Services::External, lock_url.clone(), rail_url.clone())
+            }
+        };
+        let backend = match spec.runtime {
+            Runtime::Etcd { .. } => BackendKind::Etcd,
+            _ => BackendKind::Fencepost,
+        };
+        let metrics_targets = metrics_targets(backend, &started.lock_url, &started.rail_url);
+        // From here on the stack owns the services, so every exit path stops them.
+        let mut stack = Stack {
+            services: Some(started.services),
+            proxy: None,
+            faults: spec.faults.clone(),
+            fault_tasks: None,
+            rail: RailClient::new(&started.rail_url, super::DRIVER_RAIL_TIMEOUT),
+            lock_url: started.lock_url,
+            rail_url: started.rail_url,
+            backend,
+            dir: dir.to_path_buf(),
+            lock_args: started.restart_args,
+            replica_args: started.replica_args,
+            db_relays: started.db_relays,
+            lock_restarts: 0,
+            metrics_targets,
+            tls_ca,
+        };
+        let targets = stack.fault_targets();
+        if let Some(why) = spec.faults.iter().find_map(|f| f.unsupported(&targets)) {
+            return Err(StackError::UnsupportedFault(why));
+        }
+        if let Some(delay) = spec.net_delay {
+            let proxy = DelayProxy::start(lock_addr(&stack.lock_url)?, delay, spec.seed)
+                .await
+                .map_err(StackError::Proxy)?;
+            stack.lock_url = proxy.url();
+            stack.proxy = Some(proxy);
+        }
+        Ok(stack)
+    }
+}
+
+/// The lock-server's arguments every runtime shares: the lease and the session TTL.
+fn lock_args(spec: &StackSpec) -> Vec<String> {
+    [
+        "--default-ttl".to_string(),
+        fencepost_api::format_duration(spec.lease),
+        "--session-ttl".into(),
+        fencepost_api::format_duration(spec.session_ttl),
+    ]
+    .into_iter()
+    .chain(spec.lock_args.iter().cloned())
+    .collect()
+}
+
+/// The rail-stub's arguments: the cell's latency and seed, and a fresh ledger.
+fn rail_args(spec: &StackSpec) -> Vec<String> {
+    [
+        "--latency".to_string(),
+        spec.rail_latency.to_string(),
+        "--seed".into(),
+        spec.seed.to_string(),
+        // A fresh ledger per cell: the rail-stub's default is a durable
+        // file, which a second cell (or run) would share.
+        "--ledger".into(),
+        "memory".into(),
+    ]
+    .into_iter()
+    .chain(spec.rail_args.iter().cloned())
+    .collect()
+}
+
+/// The certificate the lock-server serves, when the stack serves TLS.
+fn cell_tls(spec: &StackSpec, dir: &Path) -> Result<Option<CellTls>, StackError> {
+    match (&spec.runtime, spec.tls) {
+        (_, false) => Ok(None),
+        (_, true) if spec.net_delay.is_some() => Err(StackError::TlsUnsupported(
+            "does not go through the --net-delay proxy yet",
+        )),
+        (Runtime::Process { .. }, true) => Ok(Some(tls::make(dir)?)),
+        (_, true) => Err(StackError::TlsUnsupported("needs --runtime process")),
+    }
+}
+
+/// Child processes: `replicas` lock-servers on `store` (SQLite in `dir`
+/// when `None`) and a rail-stub.
+async fn start_processes(
+    spec: &StackSpec,
+    store: Option<&str>,
+    replicas: u32,
+    cell_tls: Option<&CellTls>,
+    dir: &Path,
+) -> Result<Started, StackError> {
+    let store = store.map_or_else(
+        || format!("sqlite:{}", dir.join("lock.sqlite").display()),
+        str::to_owned,
+    );
+    let replicated = store.starts_with("postgres://") || store.starts_with("postgresql://");
+    if replicas > 1 && !replicated {
+        return Err(StackError::ReplicasNeedPostgres { replicas });
+    }
+    if replicas > 1 && spec.net_delay.is_some() {
+        return Err(StackError::NetDelayNeedsOneReplica);
+    }
+    let mut args = vec!["--store".to_string(), store];
+    args.extend(lock_args(spec));
+    if let Some(t) = cell_tls {
+        args.extend(t.args.iter().cloned());
+    }
+    if replicated {
+        args.extend([
+            "--leader-lease".to_string(),
+            fencepost_api::format_duration(REPLICA_LEADER_LEASE),
+        ]);
+    }
+    let relays = replicated && spec.db_relays;
+    let spawned = launch::spawn(&args, replicas, relays, spec.seed, dir).await?;
+    let (lock, standbys) = (spawned.lock, spawned.standbys);
+    let rail = spawn_child("rail-stub", rail_args(spec), dir.join("rail-stub.log")).await?;
+    let lock_urls: Vec<String> = std::iter::once(lock.url())
+        .chain(standbys.iter().map(|s| s.url()))
+        .collect();
+    if replicated {
+        await_ready(&lock_urls, cell_tls.map(|t| t.ca.as_path())).await?;
+    }
+    let rail_url = rail.url();
+    let services = Services::Process {
+        lock: Arc::new(Mutex::new(lock)),
+        rail,
+        standbys,
+    };
+    Ok(Started {
+        restart_args: args,
+        replica_args: spawned.args,
+        db_relays: spawned.relays,
+        ..Started::new(services, lock_urls.join(","), rail_url)
+    })
+}
+
+/// Containers on a private network: lock-server replicas on PostgreSQL and a rail-stub.
+async fn start_containers(spec: &StackSpec, dir: &Path) -> Result<Started, StackError> {
+    let Runtime::Docker {
+        pg_url,
+        lock_image,
+        rail_image,
+        pg_image,
+        replicas,
+    } = &spec.runtime
+    else {
+        unreachable!("start_containers is called on the docker runtime");
+    };
+    if *replicas > 1 && spec.net_delay.is_some() {
+        return Err(StackError::NetDelayNeedsOneReplica);
+    }
+    let mut lock_args = lock_args(spec);
+    // Always on PostgreSQL, so always elected: a short lease, so a
+    // lock-server started again after a kill serves soon.
+    lock_args.extend([
+        "--leader-lease".to_string(),
+        fencepost_api::format_duration(REPLICA_LEADER_LEASE),
+    ]);
+    let d = docker::start(&DockerSpec {
+        lock_image: lock_image.clone(),
+        rail_image: rail_image.clone(),
+        postgres: match pg_url {
+            Some(url) => Postgres::Url(url.clone()),
+            None => Postgres::Container {
+                image: pg_image.clone(),
+            },
+        },
+        replicas: (*replicas).max(1),
+        db_relays: spec.db_relays,
+        seed: spec.seed,
+        lock_args,
+        rail_args: rail_args(spec),
+        log_dir: dir.to_path_buf(),
+    })
+    .await?;
+    await_ready(&d.replica_urls(), None).await?;
+    let (lock_url, rail_url) = (d.lock_url.clone(), d.rail_url.clone());
+    Ok(Started::new(
+        Services::Docker(Box::new(d)),
+        lock_url,
+        rail_url,
+    ))
+}
+
+/// etcd as the lock service (a child, unless `etcd_url` names one) and a rail-stub child.
+async fn start_etcd(
+    spec: &StackSpec,
+    etcd_url: Option<&str>,
+    dir: &Path,
+) -> Result<Started, StackError> {
+    let rail = spawn_child("rail-stub", rail_args(spec), dir.join("rail-stub.log")).await?;
+    let rail_url = rail.url();
+    Ok(match etcd_url {
+        Some(url) => Started::new(Services::RailOnly(rail), url.to_owned(), rail_url),
+        None => {
+            let etcd = EtcdServer::start(dir).await?;
+            let url = etcd.url().to_string();
+            let services = Services::Process {
+                lock: Arc::new(Mutex::new(etcd.into_child())),
+                rail,
+                standbys: Vec::new(),
+            };
+            Started::new(services, url, rail_url)
+        }
+    })
+}
+
+/// The services' own addresses (never the proxy's), by Prometheus job.
+fn metrics_targets(
+    backend: BackendKind,
+    lock_url: &str,
+    rail_url: &str,
+) -> Vec<(&'static str, String)> {
+    let lock_job = match backend {
+        BackendKind::Etcd => "etcd",
+        BackendKind::Fencepost => "lock-server",
+    };
+    lock_url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| (lock_job, u.to_owned()))
+        .chain(std::iter::once(("rail-stub", rail_url.to_owned())))
+        .collect()
+}
