@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27: an interleaved A/B of two lock-server builds on one client's
+# An interleaved A/B of two lock-server builds on one client's
 # durable grant on PostgreSQL, kept or dropped on what it shows. Both
 # servers run at once, each on its own scratch schema of the database at
 # FENCEPOST_TEST_PG_URL; scripts/grant-split.py drives one client's L4 + L6

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27: an interleaved A/B of two lock-server builds on the heartbeat
+# An interleaved A/B of two lock-server builds on the heartbeat
 # path, kept or dropped on what it shows. Both servers run at once on the
 # memory store, one session each; wrk (1 thread, 16 connections) drives L2
 # and GET /healthz on A then B (B then A on odd pairs, so neither always
@@ -7,7 +7,7 @@
 # and build, heartbeats/s, healthz/s and their ratio, and prints B ÷ A of
 # heartbeats/s and of heartbeat ÷ healthz as median (min–max). The
 # heartbeat's body is `{}` on both sides unless A_BODY or B_BODY says
-# otherwise (`A_BODY= ...` sends none, as the SDK does since issue 27).
+# otherwise (`A_BODY= ...` sends none, as the SDK does).
 # A_LABEL and B_LABEL name the builds in the CSV (default: the file names;
 # the CSV never records a path of the machine).
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 28: the heartbeat (L2) throughput and latency, wrk -t1 -c16, on two release
+# The heartbeat (L2) throughput and latency, wrk -t1 -c16, on two release
 # lock-servers (memory store): without tokens, and with --auth-tokens (a file
 # of 3 tokens, the caller's last). Three interleaved pairs of 4 s; prints
 # requests/s, p50 and p99 of each run (docs/security.md, "What a check costs").

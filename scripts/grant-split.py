@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 27: where one client's grant spends its time on a lock-server.
+"""Where one client's grant spends its time on a lock-server.
 
 One session, one key, one connection: L4 acquire then L6 release, in a loop,
 for WINDOW seconds after a 1 s warm-up. Prints one JSON line: grants/s, the

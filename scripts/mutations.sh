@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mutation suite (issue 26): each patch in experiments/mutations/
+# The mutation suite: each patch in experiments/mutations/
 # re-creates a known way to break safety; this applies it to a scratch copy
 # of the tree, builds that copy's lock-server, rail-stub and experiments, and
 # runs the experiment its header names, which must catch it: exit 1, with a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27: what PostgreSQL itself allows one client's grants, beside what
+# What PostgreSQL itself allows one client's grants, beside what
 # the lock-server on PostgreSQL and etcd reach, in one interleaved run.
 #
 # A single-client grant on the postgres store is two autocommitted
@@ -15,7 +15,7 @@
 # (services/lock-server/src/store/postgres.rs): the second pgbench script
 # runs exactly that, in pipeline mode, against a leader row of epoch 1 (its
 # release takes the grant's token by a subquery, since pgbench cannot
-# \gset inside a pipeline). Since issue 27 a leader's lone grant and
+# \gset inside a pipeline). Today a leader's lone grant and
 # release are each one statement instead, the fence and the audit as its
 # common table expressions (services/lock-server/src/store/pg_fence.rs):
 # the third pgbench script runs those two statements, prepared, on one

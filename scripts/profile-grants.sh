@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27: where the CPU of durable grants goes at 64 clients, for the
+# Where the CPU of durable grants goes at 64 clients, for the
 # target the ceiling table reports as not met (grants/s within 2× of the
 # fsync ceiling × grants per flush). Runs one `bench peer --ops grant` at 64
 # clients (release build; the postgres store too when FENCEPOST_TEST_PG_URL

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27: the heartbeat against its floor with wrk, and where the
+# The heartbeat against its floor with wrk, and where the
 # lock-server's CPU goes on each (perf, software clock: this machine has no
 # hardware counters). One release lock-server on the memory store, one
 # session; wrk (1 thread, 16 connections) on L2 and on GET /healthz in PAIRS

@@ -1,4 +1,4 @@
-//! `check_still_held` against one bare clock read (issue 3: target ≤ 2×), on
+//! `check_still_held` against one bare clock read (target ≤ 2×), on
 //! the production `BootTimeClock` (`CLOCK_BOOTTIME`) and on `MonotonicClock`. The session and handle come from a tiny in-process L1/L4 server;
 //! with 10-minute TTLs the heartbeat task stays asleep during the measurement.
 //!

@@ -1,4 +1,4 @@
-//! What recording one heartbeat exchange costs the SDK (issue 24): the whole
+//! What recording one heartbeat exchange costs the SDK: the whole
 //! `Metrics::record_exchange` (raw and corrected RTT into the HDR
 //! histograms *and* the Prometheus histograms, the outcome counters), beside
 //! its parts measured in the same run: one HDR record and one

@@ -38,7 +38,7 @@ pub const KEY_URLS: &str = "lock.client.urls";
 /// lock-server replicas; when set it replaces the base URL given in code.
 pub const ENV_URLS: &str = "LOCK_URLS";
 
-/// The SDK's name for the API token (issue 28; not a C4 key).
+/// The SDK's name for the API token (not a C4 key).
 pub const KEY_TOKEN: &str = "lock.client.token";
 /// Environment variable holding the API token itself (surrounding
 /// whitespace trimmed). Takes precedence over [`ENV_TOKEN_FILE`].
@@ -253,7 +253,7 @@ pub enum ConfigError {
     },
 }
 
-/// An API token (issue 28): the secret a lock-server started with
+/// An API token: the secret a lock-server started with
 /// `--auth-tokens` expects as `Authorization: Bearer TOKEN`. Its `Debug`
 /// never shows the secret, and the header built from it is marked sensitive
 /// (built once, shared by every request of the client).
@@ -308,7 +308,7 @@ impl PartialEq for ApiToken {
     }
 }
 
-/// TLS settings for `https://` replicas (issue 28). Files are read once, by
+/// TLS settings for `https://` replicas. Files are read once, by
 /// [`LockClient::new`](crate::LockClient::new), which builds one rustls
 /// configuration (`ring` provider) shared by every connection of the client.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -365,7 +365,7 @@ pub struct LockClientConfig {
     /// and fakes can be set with [`with_clock`](Self::with_clock).
     pub clock: Arc<dyn Clock>,
     /// The API token sent as `Authorization: Bearer` on every request, for a
-    /// lock-server with `--auth-tokens` (issue 28). Default none; read from
+    /// lock-server with `--auth-tokens`. Default none; read from
     /// `FENCEPOST_TOKEN` or `FENCEPOST_TOKEN_FILE` by [`from_env`](Self::from_env)
     /// and [`token_from_env`](Self::token_from_env). Never printed.
     pub token: Option<ApiToken>,

@@ -34,7 +34,7 @@
 //! [`HttpClient`] is public so that a load driver measures exactly the client
 //! an SDK user gets (`bench peer` does).
 //!
-//! With an API token ([`HttpClient::with_authorization`], issue 28) every
+//! With an API token ([`HttpClient::with_authorization`]) every
 //! request carries `Authorization: Bearer TOKEN`: one header value built
 //! once and marked sensitive, each request taking a reference-counted copy.
 

@@ -279,7 +279,7 @@ mod tests {
     }
 }
 
-/// Properties of the pure arithmetic (issue 10), 2,000 seeded cases each.
+/// Properties of the pure arithmetic, 2,000 seeded cases each.
 /// They are meant to fail on the classic mistakes: a deadline computed from
 /// the reply time, from the requested TTL, or one that saturates to "never".
 #[cfg(test)]

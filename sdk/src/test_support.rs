@@ -3,7 +3,7 @@
 
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed};
 
-/// Cases per property (issue 10 asks for at least 1,000).
+/// Cases per property (the property tests ask for at least 1,000).
 pub(crate) const CASES: u32 = 2_000;
 
 /// The seed used unless `FP_PROPTEST_SEED` names another.

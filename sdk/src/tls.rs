@@ -1,4 +1,4 @@
-//! The SDK's TLS configuration (issue 28): one rustls `ClientConfig` per
+//! The SDK's TLS configuration: one rustls `ClientConfig` per
 //! [`LockClient`](crate::LockClient), built from [`TlsSettings`] by
 //! [`client_config`] when the client is created (so a missing or unusable
 //! file is an error of `LockClient::new`, not of the first request), on the

@@ -186,7 +186,7 @@ impl Http {
     ) -> Reply<HeartbeatReply> {
         let id = encode_key(session_id);
         // No body: C1 allows an empty one, and the server then neither
-        // collects nor parses it (issue 27: the heartbeat is the hot path).
+        // collects nor parses it (the heartbeat is the hot path).
         let call = Call::new(HttpMethod::Post, format!("/v1/sessions/{id}/heartbeat"));
         self.json(clock, &call, timeout, None).await
     }

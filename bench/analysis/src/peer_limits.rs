@@ -1,4 +1,4 @@
-//! `bench peer` against the physical limits (issue 27), pure over its rows:
+//! `bench peer` against the physical limits, pure over its rows:
 //! each system's heartbeat over its own floor (the cheapest request through
 //! the same client), and each store's grants against the fsync ceiling of
 //! its directory with the flushes the server counted. Ratios are taken
@@ -10,7 +10,7 @@ use bench_core::peer::PeerOp;
 
 use crate::peer::{PeerRow, Spread};
 
-/// The heartbeat ÷ floor ratio issue 27 asks of fencepost at 16 clients:
+/// The heartbeat ÷ floor ratio the performance targets ask of fencepost at 16 clients:
 /// at most a tenth of a heartbeat's throughput lost to the server's own work.
 pub const FLOOR_TARGET: f64 = 0.9;
 
@@ -27,7 +27,7 @@ pub struct FloorRatio {
     pub spread: Spread,
 }
 
-/// The grants each flush must carry at 64 clients (issue 27).
+/// The grants each flush must carry at 64 clients.
 pub const GRANTS_PER_FSYNC_TARGET: f64 = 8.0;
 
 /// The concurrency at which grants are judged against the fsync ceiling.

@@ -1,4 +1,4 @@
-//! `bench peer --sessions` (issue 27's live-sessions dimension), pure over
+//! `bench peer --sessions` (the performance targets' live-sessions dimension), pure over
 //! its rows: `peer_sessions.csv` ([`SessionRow`], one row per (repeat, N,
 //! system)), what bounded a row ([`bound_by`]), the per-N summaries
 //! ([`summaries`]: median (min–max) over repeats), the scale verdict
@@ -57,7 +57,7 @@ pub const SESSIONS_COLUMNS: [&str; 31] = [
 /// The fewest corrected samples a row needs for its p99 to be read.
 pub const MIN_P99_SAMPLES: u64 = 1_000;
 
-/// The live sessions at which issue 27 judges the heartbeat p99 ...
+/// The live sessions at which the performance targets judge the heartbeat p99 ...
 pub const SCALE_AT: usize = 10_000;
 /// ... against the p99 at this many ...
 pub const SCALE_BASE: usize = 100;

@@ -1,4 +1,4 @@
-//! The fsync ceiling of a directory's filesystem (issue 27): how many
+//! The fsync ceiling of a directory's filesystem: how many
 //! `fdatasync`s per second a durable store writing there can ever get. A
 //! durable grant is acknowledged after its transaction's flush, so grants/s
 //! can never beat this rate times the grants each flush carries. The loop

@@ -13,7 +13,7 @@ pub enum PeerOp {
     Heartbeat,
     /// L4 + L6 vs the acquire txn + the guarded delete.
     Grant,
-    /// The floor under the heartbeat (issue 27): the cheapest request each
+    /// The floor under the heartbeat: the cheapest request each
     /// server answers through the same client — fencepost's `GET /healthz`,
     /// etcd's serializable `Range` of a missing key. Heartbeat ÷ floor says
     /// how much of a heartbeat's cost is the server's own work.

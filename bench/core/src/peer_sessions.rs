@@ -1,5 +1,5 @@
-//! The vocabulary of `bench peer --sessions` (issue 27's live-sessions
-//! dimension): the keep-alive schedule every session or lease follows, and
+//! The vocabulary of `bench peer --sessions` (the performance targets'
+//! live-sessions dimension): the keep-alive schedule every session or lease follows, and
 //! what one measured window of N live sessions counted. The driver produces
 //! a [`SessionsSample`], the analysis turns it into a `peer_sessions.csv` row.
 //!

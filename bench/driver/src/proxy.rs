@@ -18,7 +18,7 @@
 //! a message split into several reads is not delayed several times.
 //!
 //! A running proxy can be steered through its [`ProxyControl`] (the chaos
-//! experiment's faults, issue 16): a delay *spike* replaces the configured
+//! experiment's faults): a delay *spike* replaces the configured
 //! latency for the exchanges that start while it lasts, a *loss* rate drops
 //! request chunks (one read from the client; a request is one chunk on
 //! loopback in practice) and a lost one blackholes its connection: nothing

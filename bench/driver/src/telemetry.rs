@@ -1,5 +1,5 @@
 //! `--metrics-listen ADDR`: the bench as a Prometheus target, so that the
-//! alert rules `bench rules` generates can be tried on a live run (issue 24).
+//! alert rules `bench rules` generates can be tried on a live run.
 //!
 //! [`Telemetry::serve`] binds ADDR and answers two paths:
 //!

@@ -1,4 +1,4 @@
-//! The history checker (issue 16): pure code over a recorded history
+//! The history checker: pure code over a recorded history
 //! ([`Op`]s on one monotonic clock) and the rail's final ledger. It verifies
 //!
 //! 1. **at most one payment per payout** — from the ledger's paying

@@ -1,4 +1,4 @@
-//! A client-side operation history, Jepsen style (issue 16): every step a
+//! A client-side operation history, Jepsen style: every step a
 //! payout worker takes — session opened, lock granted, the client check's
 //! verdict, claim (fence 1), submit (fence 2), rail release, lock release —
 //! is recorded as an *invocation* and, when it returns, a *completion*, both

@@ -18,7 +18,7 @@ use crate::error::LostReason;
 use crate::lease::RttSummary;
 
 /// The client's shared measurements. Public so that a lock client for
-/// another service (the bench's etcd adapter, issue 15) records its
+/// another service (the bench's etcd adapter) records its
 /// keep-alives in the same recorder, and the same columns mean the same.
 pub struct Metrics {
     /// Raw L2/L5 RTT: replies, and timeouts at their give-up time ("≥").

@@ -3,7 +3,7 @@
 //! [`Metrics`](super::Metrics), and encoded with the classic Prometheus text
 //! encoder (`text/plain; version=0.0.4`, [`CONTENT_TYPE`]).
 //!
-//! The families and their labels are the shared names of issue 24 (see
+//! The families and their labels are the shared names of the observability reference (see
 //! `docs/reference/observability.md#sdk`). Every counter and every label value
 //! exists at 0 from construction, so `increase()` sees the first event. The
 //! heartbeat histograms' boundaries are

@@ -271,7 +271,7 @@ impl fmt::Debug for LockHandle {
     }
 }
 
-/// Properties of the handle's deadline updates (issue 10): whatever the
+/// Properties of the handle's deadline updates: whatever the
 /// requested TTL and however late the reply, a handle's deadline comes from
 /// the granted TTL and the send, and a refused reply moves nothing.
 #[cfg(test)]

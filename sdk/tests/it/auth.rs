@@ -1,4 +1,4 @@
-//! API tokens in the SDK (issue 28): read from `FENCEPOST_TOKEN` or the file
+//! API tokens in the SDK: read from `FENCEPOST_TOKEN` or the file
 //! `FENCEPOST_TOKEN_FILE` names (trimmed), sent as `Authorization: Bearer`
 //! on every request, never shown by `Debug`; and a heartbeat refused with
 //! 403 or 401 loses the session (listeners fire), while a 403 elsewhere

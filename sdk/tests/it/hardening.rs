@@ -1,4 +1,4 @@
-//! Issue 11, SDK side, on virtual time against the scripted mock: renews of
+//! Hardening, SDK side, on virtual time against the scripted mock: renews of
 //! one tick run concurrently (N slow renews cannot push the next heartbeat
 //! past the session deadline), nothing is sent on a session whose local
 //! deadline has passed, and a holder's re-acquire after a lost L4 reply

@@ -1,4 +1,4 @@
-//! Issue 12, SDK side (docs/measurement.md), on virtual time against the mock:
+//! The measurement rules, SDK side (docs/measurement.md), on virtual time against the mock:
 //! every heartbeat exchange has one outcome and a timed-out one is a
 //! censored sample; coordinated omission is corrected (a 1 s stall at a
 //! 100 ms period gives ~10 corrected samples and one raw one); a session

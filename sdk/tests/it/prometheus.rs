@@ -1,4 +1,4 @@
-//! Issue 24, SDK part: the Prometheus exposition built with
+//! Telemetry, SDK part: the Prometheus exposition built with
 //! `prometheus-client` (classic text encoder). Every family of the shared
 //! spec is there with every counter and label value at 0 before any event;
 //! the heartbeat histograms' `le` labels are the configured boundaries, the

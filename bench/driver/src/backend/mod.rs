@@ -1,4 +1,4 @@
-//! The lock services a payout worker can run on (issue 15), behind one small
+//! The lock services a payout worker can run on, behind one small
 //! trait pair the worker is generic over: [`LockBackend`] (open a session,
 //! and the client's heartbeat measurements, [`HeartbeatStats`]) and
 //! [`BackendSession`] (acquire, the client-side checks, release, close).

@@ -2,7 +2,7 @@
 //! runs. A fault is a value ([`Fault`]); the stack starts one task per fault
 //! when the measured window opens and stops it — leaving every service running
 //! again — before the workers are joined. Today there is one kind, the
-//! lock-server pause of `--server-pause`. The chaos experiment (issue 16)
+//! lock-server pause of `--server-pause`. The chaos experiment
 //! draws schedules that change per run and mix worker and service faults, so
 //! it applies them from its own cell [`super::Schedule`] through the stack's
 //! handles instead (`Stack::lock_child`, `Stack::restart_lock`,

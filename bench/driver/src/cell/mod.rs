@@ -33,13 +33,13 @@
 //!   of [`WorkerReport`] / [`PoolReport`], read from the SDK client in
 //!   [`Pool::join`] for in-process workers and carried in the `done` line of
 //!   a worker process;
-//! - repeats with seeds `seed + i` (issue 13): [`CellPlan::seed`] is the only
+//! - repeats with seeds `seed + i`: [`CellPlan::seed`] is the only
 //!   seed a cell uses (stack, workers, schedule), so a repeat is a plan with
 //!   another seed and a repeat index;
-//! - an etcd backend (issue 15): [`Runtime::Etcd`], started by the
+//! - an etcd backend: [`Runtime::Etcd`], started by the
 //!   [`Stack`]; [`CellPlan::worker_env`] names the stack's backend and the
 //!   pool builds the matching worker (`build_worker`);
-//! - chaos fault schedules (issue 16): a [`Schedule`] of their own
+//! - chaos fault schedules: a [`Schedule`] of their own
 //!   (`experiments chaos`) that applies its faults through the stack's
 //!   handles ([`Stack::lock_child`], [`Stack::restart_lock`],
 //!   [`Stack::proxy_control`]) and the worker pids its spawner sees.

@@ -5,18 +5,18 @@
 //! (the server pause), and *always* stops all of it: [`Stack::stop`] on the
 //! normal path, `Drop` on every other one (error, Ctrl-C, panic unwinding).
 //!
-//! A second lock backend, etcd (issue 15), is [`Runtime::Etcd`]: the stack
+//! A second lock backend, etcd, is [`Runtime::Etcd`]: the stack
 //! starts etcd as its lock child (or uses `--etcd-url`), with its client URL
 //! in [`Stack::lock_url`] and [`Stack::backend`] telling workers which
 //! client to build; the pause fault and the pids work on it unchanged.
 //!
-//! Replicas (issue 14): `Runtime::Process { replicas: N }` on a
+//! Replicas: `Runtime::Process { replicas: N }` on a
 //! `postgres://` store starts N lock-servers (leader lease 1 s) and gives the
-//! workers every URL (comma-separated `lock_url`); CPU seconds per process (issue 12)
+//! workers every URL (comma-separated `lock_url`); CPU seconds per process
 //! read the pids from [`Stack::pids`], the fence-1 trace the rail-stub's log
 //! from [`Stack::rail_log`].
 //!
-//! TLS (issue 28): with [`StackSpec::tls`] the process runtime makes a CA and
+//! TLS: with [`StackSpec::tls`] the process runtime makes a CA and
 //! a loopback server certificate in the stack's directory, starts every
 //! lock-server with them (`https://` URLs), and hands the CA to the workers
 //! ([`Stack::tls_ca`]).
@@ -58,7 +58,7 @@ pub enum Runtime {
     Process {
         /// `--store` for the lock-server; `None` = SQLite in the stack's directory.
         store: Option<String>,
-        /// Lock-server replicas on that store (issue 14; more than 1 needs
+        /// Lock-server replicas on that store (more than 1 needs
         /// `postgres://`). Workers get every URL; the first started leads.
         replicas: u32,
     },
@@ -79,7 +79,7 @@ pub enum Runtime {
         /// Lock-server replicas, each a container.
         replicas: u32,
     },
-    /// etcd as the lock service (issue 15) and a rail-stub child: etcd is
+    /// etcd as the lock service and a rail-stub child: etcd is
     /// started as a child (`etcd` on PATH, data in the stack's directory)
     /// unless `etcd_url` names one.
     Etcd {
@@ -163,7 +163,7 @@ enum Services {
         lock: Arc<Mutex<ChildService>>,
         /// The rail-stub.
         rail: ChildService,
-        /// Further lock-server replicas (issue 14), stopped with the stack.
+        /// Further lock-server replicas, stopped with the stack.
         standbys: Vec<ChildService>,
     },
     /// Containers, removed when dropped (boxed: the guard is large).

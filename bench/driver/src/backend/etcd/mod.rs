@@ -1,4 +1,4 @@
-//! The etcd backend (issue 15): fencepost's client-side lease arithmetic on
+//! The etcd backend: fencepost's client-side lease arithmetic on
 //! an etcd v3 lock, through the `etcd-client` crate (gRPC).
 //!
 //! | fencepost (C1/C3)            | etcd, as this adapter does it |

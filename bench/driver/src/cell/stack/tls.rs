@@ -1,4 +1,4 @@
-//! `bench run --tls` (issue 28): the cell's own CA and a lock-server
+//! `bench run --tls`: the cell's own CA and a lock-server
 //! certificate for loopback (`localhost`, `127.0.0.1`, `::1`), made at run
 //! time into the cell's directory (`tls/`) with `fencepost_harness::pki`,
 //! never committed. The lock-server gets the certificate and key; every SDK
