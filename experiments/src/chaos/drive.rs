@@ -24,6 +24,7 @@ use bench_driver::cell::{
     CellError, CellRun, Ended, PoolError, RemoteWorker, Schedule, SpawnRemote,
 };
 use bench_driver::worker::WorkerEnv;
+use bench_driver::worker_process::{HistorySpec, WorkerChild, WorkerMode, WorkerSpec};
 use bench_history::mono_ns;
 use fencepost_api::latency::LatencySpec;
 use nix::sys::signal::{Signal, kill};
@@ -32,7 +33,6 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::schedule::{FaultKind, RunSchedule};
-use crate::proc::{WorkerChild, WorkerMode, worker_args};
 
 /// The block size of the workers' shuffled order.
 const SHUFFLE_BLOCK: u64 = 8;
@@ -51,8 +51,8 @@ pub struct Applied {
     pub target: Option<String>,
 }
 
-/// Starts the chaos worker processes: `experiments worker` in continuous
-/// mode with `--history`, `--shuffle-block` and its `--freeze` points;
+/// Starts the chaos worker processes: continuous mode with a history
+/// file, a block-shuffled backlog and its self-freezes in their spec;
 /// remembers every pid by worker index.
 pub struct ChaosSpawner {
     /// The run's directory (logs, history files).
@@ -87,21 +87,17 @@ impl SpawnRemote for ChaosSpawner {
         first: u64,
         count: u64,
     ) -> Result<Box<dyn RemoteWorker>, PoolError> {
-        let mut args = worker_args(idx, env, WorkerMode::Continuous { first, count });
-        args.extend([
-            "--history".into(),
-            self.history_file(idx).display().to_string(),
-            "--proc-name".into(),
-            format!("w{idx}"),
-            "--shuffle-block".into(),
-            SHUFFLE_BLOCK.to_string(),
-        ]);
-        let freezes = self.schedule.freezes_of(idx);
-        if !freezes.0.is_empty() {
-            args.extend(["--freeze".into(), freezes.to_string()]);
-        }
+        let spec = WorkerSpec {
+            history: Some(HistorySpec {
+                path: self.history_file(idx),
+                proc_name: format!("w{idx}"),
+            }),
+            shuffle_block: Some(SHUFFLE_BLOCK),
+            freezes: self.schedule.freezes_of(idx),
+            ..WorkerSpec::new(idx, env, WorkerMode::Continuous { first, count })
+        };
         let log = self.dir.join(format!("worker-{idx}.log"));
-        let child = WorkerChild::spawn(&args, &log, self.t0).map_err(PoolError::remote)?;
+        let child = WorkerChild::spawn(&spec, &log, self.t0).map_err(PoolError::remote)?;
         self.pids
             .lock()
             .unwrap_or_else(|e| e.into_inner())

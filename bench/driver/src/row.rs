@@ -1,12 +1,14 @@
 //! The one place a cell's [`Measurement`] (the driver's output) becomes a
 //! results row ([`CellRow`], the analysis' input): the bench and every
 //! experiment go through [`cell_row`]. A new column is a field of `CellRow`
-//! and a line here.
+//! and a line here. It lives in the driver, which sits above the analysis
+//! (the analysis never depends on the driver that produced its rows).
 
 use bench_analysis::results::CellRow;
 use bench_analysis::triggers::rtt_budget_ms;
 use bench_core::{grid, hist};
-use bench_driver::cell::Measurement;
+
+use crate::cell::measurement::Measurement;
 
 /// The build of this binary: `release` or `debug` (the `build_profile` column).
 pub const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
@@ -149,13 +151,11 @@ mod tests {
 
     use fencepost_api::ledger_check::{LedgerCheck, Violation, ViolationKind};
 
+    use crate::cell::{CellPlan, Conditions, FenceTrace, Measurement, PoolReport, ledger_delta};
     use bench_core::backend::BackendKind;
     use bench_core::cpu::CpuUse;
     use bench_core::grid::{PauseSpec, PolicySpec};
     use bench_core::timebase::TimeBase;
-    use bench_driver::cell::{
-        CellPlan, Conditions, FenceTrace, Measurement, PoolReport, ledger_delta,
-    };
 
     use super::*;
 
