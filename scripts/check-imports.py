@@ -1,12 +1,26 @@
 #!/usr/bin/env python3
-"""Print the workspace's crate graph and each crate's module import graph; fail on a circle.
+"""Print the workspace's crate graph and each crate's module import graph; fail
+on a crate dependency against the layer order, or on a circle.
 
-    scripts/check-imports.py            # the graphs, then the verdict
-    scripts/check-imports.py --quiet    # only circles and the verdict
+    scripts/check-imports.py              # the graphs, then the verdict
+    scripts/check-imports.py --quiet      # only the failures and the verdict
+    scripts/check-imports.py --self-test  # shows each check firing on fake graphs
 
 The crate graph is read from the `Cargo.toml` files (path dependencies between
 workspace members; `[dev-dependencies]` are shown apart, as cargo allows them to
-point back). A module graph has one node per source file of a crate's
+point back, and are not held to the layers). Every crate sits in one layer of
+`LAYERS`, lowest first:
+
+    api, harness  ->  sdk, history, services  ->  bench-core  ->  bench-analysis
+      ->  bench-driver, bench-report  ->  the commands (bench, experiments)
+
+A dependency must point to a strictly lower layer: one that points up, or
+sideways to a crate of its own layer (the two commands must never depend on
+each other; `bench adr` starts the experiments binary as a process, which is
+no crate edge), fails and is named. A crate missing from `LAYERS` fails too:
+place a new crate before it can depend on anything.
+
+A module graph has one node per source file of a crate's
 `src/` tree; an edge A -> B means A names an item of B: a `use` of it, a
 `pub use` re-export, or a path such as `crate::b::f()` or `super::T` in code.
 Declaring a child (`mod b;`) is not an edge, and neither is a path inside a
@@ -15,8 +29,17 @@ example `use super::Plan` from `cell/pool.rs` into `cell/mod.rs`, which in
 turn re-exports the pool) is a circle like any other: a parent that is a
 facade over its children keeps the arrows pointing one way.
 
-Exit status: 0 when no crate graph and no module graph has a circle, 1 when
-one does (each circle is listed), 2 on a usage error.
+The same graph is also checked one level up, module by module: each file
+counts as its crate's top-level module (`cell/pool.rs` is `cell`; the crate
+root `lib.rs`/`main.rs` is left out, being the crate itself), and two
+top-level modules that name each other, through any of their files, are a
+circle even when no two files are (`chaos` -> `cli` -> `chaos`).
+
+Exit status: 0 when every crate dependency follows the layers and no crate,
+module or top-level module graph has a circle; 1 otherwise (each failure is
+listed, naming the edge or the circle); 2 on a usage error. `--self-test`
+exits 0 when every check fires on the fake graph built to break it and stays
+quiet on a clean one, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +52,16 @@ import tomllib
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The crates' layers, lowest first: a dependency points to a lower layer.
+LAYERS: list[list[str]] = [
+    ["fencepost-api", "fencepost-harness"],
+    ["fencepost-sdk", "bench-history", "lock-server", "rail-stub"],
+    ["bench-core"],
+    ["bench-analysis"],
+    ["bench-driver", "bench-report"],
+    ["bench", "experiments"],
+]
 
 
 # ---------------------------------------------------------------- crates
@@ -344,6 +377,94 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def layer_failures(deps: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
+    """Each crate dependency that does not point to a strictly lower layer, and
+    each crate that has no layer."""
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    out = []
+    for name in sorted(deps):
+        if name not in rank:
+            out.append(f"crate {name} has no layer: add it to LAYERS in scripts/check-imports.py")
+            continue
+        for dep in sorted(deps[name]):
+            if dep not in rank:
+                continue  # reported as its own crate
+            if rank[dep] > rank[name]:
+                out.append(
+                    f"crate edge up the layers: {name} (layer {rank[name]}) -> {dep} (layer {rank[dep]})"
+                )
+            elif rank[dep] == rank[name]:
+                out.append(
+                    f"crate edge sideways within layer {rank[name]}: {name} -> {dep}"
+                )
+    return out
+
+
+def top_module(file: str) -> str | None:
+    """The top-level module a file belongs to (`cell/pool.rs` -> `cell`); None for the root."""
+    if file in ("lib.rs", "main.rs"):
+        return None
+    first = file.split("/")[0]
+    return first[:-3] if first.endswith(".rs") else first
+
+
+def top_level_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The file graph folded onto top-level modules (the root left out)."""
+    out: dict[str, set[str]] = {}
+    for f, deps in graph.items():
+        a = top_module(f)
+        if a is None:
+            continue
+        out.setdefault(a, set())
+        for d in deps:
+            b = top_module(d)
+            if b is not None and b != a:
+                out[a].add(b)
+    return out
+
+
+def self_test() -> int:
+    """Builds graphs that break each rule and checks that each check fires."""
+    ok = True
+
+    def expect(what: str, got: list, want_fail: bool) -> None:
+        nonlocal ok
+        fired = bool(got)
+        verdict = "fires" if fired else "quiet"
+        good = fired == want_fail
+        ok &= good
+        print(f"  {'ok  ' if good else 'FAIL'} {what}: {verdict}" + (f" ({got[0]})" if got else ""))
+
+    layers = [["api"], ["core"], ["driver", "report"], ["bench", "experiments"]]
+    clean = {"api": set(), "core": {"api"}, "driver": {"core"}, "report": {"core"},
+             "bench": {"driver", "report"}, "experiments": {"driver", "core"}}
+    print("self-test: crate layers")
+    expect("a clean crate graph", layer_failures(clean, layers), False)
+    up = {**clean, "core": {"api", "driver"}}
+    expect("an upward edge core -> driver", layer_failures(up, layers), True)
+    side = {**clean, "experiments": {"driver", "bench"}}
+    expect("a sideways edge experiments -> bench", layer_failures(side, layers), True)
+    stray = {**clean, "new-crate": {"api"}}
+    expect("a crate without a layer", layer_failures(stray, layers), True)
+
+    print("self-test: top-level module circles")
+    files = {
+        "lib.rs": {"cli.rs", "chaos/mod.rs"},
+        "cli.rs": {"chaos/schedule.rs"},
+        "chaos/mod.rs": {"chaos/schedule.rs", "chaos/model.rs"},
+        "chaos/schedule.rs": set(),
+        "chaos/model.rs": set(),
+    }
+    expect("a clean module graph", circles(top_level_graph(files)) + circles(files), False)
+    knot = {**files, "chaos/model.rs": {"cli.rs"}}
+    expect("file graph of the chaos <-> cli knot (no file circle)", circles(knot), False)
+    expect("top-level graph of the chaos <-> cli knot", circles(top_level_graph(knot)), True)
+    file_circle = {**files, "chaos/schedule.rs": {"chaos/mod.rs"}}
+    expect("a file circle", circles(file_circle), True)
+    print("check-imports self-test: " + ("ok, every check fires where it must" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
 def depth_of(graph: dict[str, set[str]]) -> dict[str, int]:
     """Longest path below each node (0 for a leaf); only meaningful without circles."""
     memo: dict[str, int] = {}
@@ -363,6 +484,8 @@ def main(argv: list[str]) -> int:
     for arg in argv:
         if arg == "--quiet":
             quiet = True
+        elif arg == "--self-test":
+            return self_test()
         elif arg in ("-h", "--help"):
             print(__doc__.strip())
             return 0
@@ -384,6 +507,11 @@ def main(argv: list[str]) -> int:
             print(f"  {name} ({c.folder}) -> {deps}{extra}")
     for comp in circles(crate_graph):
         failures.append("crate circle: " + " <-> ".join(comp))
+    failures += layer_failures(crate_graph, LAYERS)
+    if not quiet:
+        print("\ncrate layers (lowest first; a dependency points to a lower layer)")
+        for i, layer in enumerate(LAYERS):
+            print(f"  {i}: {', '.join(layer)}")
 
     for name in sorted(crates):
         c = crates[name]
@@ -402,14 +530,26 @@ def main(argv: list[str]) -> int:
                     print(f"  {f} -> {deps}")
             for comp in comps:
                 failures.append(f"module circle in {name} (src/{root_file}): " + " <-> ".join(comp))
+            top = top_level_graph(graph)
+            if not quiet and len(top) > 1:
+                print(f"  top-level modules:")
+                for m in sorted(top):
+                    print(f"    {m} -> {', '.join(sorted(top[m])) or '-'}")
+            for comp in circles(top):
+                failures.append(
+                    f"top-level module circle in {name} (src/{root_file}): " + " <-> ".join(comp)
+                )
 
     print()
     if failures:
         for line in failures:
             print(line)
-        print(f"check-imports: FAILED, {len(failures)} circle(s)")
+        print(f"check-imports: FAILED, {len(failures)} failure(s)")
         return 1
-    print(f"check-imports: ok, {len(crates)} crates, no circle in the crate graph or any module graph")
+    print(
+        f"check-imports: ok, {len(crates)} crates in {len(LAYERS)} layers, every dependency "
+        "points down, no circle in the crate graph, any module graph or any top-level module graph"
+    )
     return 0
 
 

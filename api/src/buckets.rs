@@ -50,10 +50,27 @@ pub fn ladder() -> Vec<f64> {
     us.into_iter().map(us_to_secs).collect()
 }
 
+/// ADR-006 §6.5 trigger 1: the RTT budget is the margin's share of the
+/// usable base, `min(lease, session TTL) × margin`, over this.
+pub const TRIGGER1_DIVISOR: f64 = 3.0;
+
+/// Trigger 1's budget of a usable base `min(lease, session TTL)` and a
+/// margin: `base × margin / 3`, in the base's unit. The one place the budget
+/// is computed; [`trigger1_margin_for`] is its inverse.
+pub fn trigger1_budget(base: f64, margin: f64) -> f64 {
+    base * margin / TRIGGER1_DIVISOR
+}
+
+/// The inverse of [`trigger1_budget`]: the margin whose budget on a base of
+/// `base_ms` is `rtt_us`, `3 × rtt / base`.
+pub fn trigger1_margin_for(rtt_us: f64, base_ms: f64) -> f64 {
+    TRIGGER1_DIVISOR * rtt_us / 1000.0 / base_ms
+}
+
 /// Trigger 1's budget, `min(lease, session TTL) × margin / 3`, in whole µs.
 pub fn trigger1_budget_us(lease: Duration, session_ttl: Duration, margin: f64) -> u64 {
     let base = lease.min(session_ttl).as_secs_f64() * 1e6;
-    (base * margin / 3.0).round() as u64
+    trigger1_budget(base, margin).round() as u64
 }
 
 /// The heartbeat histograms' boundaries for a client that runs with `lease`

@@ -45,17 +45,6 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Logs to stderr, `RUST_LOG` or `warn` (the bench's and the experiments' binaries).
-pub fn init_tracing() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
-}
-
 /// bench's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

@@ -7,13 +7,14 @@
 //! The libraries, each with one concern and imports pointing one way:
 //! - `bench-core`: the shared vocabulary (grid, time base, histograms, CPU);
 //! - `bench-history`: the operation history and its checker;
-//! - `bench-driver`: runs a cell (stack, pool, worker, backends, proxy, faults);
+//! - `bench-driver`: runs a cell (stack, pool, worker, worker processes,
+//!   backends, proxy, faults) and makes its results row;
 //! - `bench-analysis`: the results table, statistics, triggers, recommendation;
 //! - `bench-report`: plots, `report.md`, the ADR-006 evidence.
 //!
 //! This crate holds the commands: [`cli`] (flags), [`drive`] (`run`, `sweep`,
-//! `replay`), [`runner`] (a run's cells), [`row`] (a measurement becomes a
-//! results row), [`peer`] (`bench peer`), [`peer_sessions`] (`bench peer
+//! `replay`), [`runner`] (a run's cells; `bench_driver::row` turns each
+//! measurement into a results row), [`peer`] (`bench peer`), [`peer_sessions`] (`bench peer
 //! --sessions`), [`prometheus`] (`bench rules`,
 //! `bench triggers --prometheus`) and [`adr`] (`bench adr`).
 
@@ -23,6 +24,5 @@ pub mod drive;
 pub mod peer;
 pub mod peer_sessions;
 pub mod prometheus;
-pub mod row;
 pub mod rtt_from;
 pub mod runner;

@@ -7,7 +7,7 @@ use bench::cli::{Cli, Command};
 
 fn main() {
     let cli = Cli::parse();
-    bench::cli::init_tracing();
+    bench_core::logging::init_tracing();
     let code = match cli.command {
         Command::Run(args) => run(&args, false),
         Command::Sweep(args) => run(&args, true),

@@ -34,9 +34,9 @@ use bench_core::overhead::ProxyOverhead;
 use bench_core::timebase::TimeBase;
 use bench_driver::backend::BackendKind;
 use bench_driver::backend::etcd::session_ttl_on_etcd;
+use bench_driver::cell::plan::PlanInputs;
 use bench_driver::cell::{
-    CellError, Conditions, Hooks, Sampling, Stack, StackError, Steady, WriteError, default_warmup,
-    measure,
+    CellError, Conditions, Hooks, Sampling, Stack, StackError, Steady, WriteError, measure,
 };
 pub use bench_driver::cell::{CellPlan, Live, Runtime};
 use bench_driver::proxy::{BASELINE_PAIRS, BaselineError};
@@ -193,41 +193,38 @@ impl RunConfig {
                 session_ttl_on_etcd(cell.lease, session_ttl),
             ),
         };
-        CellPlan {
+        let mut plan = CellPlan::new(PlanInputs {
             id,
-            run_id: String::new(),
             lease: cell.lease,
+            session_ttl,
             margin: cell.margin,
             policy: cell.policy,
-            repeat: cell.repeat,
-            session_ttl,
-            heartbeat_divisor: cell.heartbeat_divisor,
             time_base,
-            rail_latency: time_base.latency(self.rail_latency),
-            rail_read_timeout: time_base.scale(self.rail_read_timeout),
-            worst_case_hop: time_base.worst_case_hop(self.rail_read_timeout),
-            acquire_budget: cell.lease / 4,
-            client_check: self.client_check,
+            rail_latency: self.rail_latency,
+            rail_read_timeout: self.rail_read_timeout,
             workers: self.workers,
             duration: self.duration,
             payouts: self.payouts,
             payout_prefix: PAYOUT_PREFIX.to_string(),
             seed: self.seed.wrapping_add(u64::from(cell.repeat)),
-            conditions: Conditions {
-                net_delay: self.net_delay,
-                // A grid cell carries its own; a cell made by hand
-                // (`Cell::fixed`) takes the run's single schedule.
-                server_pause: cell
-                    .server_pause
-                    .or_else(|| self.server_pause.as_ref().and_then(PauseAxis::single)),
-                tls: self.tls,
-            },
-            warmup: self
-                .warmup
-                .unwrap_or_else(|| default_warmup(session_ttl, cell.lease, cell.margin)),
-            cpu_quota: None,
-            sampling: self.sampling,
+        });
+        plan.repeat = cell.repeat;
+        plan.heartbeat_divisor = cell.heartbeat_divisor;
+        plan.client_check = self.client_check;
+        plan.conditions = Conditions {
+            net_delay: self.net_delay,
+            // A grid cell carries its own; a cell made by hand
+            // (`Cell::fixed`) takes the run's single schedule.
+            server_pause: cell
+                .server_pause
+                .or_else(|| self.server_pause.as_ref().and_then(PauseAxis::single)),
+            tls: self.tls,
+        };
+        if let Some(warmup) = self.warmup {
+            plan.warmup = warmup;
         }
+        plan.sampling = self.sampling;
+        plan
     }
 }
 
@@ -301,7 +298,7 @@ pub async fn run_cell(
     };
     m.write_ledger_check(&cell_dir)?;
     Ok(Some(CellResult {
-        row: crate::row::cell_row(&m),
+        row: bench_driver::row::cell_row(&m),
         blocks: m.blocks,
         histograms: m.workers.hists,
         proxy_overhead,

@@ -9,7 +9,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::cgroup::{QuotaError, QuotaSpec};
-use crate::chaos::schedule::Freezes;
+use bench_driver::worker_process::WorkerSpec;
+
+use crate::chaos::ChaosInputs;
+pub use crate::chaos::{ChaosRuntime, SabotageMode};
+use crate::clock::{ClockRun, SimParams};
+use crate::failover::FailoverInputs;
+use crate::pause::{PauseInputs, PauseRun};
+use crate::throttle::ThrottleInputs;
 
 /// experiments — fencepost's fault experiments: show that ADR-006's fences hold
 /// "even if the client's clock is nonsense", and where the client check and the
@@ -128,6 +135,28 @@ pub struct PauseArgs {
     pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
+impl PauseArgs {
+    /// The run these flags ask for.
+    pub fn to_run(&self) -> PauseRun {
+        PauseRun {
+            inputs: PauseInputs {
+                ttl: self.ttl,
+                session_ttl: self.session_ttl,
+                pauses: self.pauses,
+                workers: self.workers,
+                payouts_per_pause: self.payouts_per_pause,
+                pause_factor: self.pause_factor,
+                margin: self.margin,
+                client_check: !self.disable_client_check,
+                backend: self.backend,
+            },
+            seed: self.seed,
+            out: self.out.clone(),
+            metrics_listen: self.metrics_listen,
+        }
+    }
+}
+
 /// `experiments clock`.
 #[derive(Debug, Args, Clone)]
 pub struct ClockArgs {
@@ -176,6 +205,28 @@ pub struct ClockArgs {
     pub out: Option<PathBuf>,
 }
 
+impl ClockArgs {
+    /// The run these flags ask for: the simulation's inputs in ns.
+    pub fn to_run(&self) -> ClockRun {
+        let ns = |d: Duration| d.as_nanos() as u64;
+        ClockRun {
+            params: SimParams {
+                lease_ns: ns(self.lease),
+                theta_ns: ns(self.theta),
+                drift_ppm: self.drift_ppm,
+                quantum_ns: ns(self.quantum),
+                step_ns: ns(self.step),
+                max_delay_ns: ns(self.max_delay),
+                margin: self.margin,
+            },
+            cases: self.cases,
+            fractions: self.fractions.0.clone(),
+            seed: self.seed,
+            out: self.out.clone(),
+        }
+    }
+}
+
 /// A list of grace fractions (non-negative, finite).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fractions(pub Vec<f64>);
@@ -210,6 +261,21 @@ pub struct ThrottleArgs {
     /// Results directory; default data/runs/<timestamp>-throttle/.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+impl ThrottleArgs {
+    /// The inputs these flags give the experiment.
+    pub fn to_inputs(&self) -> ThrottleInputs {
+        ThrottleInputs {
+            quota: self.quota,
+            ttl: self.ttl,
+            duration: self.duration,
+            workers: self.workers,
+            margin: self.margin,
+            seed: self.seed,
+            out: self.out.clone(),
+        }
+    }
 }
 
 /// `experiments failover`.
@@ -251,6 +317,23 @@ pub struct FailoverArgs {
     /// Results directory; default data/runs/<timestamp>-failover/.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+impl FailoverArgs {
+    /// The inputs these flags give the experiment.
+    pub fn to_inputs(&self) -> FailoverInputs {
+        FailoverInputs {
+            pg_url: self.pg_url.clone(),
+            pg_dir: self.pg_dir.clone(),
+            leader_lease: self.leader_lease,
+            ttl: self.ttl,
+            workers: self.workers,
+            margin: self.margin,
+            phase: self.phase,
+            seed: self.seed,
+            out: self.out.clone(),
+        }
+    }
 }
 
 /// `experiments chaos`.
@@ -350,95 +433,39 @@ pub struct ChaosArgs {
     pub out: Option<PathBuf>,
 }
 
-/// `experiments chaos --runtime`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ChaosRuntime {
-    /// Child processes, the lock-server on SQLite.
-    Process,
-    /// Containers on a private network, on PostgreSQL.
-    Docker,
+impl ChaosArgs {
+    /// The inputs these flags give the experiment.
+    pub fn to_inputs(&self) -> ChaosInputs {
+        ChaosInputs {
+            runs: self.runs,
+            seed: self.seed,
+            only_run: self.only_run,
+            runtime: self.runtime,
+            lock_image: self.lock_image.clone(),
+            rail_image: self.rail_image.clone(),
+            pg_image: self.pg_image.clone(),
+            replicas: self.replicas,
+            pg_url: self.pg_url.clone(),
+            pg_dir: self.pg_dir.clone(),
+            sabotage: self.sabotage,
+            ttl: self.ttl,
+            duration: self.duration,
+            workers: self.workers,
+            payouts: self.payouts,
+            margin: self.margin,
+            out: self.out.clone(),
+        }
+    }
 }
 
-/// `experiments chaos --sabotage`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SabotageMode {
-    /// The rail-stub's fences off (`rail-stub --sabotage no-fences`).
-    NoFences,
-    /// Every grant ends on the lock-server at half the lease it answers
-    /// (`lock-server --sabotage early-expiry`): the lock-level rule must fire.
-    EarlyExpiry,
-    /// Replicas write without the epoch fence after a takeover
-    /// (`lock-server --sabotage skip-epoch-fence`; needs --replicas above 1).
-    SkipEpochFence,
-}
-
-/// `experiments worker` (internal): one `bench_driver::worker::Worker` in this process.
+/// `experiments worker` (internal): one payout worker in this process
+/// (`bench_driver::worker_process::child`).
 #[derive(Debug, Args, Clone)]
 pub struct WorkerArgs {
-    /// The lock service `--lock-url` points at: `fencepost` or `etcd`.
-    #[arg(long, default_value = "fencepost")]
-    pub backend: bench_driver::backend::BackendKind,
-    /// The lock-server (or etcd's client URL).
-    #[arg(long)]
-    pub lock_url: String,
-    /// The rail-stub.
-    #[arg(long)]
-    pub rail_url: String,
-    /// The worker's index (owner id, seed offset).
-    #[arg(long, default_value_t = 0)]
-    pub idx: u64,
-    /// Lease per acquire.
-    #[arg(long, value_parser = parse_positive_duration)]
-    pub lease: Duration,
-    /// Session TTL.
-    #[arg(long, value_parser = parse_positive_duration)]
-    pub session_ttl: Duration,
-    /// The heartbeat divisor k (bench's `--heartbeat-divisor`), 2..=10.
-    #[arg(long, default_value_t = fencepost_sdk::lease::HEARTBEAT_DIVISOR,
-          value_parser = clap::value_parser!(u32).range(2..=10))]
-    pub heartbeat_divisor: u32,
-    /// Margin (the fixed one, or the adaptive ceiling).
-    #[arg(long, value_parser = parse_margin)]
-    pub margin: f64,
-    /// `fixed` or `adaptive:k=K,floor=F,ceiling=C` (bench's `--margin-policy`).
-    #[arg(long, default_value = "fixed")]
-    pub margin_policy: String,
-    /// R3 read timeout.
-    #[arg(long, value_parser = parse_positive_duration)]
-    pub rail_read_timeout: Duration,
-    /// What D4 requires before the submit.
-    #[arg(long, value_parser = parse_duration_flag)]
-    pub worst_case_hop: Duration,
-    /// Acquire budget.
-    #[arg(long, value_parser = parse_positive_duration)]
-    pub acquire_budget: Duration,
-    /// Skip the client check (UC-03).
-    #[arg(long)]
-    pub disable_client_check: bool,
-    /// R7 prefix of the backlog.
-    #[arg(long)]
-    pub prefix: String,
-    /// Seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Continuous mode: work payouts `first..first+count` until `stop` on stdin, then report.
-    #[arg(long)]
-    pub first: Option<u64>,
-    /// Continuous mode: how many payouts.
-    #[arg(long, default_value_t = 0)]
-    pub count: u64,
-    /// Chaos: append every operation (invocation and completion) to this JSON-lines history.
-    #[arg(long)]
-    pub history: Option<PathBuf>,
-    /// Chaos: this process's name in the history.
-    #[arg(long, default_value = "w0")]
-    pub proc_name: String,
-    /// Chaos: freeze (SIGSTOP itself; a helper SIGCONTs it) at the N-th STEP for MS: `checked@2:800,idle@5:300`.
-    #[arg(long, value_parser = parse_freezes)]
-    pub freeze: Option<Freezes>,
-    /// Chaos: take the backlog in an order shuffled within blocks of this many payouts.
-    #[arg(long)]
-    pub shuffle_block: Option<u64>,
+    /// Everything the worker is given, as one line of JSON (written by the
+    /// parent, `bench_driver::worker_process::WorkerSpec`).
+    #[arg(long, value_parser = parse_spec)]
+    pub spec: WorkerSpec,
 }
 
 /// A refused flag value; clap prints it after the flag's name and exits 2.
@@ -465,14 +492,15 @@ pub enum ArgError {
     /// A bad CPU quota.
     #[error(transparent)]
     Quota(#[from] QuotaError),
-    /// A bad `--freeze` list.
-    #[error("{0}")]
-    Freeze(String),
+    /// A worker spec that does not parse: the parent and the worker are of
+    /// different builds; rebuild.
+    #[error(transparent)]
+    Spec(#[from] serde_json::Error),
 }
 
-/// A worker's `--freeze` list.
-pub fn parse_freezes(text: &str) -> Result<Freezes, ArgError> {
-    text.parse().map_err(ArgError::Freeze)
+/// A worker's `--spec`.
+pub fn parse_spec(text: &str) -> Result<WorkerSpec, ArgError> {
+    Ok(text.parse()?)
 }
 
 /// A duration like `1s`, `250ms`.

@@ -17,10 +17,10 @@
 //! (`bench_driver::cell`: stack, pool, measured window); what is theirs — the pause
 //! rounds, the cgroup, the claim hook — plugs into it as hooks.
 //!
-//! Shared modules: [`worker_proc`] is the hidden `experiments worker`
-//! subcommand (the child side), [`proc`] the parent side (spawning, lines,
-//! process state); [`timeline`] the events a run records; [`output`] and
-//! [`plots`] the results plumbing; [`cgroup`] the CPU quota; [`cli`] the flags.
+//! Shared modules: [`timeline`] the events a run records; [`output`] and
+//! [`plots`] the results plumbing; [`cgroup`] the CPU quota; [`cli`] the
+//! flags. Worker processes (the hidden `experiments worker` subcommand, and
+//! the parent side that starts them) are `bench_driver::worker_process`.
 //!
 //! Every experiment's `run` returns its own `thiserror` error
 //! (`pause::PauseError`, `clock::ClockError`, `throttle::ThrottleError`,
@@ -36,7 +36,5 @@ pub mod failover;
 pub mod output;
 pub mod pause;
 pub mod plots;
-pub mod proc;
 pub mod throttle;
 pub mod timeline;
-pub mod worker_proc;

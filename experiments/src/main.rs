@@ -6,14 +6,14 @@ use experiments::cli::{Cli, Command};
 
 fn main() {
     let cli = Cli::parse();
-    bench::cli::init_tracing();
+    bench_core::logging::init_tracing();
     let code = match cli.command {
-        Command::Worker(args) => experiments::worker_proc::main(args),
-        Command::Pause(args) => experiments::pause::main(&args),
-        Command::Clock(args) => experiments::clock::main(&args),
-        Command::Throttle(args) => experiments::throttle::main(&args),
-        Command::Failover(args) => experiments::failover::main(&args),
-        Command::Chaos(args) => experiments::chaos::main(&args),
+        Command::Worker(args) => bench_driver::worker_process::child::main(args.spec),
+        Command::Pause(args) => experiments::pause::main(&args.to_run()),
+        Command::Clock(args) => experiments::clock::main(&args.to_run()),
+        Command::Throttle(args) => experiments::throttle::main(&args.to_inputs()),
+        Command::Failover(args) => experiments::failover::main(&args.to_inputs()),
+        Command::Chaos(args) => experiments::chaos::main(&args.to_inputs()),
     };
     std::process::exit(code);
 }

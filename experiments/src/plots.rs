@@ -9,6 +9,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::timeline::{Event, EventKind, Freeze};
@@ -61,8 +62,15 @@ impl Timeline<'_> {
     }
 }
 
-impl Plot for Timeline<'_> {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+/// The timeline's chart: seconds across, one row per worker.
+type TimelineChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+impl Timeline<'_> {
+    /// The frame: caption, axes, one labelled row per worker.
+    fn axes<'a, DB: DrawingBackend>(
+        &self,
+        root: &'a DrawingArea<DB, Shift>,
+    ) -> Result<TimelineChart<'a, DB>, DrawError>
     where
         DB::ErrorType: 'static,
     {
@@ -97,12 +105,21 @@ impl Plot for Timeline<'_> {
             .axis_desc_style(font(18))
             .disable_y_mesh()
             .draw()?;
+        Ok(chart)
+    }
 
-        let frozen = input.frozen_worker.as_str();
-        let y0 = self.row(frozen);
-        // The freezes.
+    /// The freezes, on the frozen worker's row `y0`, each with its token.
+    fn freezes<DB: DrawingBackend>(
+        &self,
+        chart: &mut TimelineChart<'_, DB>,
+        y0: f64,
+    ) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        let freezes = &self.input.freezes;
         chart
-            .draw_series(input.freezes.iter().map(|p| {
+            .draw_series(freezes.iter().map(|p| {
                 Rectangle::new(
                     [(p.from_s, y0 - 0.28), (p.to_s, y0 + 0.28)],
                     RED.mix(0.25).filled(),
@@ -110,14 +127,23 @@ impl Plot for Timeline<'_> {
             }))?
             .label("SIGSTOPped holding a (soon stale) token")
             .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], RED.mix(0.25).filled()));
-        for p in &input.freezes {
+        for p in freezes {
             chart.draw_series(std::iter::once(Text::new(
                 format!("T{} frozen", p.stale_token),
                 (p.from_s, y0 + 0.36),
                 font(13),
             )))?;
         }
-        // Every claim (fence 1 accepted) as a small dot.
+        Ok(())
+    }
+
+    /// Every claim (fence 1 accepted) as a small dot, and the takeovers:
+    /// another worker claims a frozen payout under a higher token.
+    fn claims<DB: DrawingBackend>(&self, chart: &mut TimelineChart<'_, DB>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        let input = self.input;
         chart
             .draw_series(
                 input
@@ -130,13 +156,12 @@ impl Plot for Timeline<'_> {
             )?
             .label("claim accepted (fence 1)")
             .legend(|(x, y)| Circle::new((x + 8, y), 3, BLACK.mix(0.35).filled()));
-        // Takeovers: another worker claims a frozen payout under a higher token.
         let takeovers: Vec<&Event> = input
             .events
             .iter()
             .filter(|e| {
                 e.kind == EventKind::Claimed
-                    && e.worker != frozen
+                    && e.worker != input.frozen_worker
                     && input.freezes.iter().any(|p| {
                         Some(&p.payout) == e.payout.as_ref()
                             && e.token.is_some_and(|t| t > p.stale_token)
@@ -158,9 +183,22 @@ impl Plot for Timeline<'_> {
                 font(13),
             )))?;
         }
-        // After a resume: abandon (check on) or a fence refusal (check off).
+        Ok(())
+    }
+
+    /// After a resume, on the frozen worker's row `y0`: a fence refusal
+    /// (client check off) or an abandonment (client check on).
+    fn after_resume<DB: DrawingBackend>(
+        &self,
+        chart: &mut TimelineChart<'_, DB>,
+        y0: f64,
+    ) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        let input = self.input;
         let after_resume = |e: &&Event| {
-            e.worker == frozen
+            e.worker == input.frozen_worker
                 && input
                     .freezes
                     .iter()
@@ -188,6 +226,20 @@ impl Plot for Timeline<'_> {
             )?
             .label("resumed worker abandons (client check), no ledger call")
             .legend(|(x, y)| Circle::new((x + 8, y), 6, color(3).filled()));
+        Ok(())
+    }
+}
+
+impl Plot for Timeline<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError>
+    where
+        DB::ErrorType: 'static,
+    {
+        let mut chart = self.axes(root)?;
+        let y0 = self.row(&self.input.frozen_worker);
+        self.freezes(&mut chart, y0)?;
+        self.claims(&mut chart)?;
+        self.after_resume(&mut chart, y0)?;
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.9))

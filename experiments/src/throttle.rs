@@ -16,9 +16,9 @@
 //!
 //! Both runs are cells of the bench's cell driver on one
 //! [`bench_driver::cell::Stack`]: the [`bench_driver::cell::Steady`] load, worker processes
-//! through [`crate::proc::ProcessSpawner`] (whose spawn hook moves each one
+//! through [`bench_driver::worker_process::ProcessSpawner`] (whose spawn hook moves each one
 //! into the cgroup for the throttled run), and the results row from
-//! `bench::row::cell_row` — throughput over the measured window.
+//! `bench_driver::row::cell_row` — throughput over the measured window.
 //!
 //! `throttle.json` stays lean: the distributions are the HDR histograms of
 //! `hgrm/` (lossless at their precision, what the plot and the evidence pack
@@ -34,22 +34,40 @@ use bench_analysis::results::CellRow;
 use bench_analysis::triggers::{
     AUTOPILOT_THROTTLING, TriggerResult, UNTHROTTLED, evaluate, markdown_table, write_triggers,
 };
-use bench_core::grid::PolicySpec;
-use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
+use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, TimeBase};
+use bench_driver::cell::plan::PlanInputs;
 use bench_driver::cell::{
-    CellError, CellPlan, Conditions, Hooks, Runtime, Spawn, Stack, StackError, Steady,
-    default_warmup, measure,
+    CellError, CellPlan, Hooks, Runtime, Spawn, Stack, StackError, Steady, measure,
 };
 use bench_driver::worker::TallySnapshot;
-use fencepost_api::latency::{LatencySpec, LatencySpecError};
+use fencepost_api::latency::LatencySpecError;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::cgroup::{CgroupError, CpuCgroup, QuotaSpec};
-use crate::cli::ThrottleArgs;
 use crate::output::{RunDir, RunDirError, block_on, exit_code};
 use crate::plots::PlotError;
-use crate::proc::ProcessSpawner;
+use bench_driver::worker_process::ProcessSpawner;
+
+/// What `experiments throttle` is asked (the command line's flags; see
+/// `crate::cli::ThrottleArgs` for each one's meaning and default).
+#[derive(Clone, Debug)]
+pub struct ThrottleInputs {
+    /// CPU quota of the throttled worker processes.
+    pub quota: QuotaSpec,
+    /// Lease TTL of every acquire.
+    pub ttl: std::time::Duration,
+    /// How long each of the two runs lasts.
+    pub duration: std::time::Duration,
+    /// Worker processes.
+    pub workers: u32,
+    /// The client margin.
+    pub margin: f64,
+    /// The seed; random if absent.
+    pub seed: Option<u64>,
+    /// Results directory.
+    pub out: Option<PathBuf>,
+}
 
 /// Exit code when cgroups cannot be written.
 pub const EXIT_NO_CGROUP: i32 = 4;
@@ -125,7 +143,7 @@ pub struct ThrottleResult {
 }
 
 /// `experiments throttle`: exit 0, 1 on failure, 4 when no cgroup can be written.
-pub fn main(args: &ThrottleArgs) -> i32 {
+pub fn main(args: &ThrottleInputs) -> i32 {
     let group = match CpuCgroup::create(
         &format!("fencepost-throttle-{}", std::process::id()),
         args.quota,
@@ -150,47 +168,33 @@ pub fn skip_message(e: &CgroupError) -> String {
 }
 
 /// The cell of one run (`throttled` picks the id); both share everything else.
-fn plan(args: &ThrottleArgs, seed: u64, throttled: bool) -> Result<CellPlan, LatencySpecError> {
+fn plan(args: &ThrottleInputs, seed: u64, throttled: bool) -> Result<CellPlan, LatencySpecError> {
     let tb = TimeBase::for_lease(args.ttl, true);
-    let latency: LatencySpec = PRODUCTION_RAIL_LATENCY.parse()?;
-    let session_ttl = tb.session_ttl();
-    Ok(CellPlan {
-        id: if throttled {
-            format!("throttle={:.0}%", args.quota.fraction() * 100.0)
-        } else {
-            "throttle=none".into()
-        },
-        run_id: format!("throttle-{seed}"),
-        lease: args.ttl,
-        margin: args.margin,
-        policy: PolicySpec::Fixed,
-        repeat: 0,
-        session_ttl,
-        heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
+    let id = if throttled {
+        format!("throttle={:.0}%", args.quota.fraction() * 100.0)
+    } else {
+        "throttle=none".into()
+    };
+    let mut plan = CellPlan::new(PlanInputs {
         time_base: tb,
-        rail_latency: tb.latency(latency),
-        rail_read_timeout: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT),
-        worst_case_hop: tb.worst_case_hop(PRODUCTION_RAIL_READ_TIMEOUT),
-        acquire_budget: args.ttl / 4,
-        client_check: true,
+        rail_latency: PRODUCTION_RAIL_LATENCY.parse()?,
         workers: args.workers,
         duration: args.duration,
         payouts: PAYOUTS_PER_WORKER * u64::from(args.workers),
         payout_prefix: PAYOUT_PREFIX.into(),
         seed,
-        conditions: Conditions::default(),
-        warmup: default_warmup(session_ttl, args.ttl, args.margin),
-        cpu_quota: Some(if throttled {
-            args.quota.to_string()
-        } else {
-            UNTHROTTLED.to_owned()
-        }),
-        sampling: Default::default(),
-    })
+        ..PlanInputs::new(id, args.ttl, tb.session_ttl(), args.margin)
+    });
+    plan.cpu_quota = Some(if throttled {
+        args.quota.to_string()
+    } else {
+        UNTHROTTLED.to_owned()
+    });
+    Ok(plan.in_run(&format!("throttle-{seed}")))
 }
 
 async fn run(
-    args: &ThrottleArgs,
+    args: &ThrottleInputs,
     group: &CpuCgroup,
 ) -> Result<(ThrottleResult, PathBuf), ThrottleError> {
     let seed = args.seed.unwrap_or_else(rand::random);
@@ -262,7 +266,7 @@ type Measured = (
 
 /// Measures the unthrottled, then the throttled cell on `stack`.
 async fn run_both(
-    args: &ThrottleArgs,
+    args: &ThrottleInputs,
     dir: &Path,
     stack: &mut Stack,
     plans: &[CellPlan; 2],
@@ -270,7 +274,7 @@ async fn run_both(
 ) -> Result<Measured, ThrottleError> {
     let mut runs = Vec::new();
     let mut histograms = Vec::new();
-    let into_group = |pid: u32| group.add(pid);
+    let into_group = |pid: u32| group.add(pid).map_err(Into::into);
     for (plan, (name, throttled)) in plans
         .iter()
         .zip([("unthrottled", false), ("throttled", true)])
@@ -291,7 +295,7 @@ async fn run_both(
         let m = measure(stack, plan, &mut Steady, hooks)
             .await?
             .ok_or(ThrottleError::Interrupted { run: name })?;
-        let row = bench::row::cell_row(&m);
+        let row = bench_driver::row::cell_row(&m);
         m.save_histograms(dir)?;
         histograms.push((row.cell.clone(), m.workers.hists.corrected.clone()));
         runs.push(ThrottleRun {

@@ -19,7 +19,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, PPM, heartbeat_period};
+use fencepost_api::buckets::trigger1_budget;
+use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, heartbeat_period, ppm_nearest};
 use polars::prelude::{Column, DataFrame, PolarsError};
 use serde::{Deserialize, Serialize};
 
@@ -150,7 +151,7 @@ pub fn project(
             let over = s.count - h.count_between(0, budget_us);
             let t1 = trigger1_verdict(s.count, over, s.p99 as f64 / 1e3, budget_ms);
             let usable_ms = base as f64 * (1.0 - m);
-            let ppm = (m * PPM as f64).round() as u64;
+            let ppm = ppm_nearest(m);
             let period: Duration = heartbeat_period(
                 prod.session_ttl_ms,
                 Some(prod.lease_ms),
@@ -191,8 +192,8 @@ pub fn project(
                     "insufficient_data"
                 }
                 .to_owned(),
-                headroom_ms: round3((m - min_margin) * base as f64 / 3.0),
-                headroom_ci95_lo_ms: round3((m - hi) * base as f64 / 3.0),
+                headroom_ms: round3(trigger1_budget(base as f64, m - min_margin)),
+                headroom_ci95_lo_ms: round3(trigger1_budget(base as f64, m - hi)),
             }
         })
         .collect()

@@ -10,7 +10,7 @@
 //! csv and Rust views cannot drift apart. Every column is described in
 //! docs/reference/results.md.
 //!
-//! A row is built in one place too: the bench's `row::cell_row`, from the
+//! A row is built in one place too: the driver's `bench_driver::row::cell_row`, from the
 //! `Measurement` the cell driver returns — the bench and every experiment go
 //! through it. A new column is a field here, a line there, and a line in
 //! docs/reference/results.md.

@@ -210,7 +210,10 @@ pub struct Floor {
 /// `3 × rtt / base`: the margin whose trigger-1 budget (base × m / 3) equals
 /// `rtt_us`, rounded to 1e-6 (a ppm, the SDK's margin resolution).
 pub fn margin_for(rtt_us: u64, base_ms: u64) -> f64 {
-    round6(3.0 * rtt_us as f64 / 1000.0 / base_ms.max(1) as f64)
+    round6(fencepost_api::buckets::trigger1_margin_for(
+        rtt_us as f64,
+        base_ms.max(1) as f64,
+    ))
 }
 
 /// Rounds to 1e-6, so the tables do not show float noise (0.30000000000000004).

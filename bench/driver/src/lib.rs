@@ -6,8 +6,11 @@
 //! - [`cell`]: the cell's plan, its run and window, its pool of workers, its
 //!   services ([`cell::Stack`]) and the faults the stack injects;
 //! - [`worker`]: the payout worker, generic over the lock service;
+//! - [`worker_process`]: the payout worker in its own OS process, both
+//!   sides of its protocol (one serialised spec in, JSON lines out);
 //! - [`backend`]: the lock services a worker runs on (fencepost's SDK, etcd);
 //! - [`rail`]: the rail-stub client a worker pays through;
+//! - [`row`]: a cell's measurement becomes its results row;
 //! - [`proxy`]: the in-process delay proxy between workers and lock-server;
 //! - [`docker`]: the `--runtime docker` services;
 //! - [`telemetry`]: `--metrics-listen`, the bench as a Prometheus target
@@ -22,8 +25,9 @@
 //! [`bench_core::error::Chain`] to see the causes too.
 //!
 //! The driver records a history ([`bench_history`]) and reads the shared
-//! vocabulary ([`bench_core`]); it knows nothing of results tables,
-//! statistics or reports.
+//! vocabulary ([`bench_core`]); of the analysis ([`bench_analysis`]) it
+//! knows only the results row it fills ([`row`]: a [`cell::Measurement`]
+//! becomes a `CellRow`), none of the statistics or reports.
 
 pub mod backend;
 pub mod cell;
@@ -34,5 +38,7 @@ pub mod peer_sessions;
 pub mod peer_sessions_conn;
 pub mod proxy;
 pub mod rail;
+pub mod row;
 pub mod telemetry;
 pub mod worker;
+pub mod worker_process;

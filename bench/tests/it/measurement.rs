@@ -44,7 +44,7 @@ async fn run_with(
     stack.stop().await;
     let m = measured.unwrap().expect("not interrupted");
     m.save_histograms(dir).unwrap();
-    let row = bench::row::cell_row(&m);
+    let row = bench_driver::row::cell_row(&m);
     (m, row)
 }
 

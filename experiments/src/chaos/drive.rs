@@ -24,6 +24,7 @@ use bench_driver::cell::{
     CellError, CellRun, Ended, PoolError, RemoteWorker, Schedule, SpawnRemote,
 };
 use bench_driver::worker::WorkerEnv;
+use bench_driver::worker_process::{HistorySpec, WorkerChild, WorkerMode, WorkerSpec};
 use bench_history::mono_ns;
 use fencepost_api::latency::LatencySpec;
 use nix::sys::signal::{Signal, kill};
@@ -31,8 +32,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::schedule::{FaultKind, RunSchedule};
-use crate::proc::{WorkerChild, WorkerMode, worker_args};
+use super::schedule::{FaultKind, PlannedFault, RunSchedule};
 
 /// The block size of the workers' shuffled order.
 const SHUFFLE_BLOCK: u64 = 8;
@@ -51,8 +51,8 @@ pub struct Applied {
     pub target: Option<String>,
 }
 
-/// Starts the chaos worker processes: `experiments worker` in continuous
-/// mode with `--history`, `--shuffle-block` and its `--freeze` points;
+/// Starts the chaos worker processes: continuous mode with a history
+/// file, a block-shuffled backlog and its self-freezes in their spec;
 /// remembers every pid by worker index.
 pub struct ChaosSpawner {
     /// The run's directory (logs, history files).
@@ -87,27 +87,56 @@ impl SpawnRemote for ChaosSpawner {
         first: u64,
         count: u64,
     ) -> Result<Box<dyn RemoteWorker>, PoolError> {
-        let mut args = worker_args(idx, env, WorkerMode::Continuous { first, count });
-        args.extend([
-            "--history".into(),
-            self.history_file(idx).display().to_string(),
-            "--proc-name".into(),
-            format!("w{idx}"),
-            "--shuffle-block".into(),
-            SHUFFLE_BLOCK.to_string(),
-        ]);
-        let freezes = self.schedule.freezes_of(idx);
-        if !freezes.0.is_empty() {
-            args.extend(["--freeze".into(), freezes.to_string()]);
-        }
+        let spec = WorkerSpec {
+            history: Some(HistorySpec {
+                path: self.history_file(idx),
+                proc_name: format!("w{idx}"),
+            }),
+            shuffle_block: Some(SHUFFLE_BLOCK),
+            freezes: self.schedule.freezes_of(idx),
+            ..WorkerSpec::new(idx, env, WorkerMode::Continuous { first, count })
+        };
         let log = self.dir.join(format!("worker-{idx}.log"));
-        let child = WorkerChild::spawn(&args, &log, self.t0).map_err(PoolError::remote)?;
+        let child = WorkerChild::spawn(&spec, &log, self.t0).map_err(PoolError::remote)?;
         self.pids
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(idx, child.pid() as u32);
         Ok(Box::new(child))
     }
+}
+
+/// A fault of the one lock-server or its proxy: SIGSTOP (or docker pause;
+/// `None` if it failed), a restart on its durable store (its failure is the
+/// schedule's error, not the driver's), a delay or loss spike.
+async fn start_lock_fault(
+    f: &PlannedFault,
+    run: &mut CellRun<'_>,
+) -> Result<Option<Option<String>>, CellError> {
+    match f.kind {
+        FaultKind::LockServerSigstop => {
+            if !run.stack.pause_replica(0).await {
+                return Ok(None);
+            }
+        }
+        FaultKind::LockServerRestart => run
+            .stack
+            .restart_lock()
+            .await
+            .map_err(CellError::schedule)?,
+        FaultKind::DelaySpike => {
+            if let Some(c) = run.stack.proxy_control() {
+                let d = Duration::from_millis(f.delay_ms.unwrap_or(0));
+                c.set_spike(Some(LatencySpec::Fixed(d)));
+            }
+        }
+        _ => {
+            if let Some(c) = run.stack.proxy_control() {
+                c.set_loss(f.loss.unwrap_or(0.0));
+            }
+        }
+    }
+    Ok(Some(None))
 }
 
 /// One step of the driver's timeline.
@@ -208,6 +237,9 @@ impl ChaosDrive {
         None
     }
 
+    /// Starts fault `i` of the schedule and records it (an instant one as
+    /// applied, one with a length as started); a fault that could not be
+    /// applied (no leader, no proxy, a service already gone) is not recorded.
     async fn start(
         &mut self,
         i: usize,
@@ -216,113 +248,27 @@ impl ChaosDrive {
     ) -> Result<(), CellError> {
         let f = self.schedule.faults[i].clone();
         let now = mono_ns();
-        let mut target = None;
-        match f.kind {
+        let applied = match f.kind {
             // The worker freezes itself; its history records when.
-            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs => return Ok(()),
-            FaultKind::WorkerSigstop => {
-                target = f
-                    .worker
-                    .and_then(|w| self.signal_worker(w, Signal::SIGSTOP));
+            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs => None,
+            FaultKind::WorkerSigstop | FaultKind::WorkerKill9 => {
+                Some(self.start_worker_fault(&f, run, backlog)?)
             }
-            FaultKind::WorkerKill9 => {
-                if let Some(slot) = f.worker {
-                    target = self.signal_worker(slot, Signal::SIGKILL);
-                    // A new worker takes the slot, on the whole backlog again.
-                    let idx = self.next_idx;
-                    self.next_idx += 1;
-                    run.spawn_workers(backlog, idx..idx + 1)?;
-                    self.slots.insert(slot, idx);
-                }
-            }
-            // SIGSTOP, or docker pause of its container; not recorded if it failed.
-            FaultKind::LockServerSigstop => {
-                if !run.stack.pause_replica(0).await {
-                    return Ok(());
-                }
-            }
-            // The fault's own failure: the schedule's error, not the driver's.
-            FaultKind::LockServerRestart => run
-                .stack
-                .restart_lock()
-                .await
-                .map_err(CellError::schedule)?,
-            FaultKind::DelaySpike => {
-                if let Some(c) = run.stack.proxy_control() {
-                    let d = Duration::from_millis(f.delay_ms.unwrap_or(0));
-                    c.set_spike(Some(LatencySpec::Fixed(d)));
-                }
-            }
-            FaultKind::LossSpike => {
-                if let Some(c) = run.stack.proxy_control() {
-                    c.set_loss(f.loss.unwrap_or(0.0));
-                }
-            }
+            FaultKind::LockServerSigstop
+            | FaultKind::LockServerRestart
+            | FaultKind::DelaySpike
+            | FaultKind::LossSpike => start_lock_fault(&f, run).await?,
             FaultKind::LeaderKill9
             | FaultKind::LeaderSigstop
             | FaultKind::LeaderDbCut
-            | FaultKind::LeaderDbDelay => {
-                let Some(l) = self.leader(run).await else {
-                    // No replica led for LEADER_WAIT: nothing to hit, not counted.
-                    return Ok(());
-                };
-                let db = run.stack.replica_db(l);
-                let done = match f.kind {
-                    FaultKind::LeaderKill9 => run.stack.kill_replica(l).await,
-                    FaultKind::LeaderSigstop => run.stack.pause_replica(l).await,
-                    FaultKind::LeaderDbCut => db.map(|c| c.set_cut(true)).is_some(),
-                    _ => db
-                        .map(|c| {
-                            let d = Duration::from_millis(f.delay_ms.unwrap_or(0));
-                            c.set_spike(Some(LatencySpec::Fixed(d)))
-                        })
-                        .is_some(),
-                };
-                if !done {
-                    return Ok(());
-                }
-                self.hit.insert(i, l);
-                target = Some(format!("r{l}"));
-            }
-            FaultKind::StandbyKill9 => {
-                let leader = self.leader(run).await;
-                let standbys: Vec<usize> = (0..run.stack.replica_urls().len())
-                    .filter(|r| Some(*r) != leader)
-                    .collect();
-                let pick = f.worker.unwrap_or(0) as usize;
-                let Some(&s) = standbys.get(pick % standbys.len().max(1)) else {
-                    return Ok(());
-                };
-                if !run.stack.kill_replica(s).await {
-                    return Ok(());
-                }
-                self.hit.insert(i, s);
-                target = Some(format!("r{s}"));
-            }
-            FaultKind::PostgresRestart => {
-                if let Some(addr) = run.stack.postgres_container_addr() {
-                    // docker kill + docker start; done when it accepts again.
-                    run.stack
-                        .crash_postgres_container()
-                        .await
-                        .map_err(CellError::schedule)?;
-                    crate::failover::faults::await_postgres(addr)
-                        .await
-                        .map_err(CellError::schedule)?;
-                } else {
-                    let Some(dir) = self.pg_dir.clone() else {
-                        return Ok(());
-                    };
-                    tokio::task::spawn_blocking(move || {
-                        crate::failover::faults::restart_postgres(&dir, "immediate")
-                    })
-                    .await
-                    .map_err(CellError::schedule)?
-                    .map_err(CellError::schedule)?;
-                }
-                target = Some("postgres".into());
-            }
-        }
+            | FaultKind::LeaderDbDelay
+            | FaultKind::StandbyKill9 => self.start_replica_fault(i, &f, run).await,
+            FaultKind::PostgresRestart => self.restart_postgres(run).await?,
+        };
+        // Not applied: not recorded.
+        let Some(target) = applied else {
+            return Ok(());
+        };
         if f.for_ms == 0 {
             self.applied.push(Applied {
                 kind: f.kind,
@@ -334,6 +280,97 @@ impl ChaosDrive {
             self.started.insert(i, (now, target));
         }
         Ok(())
+    }
+
+    /// A worker SIGSTOPped, or killed and replaced by a new worker on the
+    /// whole backlog; the target is the worker it hit.
+    fn start_worker_fault(
+        &mut self,
+        f: &PlannedFault,
+        run: &mut CellRun<'_>,
+        backlog: bench_driver::cell::Backlog,
+    ) -> Result<Option<String>, CellError> {
+        let Some(slot) = f.worker else {
+            return Ok(None);
+        };
+        if f.kind == FaultKind::WorkerSigstop {
+            return Ok(self.signal_worker(slot, Signal::SIGSTOP));
+        }
+        let target = self.signal_worker(slot, Signal::SIGKILL);
+        // A new worker takes the slot, on the whole backlog again.
+        let idx = self.next_idx;
+        self.next_idx += 1;
+        run.spawn_workers(backlog, idx..idx + 1)?;
+        self.slots.insert(slot, idx);
+        Ok(target)
+    }
+
+    /// A fault of a replica found when it starts: the leader (killed,
+    /// frozen, cut off from or delayed on its database) or a standby
+    /// (killed); `None` when no replica led or the fault did not take.
+    async fn start_replica_fault(
+        &mut self,
+        i: usize,
+        f: &PlannedFault,
+        run: &mut CellRun<'_>,
+    ) -> Option<Option<String>> {
+        let r = if f.kind == FaultKind::StandbyKill9 {
+            let leader = self.leader(run).await;
+            let standbys: Vec<usize> = (0..run.stack.replica_urls().len())
+                .filter(|r| Some(*r) != leader)
+                .collect();
+            let pick = f.worker.unwrap_or(0) as usize;
+            let &s = standbys.get(pick % standbys.len().max(1))?;
+            run.stack.kill_replica(s).await.then_some(s)?
+        } else {
+            // No replica led for LEADER_WAIT: nothing to hit, not counted.
+            let l = self.leader(run).await?;
+            let db = run.stack.replica_db(l);
+            let done = match f.kind {
+                FaultKind::LeaderKill9 => run.stack.kill_replica(l).await,
+                FaultKind::LeaderSigstop => run.stack.pause_replica(l).await,
+                FaultKind::LeaderDbCut => db.map(|c| c.set_cut(true)).is_some(),
+                _ => db
+                    .map(|c| {
+                        let d = Duration::from_millis(f.delay_ms.unwrap_or(0));
+                        c.set_spike(Some(LatencySpec::Fixed(d)))
+                    })
+                    .is_some(),
+            };
+            done.then_some(l)?
+        };
+        self.hit.insert(i, r);
+        Some(Some(format!("r{r}")))
+    }
+
+    /// PostgreSQL crash-restarted: its container killed and started, or
+    /// (with a cluster directory) restarted in immediate mode; `None`
+    /// without either.
+    async fn restart_postgres(
+        &self,
+        run: &mut CellRun<'_>,
+    ) -> Result<Option<Option<String>>, CellError> {
+        if let Some(addr) = run.stack.postgres_container_addr() {
+            // docker kill + docker start; done when it accepts again.
+            run.stack
+                .crash_postgres_container()
+                .await
+                .map_err(CellError::schedule)?;
+            crate::failover::faults::await_postgres(addr)
+                .await
+                .map_err(CellError::schedule)?;
+        } else {
+            let Some(dir) = self.pg_dir.clone() else {
+                return Ok(None);
+            };
+            tokio::task::spawn_blocking(move || {
+                crate::failover::faults::restart_postgres(&dir, "immediate")
+            })
+            .await
+            .map_err(CellError::schedule)?
+            .map_err(CellError::schedule)?;
+        }
+        Ok(Some(Some("postgres".into())))
     }
 
     async fn end(&mut self, i: usize, run: &mut CellRun<'_>) -> Result<(), CellError> {

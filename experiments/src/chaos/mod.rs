@@ -40,13 +40,15 @@ use fencepost_api::latency::LatencySpecError;
 use fencepost_api::rail::LedgerView;
 use tokio::time::Instant;
 
-use crate::cli::{ChaosArgs, ChaosRuntime, SabotageMode};
 use crate::failover::faults::fresh_schema;
 use crate::output::{RunDir, RunDirError, block_on, exit_code};
 use drive::{Applied, ChaosDrive, ChaosSpawner};
 use schedule::{FaultKind, draw};
 
-pub use model::{ChaosConfig, ChaosResult, PAYOUT_PREFIX, RAIL_LATENCY, RunResult};
+pub use model::{
+    ChaosConfig, ChaosInputs, ChaosResult, ChaosRuntime, PAYOUT_PREFIX, RAIL_LATENCY, RunResult,
+    SabotageMode,
+};
 
 /// Why `experiments chaos` failed (exit 1, as a violation does; the message
 /// tells them apart).
@@ -301,7 +303,7 @@ async fn one_run(
 }
 
 /// Runs the experiment; returns the result and the output directory.
-pub async fn run(args: &ChaosArgs) -> Result<(ChaosResult, PathBuf), ChaosError> {
+pub async fn run(args: &ChaosInputs) -> Result<(ChaosResult, PathBuf), ChaosError> {
     if args.sabotage == Some(SabotageMode::SkipEpochFence) && args.replicas < 2 {
         return Err(ChaosError::FenceSabotageNeedsReplicas);
     }
@@ -460,7 +462,7 @@ fn describe(v: &HistoryViolation) -> String {
 
 /// `experiments chaos`: runs, prints the table, returns the exit code
 /// (0 no violation, 1 a violation or a failure).
-pub fn main(args: &ChaosArgs) -> i32 {
+pub fn main(args: &ChaosInputs) -> i32 {
     exit_code("chaos", block_on(run(args)), |(r, dir)| {
         print!("{}", report::summary(&r, &dir));
         if r.violations() > 0 { 1 } else { 0 }

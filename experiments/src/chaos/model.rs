@@ -4,21 +4,81 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bench_core::grid::PolicySpec;
-use bench_core::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
-use bench_driver::cell::{CellPlan, Conditions};
+use bench_driver::cell::CellPlan;
+use bench_driver::cell::plan::PlanInputs;
 use bench_history::check::HistoryCheck;
 use fencepost_api::latency::{LatencySpec, LatencySpecError};
 use serde::{Deserialize, Serialize};
 
 use crate::chaos::drive::Applied;
 use crate::chaos::schedule::{FaultKind, RunSchedule, ScheduleParams};
-use crate::cli::{ChaosArgs, ChaosRuntime};
 
 /// The R7 prefix of every run's backlog.
 pub const PAYOUT_PREFIX: &str = "chaos";
 /// The rail's latency: short and bounded, below the scaled read timeout.
 pub const RAIL_LATENCY: &str = "uniform:1ms..5ms";
+/// `experiments chaos --runtime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChaosRuntime {
+    /// Child processes, the lock-server on SQLite.
+    Process,
+    /// Containers on a private network, on PostgreSQL.
+    Docker,
+}
+
+/// `experiments chaos --sabotage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SabotageMode {
+    /// The rail-stub's fences off (`rail-stub --sabotage no-fences`).
+    NoFences,
+    /// Every grant ends on the lock-server at half the lease it answers
+    /// (`lock-server --sabotage early-expiry`): the lock-level rule must fire.
+    EarlyExpiry,
+    /// Replicas write without the epoch fence after a takeover
+    /// (`lock-server --sabotage skip-epoch-fence`; needs --replicas above 1).
+    SkipEpochFence,
+}
+
+/// What `experiments chaos` is asked (the command line's flags; see
+/// `crate::cli::ChaosArgs` for each one's meaning and default).
+#[derive(Clone, Debug)]
+pub struct ChaosInputs {
+    /// How many runs.
+    pub runs: u32,
+    /// Base seed; random if absent.
+    pub seed: Option<u64>,
+    /// Replay one run alone.
+    pub only_run: Option<u32>,
+    /// Where the services run.
+    pub runtime: ChaosRuntime,
+    /// The lock-server image (docker).
+    pub lock_image: String,
+    /// The rail-stub image (docker).
+    pub rail_image: String,
+    /// The PostgreSQL image (docker, without `pg_url`).
+    pub pg_image: String,
+    /// Lock-server replicas.
+    pub replicas: u32,
+    /// The PostgreSQL replicated runs share.
+    pub pg_url: Option<String>,
+    /// That PostgreSQL's cluster directory (its crash restarts).
+    pub pg_dir: Option<std::path::PathBuf>,
+    /// The checker must then fail.
+    pub sabotage: Option<SabotageMode>,
+    /// Lease (and session TTL) of every worker.
+    pub ttl: Duration,
+    /// Each run's measured window; default 3 s, 6 s with replicas.
+    pub duration: Option<Duration>,
+    /// Worker processes per run.
+    pub workers: u32,
+    /// Payouts seeded per run.
+    pub payouts: u64,
+    /// The client margin.
+    pub margin: f64,
+    /// Results directory.
+    pub out: Option<std::path::PathBuf>,
+}
+
 /// The resolved configuration (manifest, `chaos.json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ChaosConfig {
@@ -80,8 +140,8 @@ pub struct Images {
 
 impl ChaosConfig {
     /// Resolves `args` with `seed`.
-    pub fn resolve(args: &ChaosArgs, seed: u64) -> Self {
-        let tb = TimeBase::for_lease(args.ttl, true);
+    pub fn resolve(args: &ChaosInputs, seed: u64) -> Self {
+        let t = timings(args.ttl, args.margin);
         ChaosConfig {
             runs: args.runs,
             seed,
@@ -110,9 +170,9 @@ impl ChaosConfig {
             payouts: args.payouts,
             margin: args.margin,
             rail_latency: RAIL_LATENCY.into(),
-            rail_read_timeout_ms: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
-            worst_case_hop_ms: tb.worst_case_hop(PRODUCTION_RAIL_READ_TIMEOUT).as_millis() as u64,
-            acquire_budget_ms: (args.ttl / 4).as_millis().max(1) as u64,
+            rail_read_timeout_ms: t.rail_read_timeout.as_millis() as u64,
+            worst_case_hop_ms: t.worst_case_hop.as_millis() as u64,
+            acquire_budget_ms: t.acquire_budget.as_millis() as u64,
             sabotage: args.sabotage.map(|s| s.as_str().to_string()),
             extra_faults: (1, 3),
         }
@@ -161,43 +221,34 @@ impl ChaosConfig {
         }
     }
 
-    /// The cell of run `run` with seed `seed`.
+    /// The cell of run `run` with seed `seed`: the driver's plan, its rail
+    /// timings in whole ms (as `chaos.json` records them), the rail's own
+    /// short latency, no warm-up.
     pub fn plan(&self, run: u32, seed: u64) -> Result<CellPlan, LatencySpecError> {
         let lease = self.lease();
-        Ok(CellPlan {
-            id: format!("chaos-run-{run}"),
-            run_id: format!("chaos-{}", self.seed),
-            lease,
-            margin: self.margin,
-            policy: PolicySpec::Fixed,
-            session_ttl: lease,
-            heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
-            time_base: TimeBase::for_lease(lease, true),
-            rail_latency: self.rail_latency.parse()?,
-            rail_read_timeout: Duration::from_millis(self.rail_read_timeout_ms),
-            worst_case_hop: Duration::from_millis(self.worst_case_hop_ms),
-            acquire_budget: Duration::from_millis(self.acquire_budget_ms),
-            client_check: true,
-            workers: self.workers,
-            duration: Duration::from_millis(self.duration_ms),
-            payouts: self.payouts,
-            payout_prefix: PAYOUT_PREFIX.into(),
-            seed,
-            repeat: 0,
-            // One lock-server: a zero-delay proxy (the delay and loss spikes,
-            // and the restart's new port). Replicas: none (the workers get
-            // every URL, and a replica restarts on its own port).
-            conditions: Conditions {
-                net_delay: (!self.replicated()).then_some(LatencySpec::Fixed(Duration::ZERO)),
-                server_pause: None,
-                tls: false,
-            },
-            // Every operation of the run is checked, from the first one.
-            warmup: Duration::ZERO,
-            cpu_quota: None,
-            sampling: Default::default(),
-        })
+        let mut plan = timings(lease, self.margin);
+        plan.id = format!("chaos-run-{run}");
+        plan.rail_latency = self.rail_latency.parse()?;
+        plan.workers = self.workers;
+        plan.duration = Duration::from_millis(self.duration_ms);
+        plan.payouts = self.payouts;
+        plan.payout_prefix = PAYOUT_PREFIX.into();
+        plan.seed = seed;
+        // One lock-server: a zero-delay proxy (the delay and loss spikes,
+        // and the restart's new port). Replicas: none (the workers get
+        // every URL, and a replica restarts on its own port).
+        plan.conditions.net_delay =
+            (!self.replicated()).then_some(LatencySpec::Fixed(Duration::ZERO));
+        // Every operation of the run is checked, from the first one.
+        plan.warmup = Duration::ZERO;
+        Ok(plan.in_run(&format!("chaos-{}", self.seed)))
     }
+}
+
+/// The driver's plan of a chaos cell at `lease` (the session TTL too) and
+/// `margin`, its rail timings and acquire budget in whole ms.
+fn timings(lease: Duration, margin: f64) -> CellPlan {
+    CellPlan::new(PlanInputs::new("chaos", lease, lease, margin)).whole_ms_timings()
 }
 
 /// One run, in `chaos.json`.

@@ -6,9 +6,7 @@
 //! the N-th time it reaches a step ([`FreezePoint`]), so it is frozen at
 //! exactly the point of its payout the fault names, whenever that comes.
 
-use std::fmt;
-use std::str::FromStr;
-
+pub use bench_driver::worker_process::{FreezePoint, FreezeStep, Freezes};
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -166,7 +164,7 @@ impl RunSchedule {
         n
     }
 
-    /// The self-freezes of worker `idx`, as its `--freeze` argument.
+    /// The self-freezes of worker `idx` (its spec's `freezes`).
     pub fn freezes_of(&self, idx: u64) -> Freezes {
         Freezes(
             self.faults
@@ -299,76 +297,6 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
     RunSchedule { run, seed, faults }
 }
 
-/// Where a worker process freezes itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FreezeStep {
-    /// After its client check passed, before the submit (`bench_driver::worker::Step::Checked`).
-    Checked,
-    /// Between payouts (`bench_driver::worker::Step::Idle`).
-    Idle,
-}
-
-/// One self-freeze: at the `nth` time the worker reaches `step`, for `for_ms`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FreezePoint {
-    /// The step.
-    pub step: FreezeStep,
-    /// Which time it reaches it (1-based).
-    pub nth: u64,
-    /// How long it stays stopped, ms.
-    pub for_ms: u64,
-}
-
-/// A worker's `--freeze` list: `checked@2:800,idle@5:300` (ms).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Freezes(pub Vec<FreezePoint>);
-
-impl fmt::Display for Freezes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self
-            .0
-            .iter()
-            .map(|p| {
-                let step = match p.step {
-                    FreezeStep::Checked => "checked",
-                    FreezeStep::Idle => "idle",
-                };
-                format!("{step}@{}:{}", p.nth, p.for_ms)
-            })
-            .collect();
-        f.write_str(&parts.join(","))
-    }
-}
-
-impl FromStr for Freezes {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut out = Vec::new();
-        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-            let bad =
-                || format!("{part:?} is not STEP@N:MS (STEP checked or idle), e.g. checked@2:800");
-            let (step, rest) = part.trim().split_once('@').ok_or_else(bad)?;
-            let (nth, ms) = rest.split_once(':').ok_or_else(bad)?;
-            let step = match step {
-                "checked" => FreezeStep::Checked,
-                "idle" => FreezeStep::Idle,
-                _ => return Err(bad()),
-            };
-            let nth: u64 = nth.parse().map_err(|_| bad())?;
-            if nth == 0 {
-                return Err(bad());
-            }
-            out.push(FreezePoint {
-                step,
-                nth,
-                for_ms: ms.parse().map_err(|_| bad())?,
-            });
-        }
-        Ok(Freezes(out))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,13 +368,5 @@ mod tests {
             // 200 runs of 1-3 extra faults over 10 kinds: each about 40 times.
             assert!(seen.get(&k).copied().unwrap_or(0) >= 20, "{k:?}: {seen:?}");
         }
-    }
-
-    #[test]
-    fn freezes_round_trip_through_the_worker_argument() {
-        let f: Freezes = "checked@2:800,idle@5:300".parse().unwrap();
-        assert_eq!(f.to_string(), "checked@2:800,idle@5:300");
-        assert!("checked@0:1".parse::<Freezes>().is_err());
-        assert!("held@1:1".parse::<Freezes>().is_err());
     }
 }

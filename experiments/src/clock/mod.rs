@@ -49,7 +49,6 @@ pub mod sim;
 
 use std::time::Duration;
 
-use crate::cli::ClockArgs;
 use crate::output::{RunDir, RunDirError, exit_code};
 use crate::plots::PlotError;
 
@@ -66,15 +65,31 @@ pub enum ClockError {
     Plot(#[from] PlotError),
 }
 
+/// One `experiments clock` run: the simulation's inputs, its sweep and
+/// seed, where it writes. The command line builds it.
+#[derive(Clone, Debug)]
+pub struct ClockRun {
+    /// The simulation's inputs.
+    pub params: SimParams,
+    /// Seeded cases per (scenario, grace fraction).
+    pub cases: u64,
+    /// Grace as fractions of the bound.
+    pub fractions: Vec<f64>,
+    /// The seed; random if absent (printed and recorded).
+    pub seed: Option<u64>,
+    /// Results directory; default data/runs/<timestamp>-clock/.
+    pub out: Option<std::path::PathBuf>,
+}
+
 /// Runs `experiments clock`.
-pub fn run(args: &ClockArgs) -> Result<(ClockResult, std::path::PathBuf), ClockError> {
+pub fn run(args: &ClockRun) -> Result<(ClockResult, std::path::PathBuf), ClockError> {
     let seed = args.seed.unwrap_or_else(rand::random);
-    let p = SimParams::from_args(args);
+    let p = args.params.clone();
     let config = serde_json::json!({
-        "params": &p, "cases": args.cases, "fractions": &args.fractions.0, "seed": seed,
+        "params": &p, "cases": args.cases, "fractions": &args.fractions, "seed": seed,
     });
     let run_dir = RunDir::create("clock", args.out.as_deref(), seed, &config)?;
-    let rows = sweep(&p, &Scenario::ALL, &args.fractions.0, args.cases, seed);
+    let rows = sweep(&p, &Scenario::ALL, &args.fractions, args.cases, seed);
     let f = findings(&rows);
     let bound = p.bound();
     let result = ClockResult {
@@ -146,7 +161,7 @@ pub fn run(args: &ClockArgs) -> Result<(ClockResult, std::path::PathBuf), ClockE
 }
 
 /// `experiments clock`: runs and prints the table; exit 0, or 1 on failure.
-pub fn main(args: &ClockArgs) -> i32 {
+pub fn main(args: &ClockRun) -> i32 {
     exit_code("clock", run(args), |(r, dir)| {
         print!("{}", report::summary(&r, &dir));
         0

@@ -1,11 +1,12 @@
 //! The clock experiment's simulation: scenarios of drift and steps, each
 //! case run on a fake clock against the lock table, swept over the offset
-//! and summarised into findings ([`ClockResult`]).
+//! and summarised into findings ([`ClockResult`], `clock.json`'s type in
+//! `bench_core::results::clock`, which the ADR evidence reads too).
 
 use std::time::Duration;
 
 use fencepost_api::clock::{Clock, FakeClock, MonoTime};
-use fencepost_api::grace::{GraceParams, GracePolicy};
+use fencepost_api::grace::GracePolicy;
 use fencepost_api::lock::LockState;
 use fencepost_sdk::lease;
 use lock_server::core::{Limits, LockTable};
@@ -13,7 +14,7 @@ use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::ClockArgs;
+pub use bench_core::results::clock::{ClockResult, Findings, SimParams, SweepRow};
 
 /// The simulated scenarios.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,51 +77,6 @@ impl Scenario {
                 "offset + the client clock steps backward during the lease"
             }
         }
-    }
-}
-
-/// The sweep's inputs.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SimParams {
-    /// Lease D, ns.
-    pub lease_ns: u64,
-    /// θ_max, ns.
-    pub theta_ns: u64,
-    /// ρ, ppm.
-    pub drift_ppm: u64,
-    /// q (combined), ns.
-    pub quantum_ns: u64,
-    /// Step size, ns.
-    pub step_ns: u64,
-    /// Largest one-way delay, ns.
-    pub max_delay_ns: u64,
-    /// Client margin.
-    pub margin: f64,
-}
-
-impl SimParams {
-    /// From the command line.
-    pub fn from_args(a: &ClockArgs) -> Self {
-        let ns = |d: Duration| d.as_nanos() as u64;
-        SimParams {
-            lease_ns: ns(a.lease),
-            theta_ns: ns(a.theta),
-            drift_ppm: a.drift_ppm,
-            quantum_ns: ns(a.quantum),
-            step_ns: ns(a.step),
-            max_delay_ns: ns(a.max_delay),
-            margin: a.margin,
-        }
-    }
-
-    /// The essay's bound `θ + 2ρD + q`, as the server's own derived-grace code computes it.
-    pub fn bound(&self) -> Duration {
-        GracePolicy::Derived(GraceParams {
-            offset_max: Duration::from_nanos(self.theta_ns),
-            drift_ppm: self.drift_ppm,
-            quantum: Duration::from_nanos(self.quantum_ns),
-        })
-        .grace_for(Duration::from_nanos(self.lease_ns))
     }
 }
 
@@ -340,27 +296,6 @@ fn run_case(p: &SimParams, c: &Case, grace: Duration) -> CaseOutcome {
     }
 }
 
-/// One row of `clock.csv`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct SweepRow {
-    /// Scenario name.
-    pub scenario: String,
-    /// Grace / bound.
-    pub grace_fraction: f64,
-    /// Grace, ms.
-    pub grace_ms: f64,
-    /// Bound θ + 2ρD + q, ms.
-    pub bound_ms: f64,
-    /// Cases.
-    pub cases: u64,
-    /// Cases where the client believed after the reassignment.
-    pub violations: u64,
-    /// `violations / cases`.
-    pub violation_rate: f64,
-    /// Largest overrun, µs (0 with no violation).
-    pub max_overrun_us: f64,
-}
-
 /// Sweeps `scenarios` × `fractions` with `cases` cases each. Case `i` of a
 /// scenario is the same at every fraction (seeded from `seed`, the scenario and `i`).
 pub fn sweep(
@@ -399,23 +334,6 @@ pub fn sweep(
         }
     }
     rows
-}
-
-/// What the sweep says, in booleans and words.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Findings {
-    /// `offset`: no violation at any grace ≥ bound.
-    pub zero_at_or_above_bound: bool,
-    /// `offset`: some violation at some grace < bound.
-    pub nonzero_below_bound: bool,
-    /// Which server step direction produced more violations at grace = bound.
-    pub server_hazardous_step: String,
-    /// Which client step direction produced more violations at grace = bound.
-    pub client_hazardous_step: String,
-    /// Whether the simulation agrees with the essay's "a step backwards is the dangerous direction" for the server.
-    pub agrees_with_essay_on_server_step: bool,
-    /// The findings in sentences.
-    pub summary: Vec<String>,
 }
 
 pub(crate) fn at<'a>(rows: &'a [SweepRow], scenario: &str, f: f64) -> Option<&'a SweepRow> {
@@ -484,23 +402,4 @@ pub fn findings(rows: &[SweepRow]) -> Findings {
         agrees_with_essay_on_server_step: agrees,
         summary,
     }
-}
-
-/// `clock.json`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ClockResult {
-    /// The inputs.
-    pub params: SimParams,
-    /// The seed.
-    pub seed: u64,
-    /// Bound θ + 2ρD + q, ms.
-    pub bound_ms: f64,
-    /// `[θ, 2ρD, q]` in ms.
-    pub bound_terms_ms: [f64; 3],
-    /// Scenario descriptions.
-    pub scenarios: Vec<(String, String)>,
-    /// Every (scenario, fraction).
-    pub rows: Vec<SweepRow>,
-    /// What they say.
-    pub findings: Findings,
 }

@@ -24,17 +24,17 @@ pub(crate) mod faults;
 pub mod model;
 pub mod report;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bench_core::grid::PolicySpec;
-use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
-use bench_driver::cell::{CellPlan, Conditions, Hooks, Live, Runtime, Stack, measure};
-use fencepost_api::latency::LatencySpec;
+use bench_analysis::results::CellRow;
+use bench_core::timebase::{PRODUCTION_RAIL_LATENCY, TimeBase};
+use bench_driver::cell::plan::PlanInputs;
+use bench_driver::cell::{CellPlan, Hooks, Live, Measurement, Runtime, Stack, measure};
+use fencepost_harness::ChildService;
 use tokio::time::Instant;
 
-use crate::cli::FailoverArgs;
 use crate::output::{RunDir, block_on, exit_code};
 use crate::plots::render;
 use faults::{FailoverSchedule, Faults, await_leader, fresh_schema, spawn};
@@ -42,12 +42,36 @@ use model::{BACKLOG_SLACK_S, BUCKET_S, PAYOUT_RATE_CEILING_PER_S};
 use report::{ThroughputPlot, buckets};
 
 pub use error::{FailoverError, PgRestartError};
+
+/// What `experiments failover` is asked (the command line's flags; see
+/// `crate::cli::FailoverArgs` for each one's meaning and default).
+#[derive(Clone, Debug)]
+pub struct FailoverInputs {
+    /// The PostgreSQL the replicas share.
+    pub pg_url: String,
+    /// That PostgreSQL's cluster directory (its restart), if given.
+    pub pg_dir: Option<PathBuf>,
+    /// Every replica's leader lease.
+    pub leader_lease: Duration,
+    /// Lease TTL of every acquire.
+    pub ttl: Duration,
+    /// In-process SDK payout workers.
+    pub workers: u32,
+    /// The client margin.
+    pub margin: f64,
+    /// Steady running before, between and after the faults.
+    pub phase: Duration,
+    /// The seed; random if absent.
+    pub seed: Option<u64>,
+    /// Results directory.
+    pub out: Option<PathBuf>,
+}
 pub use model::{FailoverResult, FaultRecord};
 pub use report::{report_section, summary};
 
 /// `experiments failover`: exit 0, 1 when a must-be-zero counter is not, no
 /// replica served again, or a service failed; 2 on bad input.
-pub fn main(args: &FailoverArgs) -> i32 {
+pub fn main(args: &FailoverInputs) -> i32 {
     let outcome = block_on(run(args));
     exit_code("failover", outcome, |(r, dir)| {
         print!("{}", summary(&r, &dir));
@@ -67,20 +91,88 @@ pub fn main(args: &FailoverArgs) -> i32 {
     })
 }
 
-async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverError> {
+async fn run(args: &FailoverInputs) -> Result<(FailoverResult, PathBuf), FailoverError> {
     let seed = args.seed.unwrap_or_else(rand::random);
-    let tb = TimeBase::for_lease(args.ttl, true);
-    let session_ttl = tb.session_ttl();
-    let latency: LatencySpec = PRODUCTION_RAIL_LATENCY.parse()?;
+    let plan = plan(args, seed)?;
     let config = serde_json::json!({
-        "ttl_ms": args.ttl.as_millis() as u64, "session_ttl_ms": session_ttl.as_millis() as u64,
+        "ttl_ms": args.ttl.as_millis() as u64, "session_ttl_ms": plan.session_ttl.as_millis() as u64,
         "leader_lease_ms": args.leader_lease.as_millis() as u64, "workers": args.workers,
         "margin": args.margin, "phase_ms": args.phase.as_millis() as u64,
         "pg_dir": args.pg_dir, "replicas": 3, "seed": seed,
     });
     let run_dir = RunDir::create("failover", args.out.as_deref(), seed, &config)?;
     let dir = run_dir.dir.clone();
-    let store = fresh_schema(&args.pg_url, "failover", seed).await?;
+    let services = start_services(args, &plan, &dir).await?;
+    let measured = measure_under_faults(args, &plan, services, &dir).await?;
+    let row = bench_driver::row::cell_row(&measured.m);
+    bench_analysis::results::write_results(&dir, std::slice::from_ref(&row))?;
+    let throughput = buckets(&measured.samples, measured.opened);
+    let mut faults = measured.faults;
+    let baseline = baseline_before_first_fault(&throughput, &faults);
+    let window_s = 3.0 * args.leader_lease.as_secs_f64();
+    for f in faults.iter_mut().filter(|f| f.skipped.is_none()) {
+        dip_after(f, &throughput, baseline, window_s);
+    }
+    let must_be_zero = must_be_zero(&row, &faults);
+    let result = FailoverResult {
+        seed,
+        leader_lease_ms: args.leader_lease.as_millis() as u64,
+        faults,
+        baseline_per_s: baseline,
+        throughput,
+        row,
+        must_be_zero,
+    };
+    run_dir.write_json("failover.json", &result)?;
+    render(&dir, "failover", &ThroughputPlot { r: &result })?;
+    let section = report_section(&result);
+    let dir = run_dir.finish(&section)?;
+    Ok((result, dir))
+}
+
+/// The cell: the driver's plan at `--ttl`, the production numbers scaled;
+/// the backlog sized to the run.
+fn plan(args: &FailoverInputs, seed: u64) -> Result<CellPlan, FailoverError> {
+    let tb = TimeBase::for_lease(args.ttl, true);
+    let lease = fencepost_api::format_duration(args.leader_lease);
+    let plan = CellPlan::new(PlanInputs {
+        time_base: tb,
+        rail_latency: PRODUCTION_RAIL_LATENCY.parse()?,
+        workers: args.workers,
+        duration: args.phase * 4,
+        // Sized to the run, not far beyond it: the window opens and closes
+        // with an R6 read of the whole ledger, which holds the rail's lock
+        // while it copies every payout; 100,000 of them (the old fixed
+        // size) stalled a debug-build rail past the submit's read timeout.
+        payouts: PAYOUT_RATE_CEILING_PER_S
+            * ((args.phase.as_secs_f64() * 4.0).ceil() as u64 + BACKLOG_SLACK_S)
+            * u64::from(args.workers),
+        payout_prefix: "fo".into(),
+        seed,
+        ..PlanInputs::new(
+            format!("failover_leader_lease={lease}"),
+            args.ttl,
+            tb.session_ttl(),
+            args.margin,
+        )
+    });
+    Ok(plan.in_run(&format!("failover-{seed}")))
+}
+
+/// The replicas (on a fresh schema of `--pg-url`) and the rail-stub, once
+/// a replica leads.
+struct Services {
+    nodes: Vec<ChildService>,
+    rail: ChildService,
+    urls: Vec<String>,
+}
+
+async fn start_services(
+    args: &FailoverInputs,
+    plan: &CellPlan,
+    dir: &Path,
+) -> Result<Services, FailoverError> {
+    let store = fresh_schema(&args.pg_url, "failover", plan.seed).await?;
     let lease = fencepost_api::format_duration(args.leader_lease);
     let mut nodes = Vec::new();
     for i in 0..3 {
@@ -92,18 +184,17 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
             "--default-ttl".into(),
             fencepost_api::format_duration(args.ttl),
             "--session-ttl".into(),
-            fencepost_api::format_duration(session_ttl),
+            fencepost_api::format_duration(plan.session_ttl),
         ];
         nodes.push(spawn("lock-server", a, dir.join(format!("lock-server-{i}.log"))).await?);
     }
-    let rail_latency = tb.latency(latency);
     let rail = spawn(
         "rail-stub",
         vec![
             "--latency".into(),
-            rail_latency.to_string(),
+            plan.rail_latency.to_string(),
             "--seed".into(),
-            seed.to_string(),
+            plan.seed.to_string(),
             "--ledger".into(),
             "memory".into(),
         ],
@@ -121,42 +212,32 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
         "3 replicas, leader {} after {:?}; {} workers",
         first.0, first.1, args.workers
     );
-    let plan = CellPlan {
-        id: format!("failover_leader_lease={}", lease),
-        run_id: format!("failover-{seed}"),
-        lease: args.ttl,
-        margin: args.margin,
-        policy: PolicySpec::Fixed,
-        session_ttl,
-        heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
-        time_base: tb,
-        rail_latency,
-        rail_read_timeout: tb.scale(PRODUCTION_RAIL_READ_TIMEOUT),
-        worst_case_hop: tb.worst_case_hop(PRODUCTION_RAIL_READ_TIMEOUT),
-        acquire_budget: args.ttl / 4,
-        client_check: true,
-        workers: args.workers,
-        duration: args.phase * 4,
-        // Sized to the run, not far beyond it: the window opens and closes
-        // with an R6 read of the whole ledger, which holds the rail's lock
-        // while it copies every payout; 100,000 of them (the old fixed
-        // size) stalled a debug-build rail past the submit's read timeout.
-        payouts: PAYOUT_RATE_CEILING_PER_S
-            * ((args.phase.as_secs_f64() * 4.0).ceil() as u64 + BACKLOG_SLACK_S)
-            * u64::from(args.workers),
-        payout_prefix: "fo".into(),
-        seed,
-        repeat: 0,
-        conditions: Conditions::default(),
-        warmup: bench_driver::cell::default_warmup(session_ttl, args.ttl, args.margin),
-        cpu_quota: None,
-        sampling: Default::default(),
-    };
+    Ok(Services { nodes, rail, urls })
+}
+
+/// What the window measured, with the faults as applied and the paid
+/// count sampled about twice a second.
+struct Measured {
+    m: Measurement,
+    faults: Vec<FaultRecord>,
+    opened: Instant,
+    samples: Vec<(Instant, u64)>,
+}
+
+/// The cell's window with the faults one after another (the
+/// [`FailoverSchedule`]); the services stop at its end.
+async fn measure_under_faults(
+    args: &FailoverInputs,
+    plan: &CellPlan,
+    services: Services,
+    dir: &Path,
+) -> Result<Measured, FailoverError> {
+    let Services { nodes, rail, urls } = services;
     let runtime = Runtime::External {
         lock_url: urls.join(","),
         rail_url: rail.url(),
     };
-    let mut stack = Stack::start(&plan.stack_spec(&runtime), &dir).await?;
+    let mut stack = Stack::start(&plan.stack_spec(&runtime), dir).await?;
     let nodes = Arc::new(Mutex::new(nodes));
     let records: Arc<Mutex<Vec<FaultRecord>>> = Arc::default();
     let opened: Arc<Mutex<Option<Instant>>> = Arc::default();
@@ -164,7 +245,7 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
     let mut schedule = FailoverSchedule {
         faults: Some(Faults {
             nodes: nodes.clone(),
-            urls: urls.clone(),
+            urls,
             pg_dir: args.pg_dir.clone(),
             phase: args.phase,
             records: records.clone(),
@@ -185,20 +266,27 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
         live: Some(&live),
         ..Hooks::default()
     };
-    let measured = measure(&mut stack, &plan, &mut schedule, hooks).await;
+    let measured = measure(&mut stack, plan, &mut schedule, hooks).await;
     stack.stop().await;
     drop(rail);
     drop(nodes);
     let m = measured?.ok_or(FailoverError::Interrupted)?;
-    let row = bench::row::cell_row(&m);
-    bench_analysis::results::write_results(&dir, std::slice::from_ref(&row))?;
-    let opened = opened
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .ok_or(FailoverError::NeverOpened)?;
-    let samples = samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let throughput = buckets(&samples, opened);
-    let mut faults = records.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let opened = take(&opened).ok_or(FailoverError::NeverOpened)?;
+    Ok(Measured {
+        m,
+        faults: take(&records),
+        opened,
+        samples: take(&samples),
+    })
+}
+
+/// What a shared slot holds, taken out.
+fn take<T: Default>(m: &Mutex<T>) -> T {
+    std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The median paid/s before the first fault.
+fn baseline_before_first_fault(throughput: &[(f64, f64)], faults: &[FaultRecord]) -> Option<f64> {
     let first_fault = faults.first().map_or(f64::INFINITY, |f| f.at_s);
     let mut before: Vec<f64> = throughput
         .iter()
@@ -206,29 +294,36 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
         .map(|p| p.1)
         .collect();
     before.sort_by(f64::total_cmp);
-    let baseline = (!before.is_empty()).then(|| before[before.len() / 2]);
-    let window_s = 3.0 * args.leader_lease.as_secs_f64();
-    for f in faults.iter_mut().filter(|f| f.skipped.is_none()) {
-        let after: Vec<&(f64, f64)> = throughput
-            .iter()
-            .filter(|(t, _)| *t >= f.at_s && *t < f.at_s + window_s.max(BUCKET_S * 2.0))
-            .collect();
-        f.min_throughput_per_s = after.iter().map(|p| p.1).min_by(f64::total_cmp);
-        if let Some(b) = baseline {
-            let recovered = throughput.iter().find(|(t, v)| {
-                *t > f.at_s
-                    && *v >= b / 2.0
-                    && throughput
-                        .iter()
-                        .any(|(u, w)| *u >= f.at_s && *u < *t && *w < b / 2.0)
-            });
-            f.below_half_s = recovered
-                .map(|(t, _)| t - f.at_s)
-                .or(Some(0.0).filter(|_| after.iter().all(|p| p.1 >= b / 2.0)));
-        }
+    (!before.is_empty()).then(|| before[before.len() / 2])
+}
+
+/// The dip after fault `f`: its lowest throughput within `window_s` (at
+/// least two buckets), and how long the throughput stayed under half the
+/// `baseline`.
+fn dip_after(f: &mut FaultRecord, throughput: &[(f64, f64)], baseline: Option<f64>, window_s: f64) {
+    let after: Vec<&(f64, f64)> = throughput
+        .iter()
+        .filter(|(t, _)| *t >= f.at_s && *t < f.at_s + window_s.max(BUCKET_S * 2.0))
+        .collect();
+    f.min_throughput_per_s = after.iter().map(|p| p.1).min_by(f64::total_cmp);
+    if let Some(b) = baseline {
+        let recovered = throughput.iter().find(|(t, v)| {
+            *t > f.at_s
+                && *v >= b / 2.0
+                && throughput
+                    .iter()
+                    .any(|(u, w)| *u >= f.at_s && *u < *t && *w < b / 2.0)
+        });
+        f.below_half_s = recovered
+            .map(|(t, _)| t - f.at_s)
+            .or(Some(0.0).filter(|_| after.iter().all(|p| p.1 >= b / 2.0)));
     }
+}
+
+/// Every must-be-zero counter of the run with its value.
+fn must_be_zero(row: &CellRow, faults: &[FaultRecord]) -> Vec<(String, u64)> {
     let thawed: u64 = faults.iter().filter_map(|f| f.thawed_2xx).sum();
-    let must_be_zero = vec![
+    vec![
         ("paid_twice".to_string(), row.paid_twice),
         ("stale_paid".to_string(), row.stale_paid),
         (
@@ -240,19 +335,5 @@ async fn run(args: &FailoverArgs) -> Result<(FailoverResult, PathBuf), FailoverE
             u64::from(!row.ledger_ok),
         ),
         ("thawed_leader_2xx".to_string(), thawed),
-    ];
-    let result = FailoverResult {
-        seed,
-        leader_lease_ms: args.leader_lease.as_millis() as u64,
-        faults,
-        baseline_per_s: baseline,
-        throughput,
-        row,
-        must_be_zero,
-    };
-    run_dir.write_json("failover.json", &result)?;
-    render(&dir, "failover", &ThroughputPlot { r: &result })?;
-    let section = report_section(&result);
-    let dir = run_dir.finish(&section)?;
-    Ok((result, dir))
+    ]
 }

@@ -32,19 +32,20 @@ pub mod model;
 pub mod report;
 mod rounds;
 
-use bench_driver::telemetry::{ListenError, Telemetry};
+use std::net::SocketAddr;
 use std::path::PathBuf;
+
+use bench_driver::telemetry::{ListenError, Telemetry};
 
 use bench_driver::cell::{CellError, Hooks, Stack, StackError, WriteError, measure};
 use fencepost_api::latency::LatencySpecError;
 
-use crate::cli::PauseArgs;
 use crate::output::{RunDir, RunDirError, block_on, exit_code};
 use crate::plots::PlotError;
 use crate::timeline::{Event, EventKind};
 
 pub use model::{
-    PAUSED_WORKER, PAYOUT_PREFIX, PauseConfig, PauseRecord, PauseResult, RAIL_LATENCY,
+    PAUSED_WORKER, PAYOUT_PREFIX, PauseConfig, PauseInputs, PauseRecord, PauseResult, RAIL_LATENCY,
 };
 pub use rounds::RoundError;
 
@@ -78,14 +79,28 @@ pub enum PauseError {
     Plot(#[from] PlotError),
 }
 
+/// One `experiments pause` run: what it measures, its seed (random if
+/// `None`), where it writes and serves metrics. The command line builds it.
+#[derive(Clone, Debug)]
+pub struct PauseRun {
+    /// The experiment's inputs.
+    pub inputs: PauseInputs,
+    /// The seed; random if absent (printed and recorded).
+    pub seed: Option<u64>,
+    /// Results directory; default data/runs/<timestamp>-pause/.
+    pub out: Option<PathBuf>,
+    /// Serve Prometheus metrics during the rounds at this address.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
 /// Runs the experiment; returns the result and the output directory.
-pub async fn run(args: &PauseArgs) -> Result<(PauseResult, PathBuf), PauseError> {
+pub async fn run(args: &PauseRun) -> Result<(PauseResult, PathBuf), PauseError> {
     let seed = args.seed.unwrap_or_else(rand::random);
-    let cfg = PauseConfig::resolve(args, seed);
+    let cfg = model::resolve(&args.inputs, seed);
     let run_dir = RunDir::create("pause", args.out.as_deref(), seed, &cfg)?;
     let dir = run_dir.dir.clone();
-    let plan = cfg.plan()?;
-    let mut stack = Stack::start(&plan.stack_spec(&cfg.runtime()), &dir).await?;
+    let plan = model::plan(&cfg)?;
+    let mut stack = Stack::start(&plan.stack_spec(&model::runtime(&cfg)), &dir).await?;
     let mut rounds = rounds::Rounds::new(&cfg);
     let telemetry = Telemetry::listen(args.metrics_listen, "experiments pause").await?;
     let hooks = Hooks {
@@ -146,7 +161,7 @@ fn takeover_after(r: &PauseRecord, events: &[Event]) -> Option<f64> {
 
 /// `experiments pause`: runs, prints the summary, returns the exit code
 /// (0 expectation met, 1 failed or not met).
-pub fn main(args: &PauseArgs) -> i32 {
+pub fn main(args: &PauseRun) -> i32 {
     exit_code("pause", block_on(run(args)), |(r, dir)| {
         print!("{}", report::summary(&r, &dir));
         if r.expectation_met { 0 } else { 1 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::pause::model::{PAUSED_WORKER, PauseResult};
 use crate::plots::TimelineInput;
-use crate::timeline::Event;
+use crate::timeline::{Event, Freeze};
 
 /// The `report.md` section.
 pub fn report_section(r: &PauseResult) -> String {
@@ -126,7 +126,7 @@ pub fn timeline_input(r: &PauseResult, events: Vec<Event>) -> TimelineInput {
         ),
         rows,
         frozen_worker: PAUSED_WORKER.into(),
-        freezes: r.paused.iter().map(|p| p.freeze()).collect(),
+        freezes: r.paused.iter().map(Freeze::from).collect(),
         events,
     }
 }

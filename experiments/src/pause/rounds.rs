@@ -1,5 +1,5 @@
 //! The pause experiment's load: its rounds, as the cell driver's
-//! [`Schedule`]. The paused worker `w0` is an `experiments worker` process
+//! [`Schedule`]. The paused worker `w0` is a worker process
 //! in round mode, owned here; the others are the driver's pool, spawned per
 //! round once `w0` is frozen. Every wait has a deadline ([`WAIT_LIMIT`]).
 
@@ -9,15 +9,16 @@ use std::time::Duration;
 use bench_driver::cell::{CellError, CellRun, Ended, PoolError, Schedule};
 use bench_driver::rail::RailError;
 use bench_driver::worker::{ClaimHook, TallySnapshot};
+use bench_driver::worker_process::{
+    Counter, WorkerChild, WorkerLine, WorkerMode, WorkerProcError, WorkerSpec, wait_stopped,
+};
 use fencepost_api::rail::{PayoutState, SubmissionOutcome};
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
 use crate::pause::model::{PAUSED_WORKER, PauseConfig, PauseRecord, WAIT_LIMIT};
-use crate::proc::{WorkerChild, WorkerMode, WorkerProcError, wait_stopped, worker_args};
 use crate::timeline::{Event, EventKind};
-use crate::worker_proc::{Counter, WorkerLine};
 
 /// Why a pause round failed: the cell's [`Schedule`] error, in
 /// [`CellError::Schedule`] (the driver's own errors stay its variants).
@@ -259,9 +260,9 @@ impl Schedule for Rounds<'_> {
         // The paused worker: its own process, round mode, the experiment's client check.
         let mut env = run.plan.worker_env(run.stack, None);
         env.client_check = self.cfg.client_check;
-        let args = worker_args(0, &env, WorkerMode::Rounds);
+        let spec = WorkerSpec::new(0, &env, WorkerMode::Rounds);
         let log = run.stack.dir().join("worker-0.log");
-        let mut w0 = WorkerChild::spawn(&args, &log, self.t0).map_err(RoundError::from)?;
+        let mut w0 = WorkerChild::spawn(&spec, &log, self.t0).map_err(RoundError::from)?;
         match self.next(&mut w0).await.map_err(RoundError::from)? {
             WorkerLine::Ready { .. } => {}
             other => {

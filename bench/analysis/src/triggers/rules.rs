@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, PPM, heartbeat_period};
+use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, heartbeat_period, ppm_nearest};
 
 use super::catalog::{TRIGGERS, Trigger, TriggerResult, Verdict};
 use crate::results::CellRow;
@@ -24,8 +24,9 @@ pub const UNTHROTTLED: &str = "none";
 /// Trigger 1: the tail a p99 leaves above it, `1 − 0.99`: the p99 exceeds the
 /// budget when more than this share of the samples does.
 pub const P99_TAIL: f64 = 0.01;
-/// Trigger 1: the budget is `min(lease, session TTL) × margin` over this.
-pub const BUDGET_DIVISOR: f64 = 3.0;
+/// Trigger 1: the budget is `min(lease, session TTL) × margin` over this
+/// (the API's own constant, `fencepost_api::buckets::TRIGGER1_DIVISOR`).
+pub const BUDGET_DIVISOR: f64 = fencepost_api::buckets::TRIGGER1_DIVISOR;
 
 /// Builds a result for trigger `t` on `row`.
 fn result(
@@ -64,13 +65,16 @@ fn usable_base_ms(row: &CellRow) -> u64 {
 
 /// Trigger 1's budget, `min(lease, session TTL) × margin / 3`, in ms.
 pub fn rtt_budget_ms(lease_ms: u64, session_ttl_ms: u64, margin: f64) -> f64 {
-    to_us(lease_ms.min(session_ttl_ms) as f64 * margin / BUDGET_DIVISOR)
+    to_us(fencepost_api::buckets::trigger1_budget(
+        lease_ms.min(session_ttl_ms) as f64,
+        margin,
+    ))
 }
 
 /// The smallest margin for which `p99_us` stays within trigger 1's budget
 /// in a cell shaped like `row`: `3 × p99 / min(lease, session TTL)`.
 pub fn margin_needed(row: &CellRow, p99_us: u64) -> f64 {
-    BUDGET_DIVISOR * p99_us as f64 / 1000.0 / usable_base_ms(row).max(1) as f64
+    fencepost_api::buckets::trigger1_margin_for(p99_us as f64, usable_base_ms(row).max(1) as f64)
 }
 
 /// With fewer than 1,000 samples, padding to 1,000 with samples inside the
@@ -218,7 +222,7 @@ impl D4Window {
         divisor: u32,
     ) -> Self {
         let usable_ms = to_us(lease_ms.min(session_ttl_ms) as f64 * (1.0 - margin));
-        let ppm = (margin * PPM as f64).round() as u64;
+        let ppm = ppm_nearest(margin);
         let k = if divisor == 0 {
             HEARTBEAT_DIVISOR
         } else {

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use bench_core::grid::{PauseSpec, PolicySpec};
-use bench_core::timebase::TimeBase;
+use bench_core::timebase::{PRODUCTION_RAIL_READ_TIMEOUT, TimeBase};
 use fencepost_api::latency::LatencySpec;
 use fencepost_sdk::MarginPolicy;
-use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, PPM, heartbeat_period};
+use fencepost_sdk::lease::{HEARTBEAT_DIVISOR, RttSummary, heartbeat_period, ppm_nearest};
 
 use crate::cell::faults::Fault;
 use crate::cell::stack::{Runtime, Stack, StackSpec};
@@ -20,13 +20,70 @@ use crate::worker::{ClaimHook, WorkerEnv};
 pub const WARMUP_PERIODS: u32 = 3;
 
 /// [`WARMUP_PERIODS`] heartbeat periods of a cell with this session TTL,
-/// lease and margin (the SDK's `heartbeat_period`) at the default divisor:
-/// one usable window, whatever the cell's divisor, so cells that differ only
-/// in their divisor exclude the same warm-up.
+/// lease and margin (the SDK's `heartbeat_period`, the margin in ppm by the
+/// SDK's own `ppm_nearest`) at the default divisor: one usable window,
+/// whatever the cell's divisor, so cells that differ only in their divisor
+/// exclude the same warm-up.
 pub fn default_warmup(session_ttl: Duration, lease: Duration, margin: f64) -> Duration {
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let ppm = (margin * PPM as f64).round() as u64;
+    let ppm = ppm_nearest(margin);
     heartbeat_period(ms(session_ttl), Some(ms(lease)), ppm, HEARTBEAT_DIVISOR) * WARMUP_PERIODS
+}
+
+/// What a cell is made from ([`CellPlan::new`]): its identity, its lease,
+/// session and margin, the time base, the production numbers the time base
+/// scales, and its load. Everything else of a plan has a default that the
+/// caller changes after construction where it needs another.
+#[derive(Clone, Debug)]
+pub struct PlanInputs {
+    /// The cell id.
+    pub id: String,
+    /// The lease every acquire asks for.
+    pub lease: Duration,
+    /// The session TTL (already resolved: scaled, or on etcd whole seconds).
+    pub session_ttl: Duration,
+    /// The margin (for adaptive: its ceiling).
+    pub margin: f64,
+    /// Fixed or adaptive margin.
+    pub policy: PolicySpec,
+    /// The time base the production numbers below are scaled with.
+    pub time_base: TimeBase,
+    /// The rail's latency in production time.
+    pub rail_latency: LatencySpec,
+    /// `rail.read.timeout` in production time.
+    pub rail_read_timeout: Duration,
+    /// Concurrent workers.
+    pub workers: u32,
+    /// How long the steady load runs.
+    pub duration: Duration,
+    /// How many payouts the backlog holds.
+    pub payouts: u64,
+    /// R7's id prefix of the backlog.
+    pub payout_prefix: String,
+    /// The cell's seed.
+    pub seed: u64,
+}
+
+impl PlanInputs {
+    /// Inputs with production's rail read timeout and this rail latency,
+    /// fixed margin, the scaled time base of `lease`.
+    pub fn new(id: impl Into<String>, lease: Duration, session_ttl: Duration, margin: f64) -> Self {
+        PlanInputs {
+            id: id.into(),
+            lease,
+            session_ttl,
+            margin,
+            policy: PolicySpec::Fixed,
+            time_base: TimeBase::for_lease(lease, true),
+            rail_latency: LatencySpec::Fixed(Duration::ZERO),
+            rail_read_timeout: PRODUCTION_RAIL_READ_TIMEOUT,
+            workers: 1,
+            duration: Duration::ZERO,
+            payouts: 0,
+            payout_prefix: String::new(),
+            seed: 0,
+        }
+    }
 }
 
 /// How long past its grace the driver waits for the last ledger read to matter:
@@ -152,6 +209,52 @@ pub struct CellPlan {
 }
 
 impl CellPlan {
+    /// The one constructor of a plan: the time base's scaled timings are
+    /// derived here, once — the rail's latency and read timeout, D4's worst
+    /// hop, the acquire budget (lease / 4) — and the default warm-up
+    /// ([`default_warmup`]). The defaults: run id empty ([`CellPlan::in_run`]),
+    /// repeat 0, the SDK's default heartbeat divisor, client check on, no
+    /// faults, no CPU quota, no sampling.
+    pub fn new(i: PlanInputs) -> Self {
+        let tb = i.time_base;
+        CellPlan {
+            id: i.id,
+            run_id: String::new(),
+            lease: i.lease,
+            margin: i.margin,
+            policy: i.policy,
+            repeat: 0,
+            session_ttl: i.session_ttl,
+            heartbeat_divisor: HEARTBEAT_DIVISOR,
+            time_base: tb,
+            rail_latency: tb.latency(i.rail_latency),
+            rail_read_timeout: tb.scale(i.rail_read_timeout),
+            worst_case_hop: tb.worst_case_hop(i.rail_read_timeout),
+            acquire_budget: i.lease / 4,
+            client_check: true,
+            workers: i.workers,
+            duration: i.duration,
+            payouts: i.payouts,
+            payout_prefix: i.payout_prefix,
+            seed: i.seed,
+            conditions: Conditions::default(),
+            warmup: default_warmup(i.session_ttl, i.lease, i.margin),
+            cpu_quota: None,
+            sampling: Sampling::default(),
+        }
+    }
+
+    /// The rail timings and the acquire budget cut to whole milliseconds:
+    /// the pause and chaos experiments record them in ms in their result
+    /// files and run exactly what they record.
+    pub fn whole_ms_timings(mut self) -> Self {
+        let ms = |d: Duration| Duration::from_millis(d.as_millis() as u64);
+        self.rail_read_timeout = ms(self.rail_read_timeout);
+        self.worst_case_hop = ms(self.worst_case_hop);
+        self.acquire_budget = ms(self.acquire_budget).max(Duration::from_millis(1));
+        self
+    }
+
     /// The plan as a cell of run `run_id` (the results directory's name).
     pub fn in_run(mut self, run_id: &str) -> Self {
         self.run_id = run_id.to_string();
@@ -189,10 +292,15 @@ impl CellPlan {
 
     /// One heartbeat period of a session of this cell that holds no lock
     /// (an idle session's): the SDK's period of the session TTL alone, at
-    /// the cell's divisor.
+    /// the cell's divisor, with the margin the SDK's own policy gives before
+    /// it has seen any RTT ([`MarginPolicy::margin_ppm`]): a fixed policy's
+    /// margin, or an adaptive policy's ceiling (its warm-up margin, which an
+    /// idle session, renewing no lease, keeps until RTTs are recorded).
     pub fn session_heartbeat_period(&self) -> Duration {
         let ms = u64::try_from(self.session_ttl.as_millis()).unwrap_or(u64::MAX);
-        let ppm = (self.margin * PPM as f64).round() as u64;
+        let ppm = self
+            .margin_policy()
+            .margin_ppm(self.session_ttl, RttSummary::default());
         heartbeat_period(ms, None, ppm, self.heartbeat_divisor)
     }
 

@@ -616,7 +616,7 @@ impl Pool {
         self.stop().await;
         self.join(grace).await?;
         let mut report = self.done;
-        let local = TallySnapshot::of(&self.tally);
+        let local = self.tally.snapshot();
         // Remote tallies are already in; the shared local one is added once.
         report.tally.add(&local);
         Ok(report)

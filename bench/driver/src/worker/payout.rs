@@ -331,9 +331,48 @@ impl<B: LockBackend> Worker<B> {
     }
 
     /// One payout. Returns false when it must be retried later (abandoned).
+    /// One payout, in its steps: acquire, claim (fence 1), the client
+    /// check (D4), submit (fence 2), release. True when the payout is done
+    /// (paid, by this worker or already), false when it goes back on the queue.
     async fn pay_one(&self, s: &B::Session, sname: &str, n: u64, tally: &Tally) -> bool {
         let id = bulk_payout_id(&self.env.payout_prefix, n);
-        let granting = self.invoke(OpKind::Grant, sname, &id, None);
+        let Some(handle) = self.acquire(s, sname, &id, tally).await else {
+            return false;
+        };
+        let token = <B::Session as BackendSession>::token(&handle);
+        let held = match self.claim(sname, &id, token, tally).await {
+            Claimed::Yes => {
+                if let Some(hook) = &self.env.on_claimed {
+                    (hook.0)(self.idx, &id, token);
+                }
+                !self.env.client_check || self.check(s, &handle, sname, &id, token, tally).await
+            }
+            Claimed::AlreadyPaid => {
+                self.release_lock(s, handle, sname, &id).await;
+                return true;
+            }
+            Claimed::No => false,
+        };
+        if !held {
+            self.release_lock(s, handle, sname, &id).await;
+            return false;
+        }
+        let done = self.submit(s, &handle, sname, &id, token, tally).await;
+        self.release_lock(s, handle, sname, &id).await;
+        done
+    }
+
+    /// The lock on the payout within the acquire budget (recorded as a
+    /// grant), with the usable share of the lease it came with; `None` when
+    /// the acquire gave up.
+    async fn acquire(
+        &self,
+        s: &B::Session,
+        sname: &str,
+        id: &str,
+        tally: &Tally,
+    ) -> Option<<B::Session as BackendSession>::Handle> {
+        let granting = self.invoke(OpKind::Grant, sname, id, None);
         let handle = match s
             .acquire(
                 &format!("payout:{id}"),
@@ -346,85 +385,104 @@ impl<B: LockBackend> Worker<B> {
             Err(_) => {
                 self.complete(granting, Outcome::Failed, None, None);
                 Tally::bump(&tally.acquire_failed);
-                return false;
+                return None;
             }
         };
-        let token = B::Session::token(&handle);
+        let token = <B::Session as BackendSession>::token(&handle);
         self.complete(
             granting,
             Outcome::Ok,
             Some(token),
             Some(s.remaining(&handle).unwrap_or_default()),
         );
-        self.step(Step::Acquired, s, &id, token).await;
+        self.step(Step::Acquired, s, id, token).await;
         if let Ok(left) = s.remaining(&handle) {
             let ppm = (left.as_secs_f64() / self.env.lease.as_secs_f64() * 1e6) as u64;
             tally.usable_ppm_sum.fetch_add(ppm, Ordering::Relaxed);
             Tally::bump(&tally.grants);
         }
-        // Fence 1: the ledger claim.
-        match self.rail_call(OpKind::Claim, sname, &id, token).await {
-            RailOutcome::Ok => {}
-            RailOutcome::Refused(RailErrorCode::AlreadyPaid) => {
-                self.release_lock(s, handle, sname, &id).await;
-                return true;
-            }
+        Some(handle)
+    }
+
+    /// Fence 1: the ledger claim under `token`.
+    async fn claim(&self, sname: &str, id: &str, token: u64, tally: &Tally) -> Claimed {
+        match self.rail_call(OpKind::Claim, sname, id, token).await {
+            RailOutcome::Ok => Claimed::Yes,
+            RailOutcome::Refused(RailErrorCode::AlreadyPaid) => Claimed::AlreadyPaid,
             RailOutcome::Refused(code) => {
                 if code == RailErrorCode::FencedOut {
                     Tally::bump(&tally.fenced_replies);
                 }
-                self.release_lock(s, handle, sname, &id).await;
-                return false;
+                Claimed::No
             }
             RailOutcome::Transport(_) => {
                 Tally::bump(&tally.rail_transport_errors);
-                self.release_lock(s, handle, sname, &id).await;
-                return false;
+                Claimed::No
             }
         }
-        if let Some(hook) = &self.env.on_claimed {
-            (hook.0)(self.idx, &id, token);
-        }
-        // ADR-006 D4: do not start what you cannot finish.
-        if self.env.client_check {
-            let checking = self.invoke(OpKind::Check, sname, &id, Some(token));
-            let verdict = s
-                .check_still_held(&handle)
-                .map_err(LockError::from)
-                .and_then(|()| s.ensure_time_for(&handle, self.env.worst_case_hop));
-            match verdict {
-                Ok(()) => {
-                    self.complete(checking, Outcome::Ok, None, s.remaining(&handle).ok());
-                    // The client believes it holds the lease: trigger 4's trace.
-                    tally.believe(&id, token);
-                    self.step(Step::Checked, s, &id, token).await;
-                }
-                Err(LockError::InsufficientLease { .. }) => {
-                    self.complete(checking, Outcome::InsufficientLease, None, None);
-                    Tally::bump(&tally.abandoned_insufficient_lease);
-                    let _ = self.rail_call(OpKind::RailRelease, sname, &id, token).await;
-                    self.release_lock(s, handle, sname, &id).await;
-                    return false;
-                }
-                Err(_) => {
-                    self.complete(checking, Outcome::Lost, None, None);
-                    // Lost: we are no longer the holder, so we do not touch the
-                    // ledger (a release under our token could only be fenced out).
-                    Tally::bump(&tally.abandoned_lost);
-                    self.release_lock(s, handle, sname, &id).await;
-                    return false;
-                }
+    }
+
+    /// ADR-006 D4, do not start what you cannot finish: the lock still held
+    /// with time for the worst-case hop. True: the client believes it holds
+    /// the lease (trigger 4's trace); false: it abandons (insufficient
+    /// lease: the ledger claim released; lost: the ledger not touched).
+    async fn check(
+        &self,
+        s: &B::Session,
+        handle: &<B::Session as BackendSession>::Handle,
+        sname: &str,
+        id: &str,
+        token: u64,
+        tally: &Tally,
+    ) -> bool {
+        let checking = self.invoke(OpKind::Check, sname, id, Some(token));
+        let verdict = s
+            .check_still_held(handle)
+            .map_err(LockError::from)
+            .and_then(|()| s.ensure_time_for(handle, self.env.worst_case_hop));
+        match verdict {
+            Ok(()) => {
+                self.complete(checking, Outcome::Ok, None, s.remaining(handle).ok());
+                // The client believes it holds the lease: trigger 4's trace.
+                tally.believe(id, token);
+                self.step(Step::Checked, s, id, token).await;
+                true
+            }
+            Err(LockError::InsufficientLease { .. }) => {
+                self.complete(checking, Outcome::InsufficientLease, None, None);
+                Tally::bump(&tally.abandoned_insufficient_lease);
+                let _ = self.rail_call(OpKind::RailRelease, sname, id, token).await;
+                false
+            }
+            Err(_) => {
+                self.complete(checking, Outcome::Lost, None, None);
+                // Lost: we are no longer the holder, so we do not touch the
+                // ledger (a release under our token could only be fenced out).
+                Tally::bump(&tally.abandoned_lost);
+                false
             }
         }
-        // Fence 2: the irreversible step, timed as the worker sees it.
+    }
+
+    /// Fence 2: the irreversible step, timed as the worker sees it. True
+    /// when the payout is paid (by this submit, or a duplicate of a paid one).
+    async fn submit(
+        &self,
+        s: &B::Session,
+        handle: &<B::Session as BackendSession>::Handle,
+        sname: &str,
+        id: &str,
+        token: u64,
+        tally: &Tally,
+    ) -> bool {
         let sent = Instant::now();
-        let submitted = self.rail_call(OpKind::Submit, sname, &id, token).await;
+        let submitted = self.rail_call(OpKind::Submit, sname, id, token).await;
         let _ = self
             .rail_latency
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .record(sent.elapsed().as_micros().max(1) as u64);
-        let done = match submitted {
+        match submitted {
             RailOutcome::Ok => {
                 Tally::bump(&tally.paid_replies);
                 true
@@ -449,13 +507,21 @@ impl<B: LockBackend> Worker<B> {
                 Tally::bump(&tally.rail_transport_errors);
                 let hop_end = sent + self.env.worst_case_hop;
                 let held_until = s
-                    .remaining(&handle)
+                    .remaining(handle)
                     .map_or(hop_end, |left| Instant::now() + left);
                 tokio::time::sleep_until(hop_end.max(held_until)).await;
                 false
             }
-        };
-        self.release_lock(s, handle, sname, &id).await;
-        done
+        }
     }
+}
+
+/// What fence 1 said to a claim.
+enum Claimed {
+    /// Accepted: the payout is this worker's to pay.
+    Yes,
+    /// The payout is paid already: done.
+    AlreadyPaid,
+    /// Refused (fenced out, or another code) or unknown (a transport error).
+    No,
 }

@@ -7,11 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
-
-/// A `(payout_id, token)` a worker submitted under after its client check
-/// passed: the lease was, as far as the client could tell, held.
-pub type Belief = (String, u64);
+pub use bench_core::tally::{Belief, TallySnapshot};
 
 /// The payouts still to pay: fresh numbers in order, abandoned ones first.
 #[derive(Debug)]
@@ -160,72 +156,25 @@ impl Tally {
     }
 }
 
-/// A plain copy of a [`Tally`]: what a worker process reports over its pipe,
-/// what a [`crate::cell::Pool`] sums over its members, and what a results row
-/// is built from.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TallySnapshot {
-    /// Payout attempts started.
-    pub attempts: u64,
-    /// Submissions answered 200.
-    pub paid_replies: u64,
-    /// D4 refused: not enough lease for the rail hop.
-    pub abandoned_insufficient_lease: u64,
-    /// The lock was already lost at the check (no ledger call).
-    pub abandoned_lost: u64,
-    /// Acquires that gave up.
-    pub acquire_failed: u64,
-    /// Handles reported lost.
-    pub lock_lost: u64,
-    /// FENCED_OUT replies seen by the client.
-    pub fenced_replies: u64,
-    /// Rail transport errors.
-    pub rail_transport_errors: u64,
-    /// Mean usable lease fraction at grant.
-    pub usable_lease_fraction: f64,
-    /// Submits made after a passed client check ([`Tally::believed_held`]).
-    #[serde(default)]
-    pub believed_held: Vec<Belief>,
-}
-
-impl TallySnapshot {
-    /// Copies `t`.
-    pub fn of(t: &Tally) -> Self {
+impl Tally {
+    /// A plain copy of the counts ([`TallySnapshot`]).
+    pub fn snapshot(&self) -> TallySnapshot {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         TallySnapshot {
-            attempts: g(&t.attempts),
-            paid_replies: g(&t.paid_replies),
-            abandoned_insufficient_lease: g(&t.abandoned_insufficient_lease),
-            abandoned_lost: g(&t.abandoned_lost),
-            acquire_failed: g(&t.acquire_failed),
-            lock_lost: g(&t.lock_lost),
-            fenced_replies: g(&t.fenced_replies),
-            rail_transport_errors: g(&t.rail_transport_errors),
-            usable_lease_fraction: t.usable_lease_fraction(),
-            believed_held: t
+            attempts: g(&self.attempts),
+            paid_replies: g(&self.paid_replies),
+            abandoned_insufficient_lease: g(&self.abandoned_insufficient_lease),
+            abandoned_lost: g(&self.abandoned_lost),
+            acquire_failed: g(&self.acquire_failed),
+            lock_lost: g(&self.lock_lost),
+            fenced_replies: g(&self.fenced_replies),
+            rail_transport_errors: g(&self.rail_transport_errors),
+            usable_lease_fraction: self.usable_lease_fraction(),
+            believed_held: self
                 .believed_held
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
         }
-    }
-
-    /// Adds `o` into `self` (the lease fraction is averaged by attempts).
-    pub fn add(&mut self, o: &TallySnapshot) {
-        let total = self.attempts + o.attempts;
-        if total > 0 {
-            self.usable_lease_fraction = (self.usable_lease_fraction * self.attempts as f64
-                + o.usable_lease_fraction * o.attempts as f64)
-                / total as f64;
-        }
-        self.attempts = total;
-        self.paid_replies += o.paid_replies;
-        self.abandoned_insufficient_lease += o.abandoned_insufficient_lease;
-        self.abandoned_lost += o.abandoned_lost;
-        self.acquire_failed += o.acquire_failed;
-        self.lock_lost += o.lock_lost;
-        self.fenced_replies += o.fenced_replies;
-        self.rail_transport_errors += o.rail_transport_errors;
-        self.believed_held.extend(o.believed_held.iter().cloned());
     }
 }

@@ -1,7 +1,7 @@
 //! What the document reads from a pack, as types: a results directory
 //! ([`SweepData`], with its merged RTT per TTL, [`TtlRtt`]), the pause and
-//! clock experiments' JSON (the fields the document reads), and all of it
-//! together ([`Evidence`]).
+//! clock experiments' JSON (the experiments' own types, from
+//! `bench_core::results`), and all of it together ([`Evidence`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +10,6 @@ use bench_analysis::recommend::Recommendation;
 use bench_analysis::results::CellRow;
 use bench_analysis::summary::Summary;
 use bench_analysis::triggers::TriggerResult;
-use serde::Deserialize;
 
 use crate::adr::evidence::table::{Pct, Table};
 use crate::adr::pack::AdrManifest;
@@ -68,103 +67,25 @@ impl SweepData {
     }
 }
 
-/// `pause.json`, the fields the document reads.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct PauseData {
-    /// Whether the paused worker ran its client check.
-    pub client_check: bool,
-    /// Rounds.
-    pub pauses: u32,
-    /// Fence refusals.
-    pub fenced_out: u64,
-    /// Of them, fence 1.
-    #[serde(default)]
-    pub fenced_out_fence1: u64,
-    /// Of them, fence 2.
-    #[serde(default)]
-    pub fenced_out_fence2: u64,
-    /// Duplicate submissions.
-    pub duplicate_attempted: u64,
-    /// Payouts paid.
-    pub paid: u64,
-    /// Payouts seeded.
-    pub payouts: u64,
-    /// Paid twice: must be 0.
-    pub paid_twice: u64,
-    /// Paid under a stale token: must be 0.
-    pub stale_paid: u64,
-    /// The ledger invariant.
-    pub ledger_ok: bool,
-    /// Whether the experiment's expectation held.
-    pub expectation_met: bool,
-    /// Its expectation in words.
-    pub expectation: String,
-    /// The rounds.
-    #[serde(default)]
-    pub paused: Vec<PauseRound>,
-}
+/// `pause.json`: the experiment's own type (`bench_core::results::pause`),
+/// which `experiments pause` writes.
+pub type PauseData = bench_core::results::pause::PauseResult;
 
-/// One pause round, the fields the document reads.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct PauseRound {
-    /// Freeze → another worker's claim, s.
-    #[serde(default)]
-    pub takeover_after_s: Option<f64>,
-}
+/// One pause round of `pause.json`.
+pub type PauseRound = bench_core::results::pause::PauseRecord;
 
-/// `clock.json`, the fields the document reads.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct ClockData {
-    /// The simulation's inputs.
-    pub params: ClockParams,
-    /// Its seed.
-    pub seed: u64,
-    /// θ + 2ρD + q, ms.
-    pub bound_ms: f64,
-    /// Every (scenario, grace fraction).
-    pub rows: Vec<ClockRow>,
-    /// The experiment's own reading of the rows.
-    pub findings: ClockFindings,
-}
+/// `clock.json`: the experiment's own type (`bench_core::results::clock`),
+/// which `experiments clock` writes.
+pub type ClockData = bench_core::results::clock::ClockResult;
 
 /// The clock simulation's inputs.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct ClockParams {
-    /// Lease D, ns.
-    pub lease_ns: u64,
-    /// Step, ns.
-    pub step_ns: u64,
-    /// Client margin.
-    pub margin: f64,
-}
+pub type ClockParams = bench_core::results::clock::SimParams;
 
-/// One row of `clock.csv`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct ClockRow {
-    /// Scenario.
-    pub scenario: String,
-    /// Grace / bound.
-    pub grace_fraction: f64,
-    /// Grace, ms.
-    pub grace_ms: f64,
-    /// Cases.
-    pub cases: u64,
-    /// Violations.
-    pub violations: u64,
-    /// Largest overrun, µs.
-    pub max_overrun_us: f64,
-}
+/// One row of `clock.csv` (and of `clock.json`'s `rows`).
+pub type ClockRow = bench_core::results::clock::SweepRow;
 
 /// The clock experiment's findings.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct ClockFindings {
-    /// The server step direction with more violations at grace = bound.
-    pub server_hazardous_step: String,
-    /// The client step direction with more violations at grace = bound.
-    pub client_hazardous_step: String,
-    /// Whether that agrees with the essay's sentence.
-    pub agrees_with_essay_on_server_step: bool,
-}
+pub type ClockFindings = bench_core::results::clock::Findings;
 
 /// Everything the document says, read from a pack directory.
 #[derive(Clone, Debug, Default)]

@@ -1,28 +1,36 @@
-//! The parent side of `experiments worker`: starting a worker process with the
-//! arguments that rebuild a `bench_driver::worker::WorkerEnv` in the child
-//! ([`worker_args`]), reading its JSON lines ([`WorkerChild`]), and the
-//! process state the pause experiment waits on ([`proc_state`],
-//! [`wait_stopped`]). A [`WorkerChild`] in continuous mode is a
-//! `bench_driver::cell::RemoteWorker`, so the cell driver's pool runs worker
-//! processes like in-process workers; [`ProcessSpawner`] is the hook that
-//! starts them (and, for the throttle experiment, moves each into a cgroup).
+//! The parent side of a worker process: starting one with its
+//! [`WorkerSpec`] ([`WorkerChild::spawn`]), reading its JSON lines
+//! ([`WorkerLine`]), and the process state the pause experiment waits on
+//! ([`proc_state`], [`wait_stopped`]). A [`WorkerChild`] in continuous mode
+//! is a [`RemoteWorker`], so the cell driver's pool runs worker processes
+//! like in-process workers; [`ProcessSpawner`] is the hook that starts them
+//! (and, for the throttle experiment, moves each into a cgroup).
 
+use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use bench_core::grid::PolicySpec;
 use bench_core::hist::{DecodeError, Histograms};
-use bench_driver::cell::{BoxFuture, PoolError, RemoteWorker, SpawnRemote, WorkerReport};
-use bench_driver::worker::{TallySnapshot, WorkerEnv};
+use bench_core::tally::TallySnapshot;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::cgroup::CgroupError;
-use crate::worker_proc::WorkerLine;
+use crate::cell::pool::{PoolError, RemoteWorker, SpawnRemote, WorkerReport};
+use crate::worker::env::{BoxFuture, WorkerEnv};
+use crate::worker_process::line::WorkerLine;
+use crate::worker_process::spec::{WorkerMode, WorkerSpec};
+
+/// The hidden subcommand of the executable that hosts worker processes:
+/// the parent runs `<this executable> worker --spec JSON`, whose handler
+/// calls [`crate::worker_process::child::main`].
+pub const WORKER_SUBCOMMAND: &str = "worker";
+
+/// The argument that carries the [`WorkerSpec`] (one line of JSON).
+pub const SPEC_FLAG: &str = "--spec";
 
 /// How long a worker process may take beyond its grace to print `done` and exit.
 const EXIT_SLACK: Duration = Duration::from_secs(30);
@@ -33,7 +41,7 @@ const EXIT_SLACK: Duration = Duration::from_secs(30);
 pub enum WorkerProcError {
     /// This executable's own path is unknown (`/proc/self/exe`): run it
     /// from a mounted filesystem, not a deleted file.
-    #[error("locating the experiments binary")]
+    #[error("locating this executable")]
     Exe(#[source] std::io::Error),
     /// The directory of the workers' logs could not be created: check the
     /// output directory's permissions.
@@ -109,70 +117,7 @@ pub enum WorkerProcError {
     },
 }
 
-/// What a worker process does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WorkerMode {
-    /// Reads `round FIRST COUNT PAUSE_AT` commands on stdin (the pause experiment).
-    Rounds,
-    /// Works payouts `first..first + count` until told `stop` (the throttle experiment).
-    Continuous {
-        /// The first payout number.
-        first: u64,
-        /// How many payouts.
-        count: u64,
-    },
-}
-
-/// The `experiments worker` arguments for worker `idx` with `env` in `mode`;
-/// `crate::worker_proc` turns them back into the same `WorkerEnv`.
-pub fn worker_args(idx: u64, env: &WorkerEnv, mode: WorkerMode) -> Vec<String> {
-    let us = |d: Duration| format!("{}us", d.as_micros());
-    let (policy, margin) = PolicySpec::of(env.margin);
-    let mut args = vec![
-        "--backend".to_string(),
-        env.backend.to_string(),
-        "--lock-url".into(),
-        env.lock_url.clone(),
-        "--rail-url".into(),
-        env.rail_url.clone(),
-        "--idx".into(),
-        idx.to_string(),
-        "--lease".into(),
-        us(env.lease),
-        "--session-ttl".into(),
-        us(env.session_ttl),
-        "--heartbeat-divisor".into(),
-        env.heartbeat_divisor.to_string(),
-        "--margin".into(),
-        margin.to_string(),
-        "--margin-policy".into(),
-        policy.to_string(),
-        "--rail-read-timeout".into(),
-        us(env.rail_read_timeout),
-        "--worst-case-hop".into(),
-        us(env.worst_case_hop),
-        "--acquire-budget".into(),
-        us(env.acquire_budget),
-        "--prefix".into(),
-        env.payout_prefix.clone(),
-        "--seed".into(),
-        env.seed.to_string(),
-    ];
-    if !env.client_check {
-        args.push("--disable-client-check".into());
-    }
-    if let WorkerMode::Continuous { first, count } = mode {
-        args.extend([
-            "--first".into(),
-            first.to_string(),
-            "--count".into(),
-            count.to_string(),
-        ]);
-    }
-    args
-}
-
-/// A worker child process (`experiments worker`), killed on drop.
+/// A worker child process, killed on drop.
 pub struct WorkerChild {
     /// The process.
     child: tokio::process::Child,
@@ -188,16 +133,17 @@ pub struct WorkerChild {
 }
 
 impl WorkerChild {
-    /// Starts `experiments worker ARGS` (this same executable), stderr to `log`.
-    pub fn spawn(args: &[String], log: &Path, t0: Instant) -> Result<Self, WorkerProcError> {
+    /// Starts `<this executable> worker --spec SPEC`, stderr to `log`.
+    pub fn spawn(spec: &WorkerSpec, log: &Path, t0: Instant) -> Result<Self, WorkerProcError> {
         let exe = std::env::current_exe().map_err(WorkerProcError::Exe)?;
         let stderr = std::fs::File::create(log).map_err(|source| WorkerProcError::Log {
             path: log.to_path_buf(),
             source,
         })?;
         let mut cmd = tokio::process::Command::new(exe);
-        cmd.arg("worker")
-            .args(args)
+        cmd.arg(WORKER_SUBCOMMAND)
+            .arg(SPEC_FLAG)
+            .arg(spec.to_arg())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -314,7 +260,7 @@ impl RemoteWorker for WorkerChild {
                         rail_hdr,
                         gap_hdr,
                         cpu_s,
-                        margins_ppm,
+                        margins,
                     },
                 ) = (t, line)
                 {
@@ -334,15 +280,7 @@ impl RemoteWorker for WorkerChild {
                             rail: decode("rail latency", &rail_hdr)?,
                             gap: decode("heartbeat gaps", &gap_hdr)?,
                         },
-                        margins: {
-                            let [count, sum_ppm, min_ppm, max_ppm] = *margins_ppm;
-                            fencepost_sdk::MarginSummary {
-                                count,
-                                sum_ppm,
-                                min_ppm,
-                                max_ppm,
-                            }
-                        },
+                        margins: margins.0,
                         cpu_s,
                     };
                 }
@@ -364,6 +302,10 @@ impl RemoteWorker for WorkerChild {
     }
 }
 
+/// What a [`ProcessSpawner`] calls with each new worker's pid; its error
+/// fails the cell.
+pub type OnSpawn<'a> = &'a (dyn Fn(u32) -> Result<(), Box<dyn Error + Send + Sync>> + Send + Sync);
+
 /// Starts continuous-mode worker processes for the cell driver, logs in
 /// `dir/worker-<idx>.log`; `on_spawn` sees each new pid (the throttle
 /// experiment moves it into its cgroup there).
@@ -374,7 +316,7 @@ pub struct ProcessSpawner<'a> {
     pub t0: Instant,
     /// Called with each new worker's pid (the throttle experiment's move
     /// into its cgroup); an error fails the cell.
-    pub on_spawn: Option<&'a (dyn Fn(u32) -> Result<(), CgroupError> + Send + Sync)>,
+    pub on_spawn: Option<OnSpawn<'a>>,
 }
 
 impl SpawnRemote for ProcessSpawner<'_> {
@@ -391,9 +333,9 @@ impl SpawnRemote for ProcessSpawner<'_> {
                 error,
             })
         })?;
-        let args = worker_args(idx, env, WorkerMode::Continuous { first, count });
+        let spec = WorkerSpec::new(idx, env, WorkerMode::Continuous { first, count });
         let log = self.dir.join(format!("worker-{idx}.log"));
-        let child = WorkerChild::spawn(&args, &log, self.t0).map_err(PoolError::remote)?;
+        let child = WorkerChild::spawn(&spec, &log, self.t0).map_err(PoolError::remote)?;
         if let Some(hook) = self.on_spawn {
             hook(child.pid as u32).map_err(PoolError::remote)?;
         }

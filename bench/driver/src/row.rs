@@ -1,12 +1,15 @@
 //! The one place a cell's [`Measurement`] (the driver's output) becomes a
 //! results row ([`CellRow`], the analysis' input): the bench and every
 //! experiment go through [`cell_row`]. A new column is a field of `CellRow`
-//! and a line here.
+//! and a line here. It lives in the driver, which sits above the analysis
+//! (the analysis never depends on the driver that produced its rows).
 
 use bench_analysis::results::CellRow;
 use bench_analysis::triggers::rtt_budget_ms;
+use bench_core::hist::RttSummary;
 use bench_core::{grid, hist};
-use bench_driver::cell::Measurement;
+
+use crate::cell::measurement::Measurement;
 
 /// The build of this binary: `release` or `debug` (the `build_profile` column).
 pub const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
@@ -15,18 +18,57 @@ pub const BUILD_PROFILE: &str = if cfg!(debug_assertions) {
     "release"
 };
 
+/// What a row reads off a measurement's histograms: each summarised, the
+/// p99's interval, and the corrected samples over trigger 1's budget at the
+/// margin the SDK applied.
+struct Summaries {
+    corrected: RttSummary,
+    ci99: (u64, u64),
+    tick_lag: RttSummary,
+    gap: RttSummary,
+    rail: RttSummary,
+    margin_effective: f64,
+    over_budget: u64,
+}
+
+impl Summaries {
+    fn of(m: &Measurement) -> Self {
+        let (plan, hists) = (&m.plan, &m.workers.hists);
+        let corrected = hist::summarize(&hists.corrected);
+        let margin_effective = m.margin_effective();
+        let budget_us = (rtt_budget_ms(
+            plan.lease.as_millis() as u64,
+            plan.session_ttl.as_millis() as u64,
+            margin_effective,
+        ) * 1e3) as u64;
+        Summaries {
+            over_budget: corrected.count - hists.corrected.count_between(0, budget_us),
+            corrected,
+            ci99: hist::quantile_ci95(&hists.corrected, 0.99).unwrap_or_default(),
+            tick_lag: hist::summarize(&hists.tick_lag),
+            gap: hist::summarize(&hists.gap),
+            rail: hist::summarize(&hists.rail),
+            margin_effective,
+        }
+    }
+}
+
 /// The one constructor of a results row: configuration from the plan,
 /// counts from the ledger difference, client-side counts from the pool,
 /// the RTT summary from the merged histogram, and throughput over the
 /// measured window.
 pub fn cell_row(m: &Measurement) -> CellRow {
     let (plan, tally, rtt) = (&m.plan, &m.workers.tally, m.rtt());
-    let (hb, hists) = (&m.workers.heartbeat, &m.workers.hists);
-    let corrected = hist::summarize(&hists.corrected);
-    let (ci_lo, ci_hi) = hist::quantile_ci95(&hists.corrected, 0.99).unwrap_or_default();
-    let tick_lag = hist::summarize(&hists.tick_lag);
-    let gap = hist::summarize(&hists.gap);
-    let rail = hist::summarize(&hists.rail);
+    let hb = &m.workers.heartbeat;
+    let Summaries {
+        corrected,
+        ci99: (ci_lo, ci_hi),
+        tick_lag,
+        gap,
+        rail,
+        margin_effective,
+        over_budget,
+    } = Summaries::of(m);
     let rail_ms = |us: u64| {
         if rail.count == 0 {
             f64::NAN
@@ -34,13 +76,6 @@ pub fn cell_row(m: &Measurement) -> CellRow {
             us as f64 / 1e3
         }
     };
-    let margin_effective = m.margin_effective();
-    let budget_us = (rtt_budget_ms(
-        plan.lease.as_millis() as u64,
-        plan.session_ttl.as_millis() as u64,
-        margin_effective,
-    ) * 1e3) as u64;
-    let over_budget = corrected.count - hists.corrected.count_between(0, budget_us);
     let window_s = m.window.as_secs_f64();
     let spec_or_none = |s: Option<String>| s.unwrap_or_else(|| "none".into());
     CellRow {
@@ -149,13 +184,11 @@ mod tests {
 
     use fencepost_api::ledger_check::{LedgerCheck, Violation, ViolationKind};
 
+    use crate::cell::{CellPlan, Conditions, FenceTrace, Measurement, PoolReport, ledger_delta};
     use bench_core::backend::BackendKind;
     use bench_core::cpu::CpuUse;
     use bench_core::grid::{PauseSpec, PolicySpec};
     use bench_core::timebase::TimeBase;
-    use bench_driver::cell::{
-        CellPlan, Conditions, FenceTrace, Measurement, PoolReport, ledger_delta,
-    };
 
     use super::*;
 
