@@ -53,8 +53,9 @@ pub struct AdrArgs {
     #[arg(long)]
     pub out: PathBuf,
 
-    /// Seed of every step; random if absent (printed and recorded).
-    #[arg(long)]
+    /// Seed of every step (printed and recorded) [default: random, or the
+    /// pack's with --resume].
+    #[arg(long, value_parser = crate::cli::whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
 
     /// Only re-render adr-006-evidence.md from an existing --out directory.
@@ -72,9 +73,9 @@ pub struct AdrArgs {
     pub tolerance_lost_per_freeze: f64,
 
     /// Tolerance: the longest freeze production must ride through (absolute
-    /// time, e.g. 400ms); default: the longest freeze the pack's freeze cells
-    /// injected. Works with --render-only.
-    #[arg(long = "tolerance-freeze", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    /// time, e.g. 400ms). Works with --render-only [default: the longest
+    /// freeze the pack's freeze cells injected].
+    #[arg(long = "tolerance-freeze", value_parser = freeze_duration, value_name = "DURATION")]
     pub tolerance_freeze: Option<std::time::Duration>,
 
     /// Tolerance: the share of each heartbeat period D4 may refuse at the
@@ -116,6 +117,14 @@ pub struct AdrArgs {
     /// the committable pack (data/reference/ is made with it).
     #[arg(long)]
     pub prune: bool,
+}
+
+/// `--tolerance-freeze`: a duration greater than 0.
+fn freeze_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim())
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| "expected a duration greater than 0, e.g. 400ms".to_owned())
 }
 
 /// Deletes the working files of a pack (see `--prune`); returns the bytes freed.
