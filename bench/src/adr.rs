@@ -55,7 +55,7 @@ pub struct AdrArgs {
 
     /// Seed of every step (printed and recorded) [default: random, or the
     /// pack's with --resume].
-    #[arg(long, value_parser = crate::cli::whole::<u64>(0, u64::MAX))]
+    #[arg(long, value_parser = crate::cli::values::whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
 
     /// Only re-render adr-006-evidence.md from an existing --out directory.
@@ -68,7 +68,8 @@ pub struct AdrArgs {
     #[arg(
         long = "tolerance-lost-per-freeze",
         default_value_t = 0.001,
-        value_name = "FRACTION"
+        value_name = "FRACTION",
+        value_parser = fraction(false)
     )]
     pub tolerance_lost_per_freeze: f64,
 
@@ -83,7 +84,8 @@ pub struct AdrArgs {
     #[arg(
         long = "tolerance-d4-refusal",
         default_value_t = 0.01,
-        value_name = "FRACTION"
+        value_name = "FRACTION",
+        value_parser = fraction(true)
     )]
     pub tolerance_d4_refusal: f64,
 
@@ -117,6 +119,22 @@ pub struct AdrArgs {
     /// the committable pack (data/reference/ is made with it).
     #[arg(long)]
     pub prune: bool,
+}
+
+/// A tolerance fraction for clap: in (0, 1), or [0, 1) when `zero_ok`.
+fn fraction(zero_ok: bool) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync {
+    move |text: &str| {
+        text.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v < 1.0 && (*v > 0.0 || zero_ok && *v == 0.0))
+            .ok_or_else(|| {
+                format!(
+                    "expected a fraction in {}0, 1)",
+                    if zero_ok { "[" } else { "(" }
+                )
+            })
+    }
 }
 
 /// `--tolerance-freeze`: a duration greater than 0.

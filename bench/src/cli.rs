@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
+pub mod values;
+use values::whole;
+
 /// bench — fencepost's M7 load driver: measure the heartbeat RTT and payout
 /// throughput of real payout workers across safety margins and TTLs, and check
 /// ADR-006 §6.5's revisit triggers.
@@ -81,28 +84,6 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     Cli::from_arg_matches(&command().try_get_matches_from(argv)?)
-}
-
-/// A whole-number flag value within `lo..=hi`, for clap: a value out of
-/// range or not a number is refused naming the flag and the range (exit 2).
-pub fn whole<T>(lo: u64, hi: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
-where
-    T: TryFrom<u64> + Clone + Send + Sync + 'static,
-{
-    move |text: &str| {
-        text.trim()
-            .parse::<u64>()
-            .ok()
-            .filter(|n| (lo..=hi).contains(n))
-            .and_then(|n| T::try_from(n).ok())
-            .ok_or_else(|| {
-                if hi == u64::MAX {
-                    format!("must be a whole number ≥ {lo}")
-                } else {
-                    format!("must be a whole number {lo}..={hi}")
-                }
-            })
-    }
 }
 
 /// Logs to stderr, `RUST_LOG` or `warn` (the bench's and the experiments' binaries).
@@ -197,7 +178,7 @@ pub struct TriggersArgs {
 
     /// With a results directory: also write the verdicts to DIR/triggers.json
     /// (what `bench report` and the end of a run write there).
-    #[arg(long, requires = "dir", conflicts_with = "out")]
+    #[arg(long, requires = "dir", conflicts_with_all = ["out", "prometheus"])]
     pub write: bool,
 
     /// Also write the verdicts to OUT/triggers.json (OUT is created).
