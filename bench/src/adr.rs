@@ -53,8 +53,9 @@ pub struct AdrArgs {
     #[arg(long)]
     pub out: PathBuf,
 
-    /// Seed of every step; random if absent (printed and recorded).
-    #[arg(long)]
+    /// Seed of every step (printed and recorded) [default: random, or the
+    /// pack's with --resume].
+    #[arg(long, value_parser = crate::cli::values::whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
 
     /// Only re-render adr-006-evidence.md from an existing --out directory.
@@ -67,14 +68,15 @@ pub struct AdrArgs {
     #[arg(
         long = "tolerance-lost-per-freeze",
         default_value_t = 0.001,
-        value_name = "FRACTION"
+        value_name = "FRACTION",
+        value_parser = fraction(false)
     )]
     pub tolerance_lost_per_freeze: f64,
 
     /// Tolerance: the longest freeze production must ride through (absolute
-    /// time, e.g. 400ms); default: the longest freeze the pack's freeze cells
-    /// injected. Works with --render-only.
-    #[arg(long = "tolerance-freeze", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    /// time, e.g. 400ms). Works with --render-only [default: the longest
+    /// freeze the pack's freeze cells injected].
+    #[arg(long = "tolerance-freeze", value_parser = freeze_duration, value_name = "DURATION")]
     pub tolerance_freeze: Option<std::time::Duration>,
 
     /// Tolerance: the share of each heartbeat period D4 may refuse at the
@@ -82,7 +84,8 @@ pub struct AdrArgs {
     #[arg(
         long = "tolerance-d4-refusal",
         default_value_t = 0.01,
-        value_name = "FRACTION"
+        value_name = "FRACTION",
+        value_parser = fraction(true)
     )]
     pub tolerance_d4_refusal: f64,
 
@@ -116,6 +119,30 @@ pub struct AdrArgs {
     /// the committable pack (data/reference/ is made with it).
     #[arg(long)]
     pub prune: bool,
+}
+
+/// A tolerance fraction for clap: in (0, 1), or [0, 1) when `zero_ok`.
+fn fraction(zero_ok: bool) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync {
+    move |text: &str| {
+        text.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v < 1.0 && (*v > 0.0 || zero_ok && *v == 0.0))
+            .ok_or_else(|| {
+                format!(
+                    "expected a fraction in {}0, 1)",
+                    if zero_ok { "[" } else { "(" }
+                )
+            })
+    }
+}
+
+/// `--tolerance-freeze`: a duration greater than 0.
+fn freeze_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim())
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| "expected a duration greater than 0, e.g. 400ms".to_owned())
 }
 
 /// Deletes the working files of a pack (see `--prune`); returns the bytes freed.
@@ -272,8 +299,9 @@ fn render(dir: &Path, tol: &Tolerances) -> Result<PathBuf, AdrError> {
     Ok(evidence)
 }
 
+/// `bench adr`: checks the tolerances, then re-renders (`--render-only`) or
+/// runs the plan step by step ([`run_step`]) and renders ([`finish`]).
 async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
-    let out = &args.out;
     let tol = match tolerances(args) {
         Ok(t) => t,
         Err(e) => {
@@ -282,19 +310,9 @@ async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
         }
     };
     if args.render_only {
-        if !out.join(ADR_MANIFEST).is_file() {
-            eprintln!(
-                "bench adr: --render-only needs a pack directory; {} has no {ADR_MANIFEST}",
-                out.display()
-            );
-            return Ok(2);
-        }
-        if args.prune {
-            prune(out)?;
-        }
-        render(out, &tol)?;
-        return Ok(0);
+        return render_only(args, &tol);
     }
+    let out = &args.out;
     std::fs::create_dir_all(out)?;
     let previous: Option<AdrManifest> = if args.resume {
         std::fs::read(out.join(ADR_MANIFEST))
@@ -309,24 +327,69 @@ async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
         .unwrap_or_else(rand::random);
     let features = probe();
     let steps = plan(args.quick, seed, out, &features);
+    let mut manifest = new_manifest(args, seed, &steps, previous.as_ref());
+    write_manifest(out, &manifest)?;
+    eprintln!(
+        "bench adr: seed {seed} (rerun with --seed {seed}), {} step(s), pack in {}",
+        steps.len(),
+        out.display()
+    );
+    let (mut interrupted, mut failed) = (false, false);
+    for i in 0..steps.len() {
+        match run_step(i, &mut manifest, previous.as_ref(), &features, out).await? {
+            StepEnd::Next => {}
+            StepEnd::Failed => failed = true,
+            StepEnd::Interrupted => {
+                interrupted = true;
+                break;
+            }
+        }
+    }
+    finish(args, &mut manifest, &tol, interrupted, failed)
+}
+
+/// `--render-only`: the documents again from an existing pack (exit 2 when
+/// `--out` is not one), after `--prune` if asked.
+fn render_only(args: &AdrArgs, tol: &Tolerances) -> Result<i32, AdrError> {
+    let out = &args.out;
+    if !out.join(ADR_MANIFEST).is_file() {
+        eprintln!(
+            "bench adr: --render-only needs a pack directory; {} has no {ADR_MANIFEST}",
+            out.display()
+        );
+        return Ok(2);
+    }
+    if args.prune {
+        prune(out)?;
+    }
+    render(out, tol)?;
+    Ok(0)
+}
+
+/// The pack's manifest before any step ran: the command to rerun it, the
+/// seed, and every step not run yet.
+fn new_manifest(
+    args: &AdrArgs,
+    seed: u64,
+    steps: &[Step],
+    previous: Option<&AdrManifest>,
+) -> AdrManifest {
     let mut command = format!(
         "bench adr{} --seed {seed} --out {}",
         if args.quick { " --quick" } else { "" },
-        out.display()
+        args.out.display()
     );
     if args.prune {
         command.push_str(" --prune");
     }
-    let mut manifest = AdrManifest {
+    AdrManifest {
         command,
         seed,
         quick: args.quick,
         net_delay: NET_DELAY.into(),
         server_pause: SERVER_PAUSE.into(),
         // A resumed pack started when its first run did.
-        started_at: previous
-            .as_ref()
-            .map_or_else(now_rfc3339, |p| p.started_at.clone()),
+        started_at: previous.map_or_else(now_rfc3339, |p| p.started_at.clone()),
         finished_at: None,
         steps: steps
             .iter()
@@ -338,106 +401,137 @@ async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
                 note: String::new(),
             })
             .collect(),
-    };
-    let write = |m: &AdrManifest| -> Result<(), AdrError> {
-        std::fs::write(out.join(ADR_MANIFEST), serde_json::to_vec_pretty(m)?)?;
-        Ok(())
-    };
-    write(&manifest)?;
-    eprintln!(
-        "bench adr: seed {seed} (rerun with --seed {seed}), {} step(s), pack in {}",
-        steps.len(),
-        out.display()
-    );
-    let total = steps.len();
-    let mut interrupted = false;
-    let mut failed = false;
-    for i in 0..total {
-        let step = manifest.steps[i].step.clone();
-        let label = format!("[{}/{total}] {}", i + 1, step.name);
-        if let Some(prev) = previous.as_ref().and_then(|p| {
-            p.steps
-                .iter()
-                .find(|r| r.step == step && r.status == Status::Ok)
-        }) {
-            eprintln!("bench adr: {label}: ok in a previous run, skipped (--resume)");
-            manifest.steps[i] = prev.clone();
-            continue;
-        }
-        if let Some(why) = &step.unavailable {
-            eprintln!("bench adr: {label}: not available: {why}");
-            manifest.steps[i].status = Status::NotAvailable;
-            manifest.steps[i].note = why.clone();
-            write(&manifest)?;
-            continue;
-        }
-        let exe = match step.program {
-            Program::Bench => std::env::current_exe()?,
-            Program::Experiments => features
-                .experiments
-                .clone()
-                .expect("an experiments step is available only with the binary"),
-        };
-        eprintln!(
-            "bench adr: {label}: {} — {} {}",
-            step.title,
-            exe.display(),
-            step.args.join(" ")
-        );
-        let started = std::time::Instant::now();
-        let mut child = tokio::process::Command::new(&exe)
-            .args(&step.args)
-            .stdin(Stdio::null())
-            .kill_on_drop(false)
-            .spawn()?;
-        // The child shares the terminal's process group, so Ctrl-C reaches
-        // it too: wait for it to write what it finished, then stop.
-        let status = tokio::select! {
-            s = child.wait() => s?,
-            _ = tokio::signal::ctrl_c() => {
-                interrupted = true;
-                eprintln!("\nbench adr: interrupted; waiting for {} to stop", step.name);
-                child.wait().await?
-            }
-        };
-        let rec = &mut manifest.steps[i];
-        rec.seconds = started.elapsed().as_secs_f64();
-        rec.exit_code = status.code();
-        rec.status = match status.code() {
-            _ if interrupted => Status::Interrupted,
-            Some(0) => Status::Ok,
-            // experiments throttle: no cgroup can be written here.
-            Some(4) if step.args[0] == "throttle" => {
-                rec.note = "no CPU quota can be applied on this machine (exit 4)".into();
-                Status::NotAvailable
-            }
-            Some(130) => {
-                interrupted = true;
-                Status::Interrupted
-            }
-            code => {
-                failed = true;
-                rec.note = format!(
-                    "exit code {}",
-                    code.map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string())
-                );
-                Status::Failed
-            }
-        };
-        eprintln!(
-            "bench adr: {label}: {} after {:.0} s",
-            rec.status.as_str(),
-            rec.seconds
-        );
-        write(&manifest)?;
-        if interrupted {
-            break;
-        }
     }
+}
+
+/// Writes `adr-manifest.json` into `out`.
+fn write_manifest(out: &Path, m: &AdrManifest) -> Result<(), AdrError> {
+    std::fs::write(out.join(ADR_MANIFEST), serde_json::to_vec_pretty(m)?)?;
+    Ok(())
+}
+
+/// How a step ended, for the plan's loop.
+enum StepEnd {
+    /// Ok, skipped or not available: go on.
+    Next,
+    /// It failed: go on, the pack exits 1.
+    Failed,
+    /// Ctrl-C: stop the plan.
+    Interrupted,
+}
+
+/// Step `i` of the plan: skipped when a previous run did it (`--resume`),
+/// recorded as not available with the reason, or run as a child process
+/// and recorded with its status; the manifest is written after it.
+async fn run_step(
+    i: usize,
+    manifest: &mut AdrManifest,
+    previous: Option<&AdrManifest>,
+    features: &Features,
+    out: &Path,
+) -> Result<StepEnd, AdrError> {
+    let step = manifest.steps[i].step.clone();
+    let label = format!("[{}/{}] {}", i + 1, manifest.steps.len(), step.name);
+    if let Some(prev) = previous.and_then(|p| {
+        p.steps
+            .iter()
+            .find(|r| r.step == step && r.status == Status::Ok)
+    }) {
+        eprintln!("bench adr: {label}: ok in a previous run, skipped (--resume)");
+        manifest.steps[i] = prev.clone();
+        return Ok(StepEnd::Next);
+    }
+    if let Some(why) = &step.unavailable {
+        eprintln!("bench adr: {label}: not available: {why}");
+        manifest.steps[i].status = Status::NotAvailable;
+        manifest.steps[i].note = why.clone();
+        write_manifest(out, manifest)?;
+        return Ok(StepEnd::Next);
+    }
+    let exe = match step.program {
+        Program::Bench => std::env::current_exe()?,
+        Program::Experiments => features
+            .experiments
+            .clone()
+            .expect("an experiments step is available only with the binary"),
+    };
+    eprintln!(
+        "bench adr: {label}: {} — {} {}",
+        step.title,
+        exe.display(),
+        step.args.join(" ")
+    );
+    let started = std::time::Instant::now();
+    let (status, interrupted) = run_child(&exe, &step).await?;
+    let rec = &mut manifest.steps[i];
+    rec.seconds = started.elapsed().as_secs_f64();
+    rec.exit_code = status.code();
+    let end = record_status(rec, status.code(), interrupted);
+    eprintln!(
+        "bench adr: {label}: {} after {:.0} s",
+        rec.status.as_str(),
+        rec.seconds
+    );
+    write_manifest(out, manifest)?;
+    Ok(end)
+}
+
+/// Runs a step's program to its end; `true` beside its status when Ctrl-C
+/// came meanwhile. The child shares the terminal's process group, so Ctrl-C
+/// reaches it too: it is waited for, so it writes what it finished.
+async fn run_child(exe: &Path, step: &Step) -> Result<(std::process::ExitStatus, bool), AdrError> {
+    let mut child = tokio::process::Command::new(exe)
+        .args(&step.args)
+        .stdin(Stdio::null())
+        .kill_on_drop(false)
+        .spawn()?;
+    Ok(tokio::select! {
+        s = child.wait() => (s?, false),
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("\nbench adr: interrupted; waiting for {} to stop", step.name);
+            (child.wait().await?, true)
+        }
+    })
+}
+
+/// A step's status from its exit code (130 or Ctrl-C: interrupted; the
+/// throttle experiment's 4: no CPU quota here, not available).
+fn record_status(rec: &mut StepRecord, code: Option<i32>, interrupted: bool) -> StepEnd {
+    let (status, end) = match code {
+        _ if interrupted => (Status::Interrupted, StepEnd::Interrupted),
+        Some(0) => (Status::Ok, StepEnd::Next),
+        // experiments throttle: no cgroup can be written here.
+        Some(4) if rec.step.args[0] == "throttle" => {
+            rec.note = "no CPU quota can be applied on this machine (exit 4)".into();
+            (Status::NotAvailable, StepEnd::Next)
+        }
+        Some(130) => (Status::Interrupted, StepEnd::Interrupted),
+        code => {
+            rec.note = format!(
+                "exit code {}",
+                code.map_or_else(|| "none (killed by a signal)".into(), |c| c.to_string())
+            );
+            (Status::Failed, StepEnd::Failed)
+        }
+    };
+    rec.status = status;
+    end
+}
+
+/// The end of a pack: the manifest stamped finished unless interrupted,
+/// `--prune`, the documents rendered from what exists, the exit code.
+fn finish(
+    args: &AdrArgs,
+    manifest: &mut AdrManifest,
+    tol: &Tolerances,
+    interrupted: bool,
+    failed: bool,
+) -> Result<i32, AdrError> {
+    let out = &args.out;
     if !interrupted {
         manifest.finished_at = Some(now_rfc3339());
     }
-    write(&manifest)?;
+    write_manifest(out, manifest)?;
     if args.prune {
         let freed = prune(out)?;
         eprintln!(
@@ -445,7 +539,7 @@ async fn execute(args: &AdrArgs) -> Result<i32, AdrError> {
             freed as f64 / 1e6
         );
     }
-    render(out, &tol)?;
+    render(out, tol)?;
     Ok(if interrupted {
         eprintln!(
             "bench adr: interrupted; continue with: {} --resume",

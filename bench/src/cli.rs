@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+
+pub mod values;
+use values::whole;
 
 /// bench — fencepost's M7 load driver: measure the heartbeat RTT and payout
 /// throughput of real payout workers across safety margins and TTLs, and check
@@ -45,14 +48,63 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// bench's command line with every option's value allowed to start with a
+/// hyphen, so `--ttl -1s` or `--margin -0.1` reach the flag's own check
+/// (which names the flag and what is valid, exit 2) instead of clap reading
+/// the value as an unknown flag `-1`.
+pub fn command() -> clap::Command {
+    fn hyphen_values(cmd: clap::Command) -> clap::Command {
+        let cmd = cmd.mut_args(|a| {
+            if a.get_long().is_some() && a.get_action().takes_values() {
+                a.allow_hyphen_values(true)
+            } else {
+                a
+            }
+        });
+        let subs: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_owned())
+            .collect();
+        subs.iter()
+            .fold(cmd, |cmd, name| cmd.mut_subcommand(name, hyphen_values))
+    }
+    hyphen_values(Cli::command())
+}
+
+/// Parses the process's arguments with [`command`]; on an error prints it
+/// and exits 2 (or 0 for `--help` and `--version`).
+pub fn parse() -> Cli {
+    Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit())
+}
+
+/// Parses `argv` with [`command`] (`bench replay` re-parses a recorded command line).
+pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::from_arg_matches(&command().try_get_matches_from(argv)?)
+}
+
 /// bench's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// One configuration (one cell): prints a live line and a summary table.
+    ///
+    /// Ctrl-C (SIGINT) or SIGTERM closes the cell's measured window early and
+    /// writes what it measured as a partial cell (`stopped_by` interrupted),
+    /// then exits 130; a second one stops at once.
     Run(RunArgs),
     /// The grid: one run per (TTL, policy, margin) cell and repeat, resumable.
-    Sweep(RunArgs),
-    /// Redraw report.md, the plots and triggers.json from a results directory.
+    ///
+    /// Ctrl-C (SIGINT) or SIGTERM closes the running cell's window early and
+    /// writes it as a partial cell beside the finished ones, then exits 130;
+    /// a second one stops at once. `--resume` measures a partial cell again.
+    Sweep(SweepArgs),
+    /// Redraw a results directory's report: rewrites DIR's report.md,
+    /// summary.csv, projection.csv, triggers.json and plots (its documented
+    /// output) from the results table, histograms and manifest, which it
+    /// only reads; says which cells are partial.
     Report {
         /// A results directory written by run or sweep.
         dir: PathBuf,
@@ -63,14 +115,15 @@ pub enum Command {
     Replay {
         /// A results directory written by run or sweep.
         dir: PathBuf,
-        /// The new results directory; default DIR-replay.
+        /// The new results directory [default: DIR-replay].
         #[arg(long)]
         out: Option<PathBuf>,
     },
     /// Evaluate ADR-006 §6.5's revisit triggers; exit 0 if none fires, 3 if one does.
     ///
-    /// On a results directory (DIR): the five triggers on every cell, written
-    /// to DIR/triggers.json. With --prometheus URL instead: the six production
+    /// On a results directory (DIR): the five triggers on every cell, printed
+    /// (DIR is only read; --write also writes DIR/triggers.json, --out
+    /// another directory's). With --prometheus URL instead: the six production
     /// checks (the five plus the lease-safety essay's clock check) as instant
     /// queries on a live Prometheus, the very expressions `bench rules` puts in
     /// its alerts, one row each (cell `prometheus:<window>`); the parameter
@@ -112,8 +165,13 @@ pub struct TriggersArgs {
     #[command(flatten)]
     pub checks: CheckArgs,
 
-    /// With --prometheus: also write DIR/triggers.json.
-    #[arg(long, requires = "prometheus")]
+    /// With a results directory: also write the verdicts to DIR/triggers.json
+    /// (what `bench report` and the end of a run write there).
+    #[arg(long, requires = "dir", conflicts_with_all = ["out", "prometheus"])]
+    pub write: bool,
+
+    /// Also write the verdicts to OUT/triggers.json (OUT is created).
+    #[arg(long, value_name = "OUT")]
     pub out: Option<PathBuf>,
 }
 
@@ -130,7 +188,7 @@ pub struct RulesArgs {
     #[arg(long = "for", default_value = "10m")]
     pub for_: String,
 
-    /// Write the rules file here instead of stdout.
+    /// Write the rules file here [default: stdout].
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -192,8 +250,8 @@ pub struct PeerArgs {
     #[arg(long, default_value = "1,16,64")]
     pub concurrency: String,
 
-    /// Repeats of the whole interleaved sequence (ratios are taken per repeat).
-    #[arg(long, default_value_t = 3)]
+    /// Repeats of the whole interleaved sequence (ratios are taken per repeat), 1..=100.
+    #[arg(long, default_value_t = 3, value_parser = whole::<u32>(1, 100))]
     pub repeat: u32,
 
     /// Operations: heartbeat (L2 vs LeaseKeepAlive), grant (L4+L6 vs
@@ -213,13 +271,13 @@ pub struct PeerArgs {
     #[arg(long, default_value = "sdk")]
     pub http_client: String,
 
-    /// fencepost stores to measure: sqlite, postgres. Default both; postgres is
-    /// skipped (and said so) when no PostgreSQL is given.
+    /// fencepost stores to measure: sqlite, postgres [default: sqlite,postgres];
+    /// by default postgres is skipped (and said so) when no PostgreSQL is given.
     #[arg(long)]
     pub stores: Option<String>,
 
-    /// PostgreSQL for the postgres store (a fresh schema is created); default
-    /// $FENCEPOST_TEST_PG_URL.
+    /// PostgreSQL for the postgres store (a fresh schema is created)
+    /// [default: $FENCEPOST_TEST_PG_URL].
     #[arg(long, env = "FENCEPOST_PG_URL")]
     pub pg_url: Option<String>,
 
@@ -229,19 +287,20 @@ pub struct PeerArgs {
     #[arg(long, env = "FENCEPOST_PG_DIR")]
     pub pg_dir: Option<std::path::PathBuf>,
 
-    /// An etcd to measure (its client URL) instead of starting `etcd` from PATH.
+    /// An etcd to measure (its client URL) [default: `etcd` from PATH, started].
     #[arg(long)]
     pub etcd_url: Option<String>,
 
-    /// Seed of the order of the systems within each group; random if absent (printed and recorded).
-    #[arg(long)]
+    /// Seed of the order of the systems within each group (printed and
+    /// recorded) [default: random].
+    #[arg(long, value_parser = whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
 
-    /// Results directory; default data/runs/<timestamp>-peer/.
+    /// Results directory [default: data/runs/<timestamp>-peer/].
     #[arg(long)]
     pub out: Option<PathBuf>,
 
-    /// The live-sessions dimension (issue 27): a list of live-session
+    /// The live-sessions dimension: a list of live-session
     /// counts, e.g. 100,1000,10000,100000. For each count, each system and
     /// each repeat (systems in a seeded order), N fencepost sessions and N
     /// etcd leases are opened and kept alive on the SDK's schedule (a
@@ -264,18 +323,54 @@ pub struct PeerArgs {
     pub margin: String,
 
     /// With --sessions: the connections (fencepost) and keep-alive streams,
-    /// each on its own connection (etcd), the sessions are dealt over.
-    #[arg(long, default_value_t = 64)]
+    /// each on its own connection (etcd), the sessions are dealt over, 1..=4096.
+    #[arg(long, default_value_t = 64, value_parser = whole::<usize>(1, 4096))]
     pub connections: usize,
 
     /// With --sessions: each window lasts at least --duration and at least
     /// long enough for this many scheduled heartbeats (a p99 needs 1,000;
     /// 100 sessions at 3.5 s take 35 s).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = whole::<u64>(0, u64::MAX))]
     pub min_heartbeats: u64,
 }
 
-/// The options of `run` and `sweep`.
+/// The options of `sweep`: `run`'s, and the two only a grid has.
+#[derive(Debug, Args, Clone)]
+pub struct SweepArgs {
+    /// The options `run` has too.
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// The repeats and the resume.
+    #[command(flatten)]
+    pub grid: SweepOnly,
+}
+
+/// The options only `sweep` has.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct SweepOnly {
+    /// Run every cell N times, with seeds seed, seed+1, … (column `repeat`);
+    /// summary.csv gives each (policy, TTL, margin) its median and 95 % interval. 1..=100.
+    #[arg(long, default_value_t = 1, value_parser = whole::<u32>(1, 100))]
+    pub repeat: u32,
+
+    /// Continue a sweep in --out, skipping cells it already finished (same
+    /// configuration and seed); a partial cell (interrupted) is measured again.
+    #[arg(long)]
+    pub resume: bool,
+}
+
+impl Default for SweepOnly {
+    /// `bench run`: one repeat, no resume.
+    fn default() -> Self {
+        SweepOnly {
+            repeat: 1,
+            resume: false,
+        }
+    }
+}
+
+/// The options of `run` (and of `sweep`, which adds [`SweepOnly`]).
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// lock.client.safety-margin: one value (run), or a list/range for sweep:
@@ -289,11 +384,6 @@ pub struct RunArgs {
     /// `fixed,adaptive:k=4,floor=0.05,ceiling=0.5`.
     #[arg(long, default_value = "fixed")]
     pub margin_policy: String,
-
-    /// Run every cell N times, with seeds seed, seed+1, … (column `repeat`);
-    /// summary.csv gives each (policy, TTL, margin) its median and 95 % interval.
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
 
     /// projection.csv: the production lease the measured (unscaled) RTT is projected onto.
     #[arg(long, default_value = "30s")]
@@ -316,12 +406,13 @@ pub struct RunArgs {
     #[arg(long, default_value = "1s")]
     pub ttl: String,
 
-    /// Session TTL; default: production's 15 s scaled with the TTL (7.5 s at --ttl 15s, 500 ms at 1s).
+    /// Session TTL [default: production's 15 s scaled with the TTL (7.5 s at
+    /// --ttl 15s, 500 ms at 1s); 15s with --no-time-scale].
     #[arg(long)]
     pub session_ttl: Option<String>,
 
-    /// Concurrent payout workers (each its own SDK client and session).
-    #[arg(long, default_value_t = 8)]
+    /// Concurrent payout workers (each its own SDK client and session), 1..=1024.
+    #[arg(long, default_value_t = 8, value_parser = whole::<u32>(1, 1024))]
     pub workers: u32,
 
     /// How long each cell runs (with --min-samples: at least this long).
@@ -334,21 +425,22 @@ pub struct RunArgs {
     /// window. They multiply the heartbeat samples a cell records (a 5 s-TTL
     /// cell's 16 workers give ~200; 1,000 sessions ~10,000 more) and load the
     /// lock-server like a fleet would. 0..=100000; fencepost backend only.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = whole::<u32>(0, 100_000))]
     pub sessions: u32,
 
     /// Sequential stop: after --duration, a cell runs on until its corrected
     /// heartbeat histogram holds K samples, or until --max-duration; the
-    /// `stopped_by` column says which. Counted every 500 ms.
-    #[arg(long, value_name = "K")]
+    /// `stopped_by` column says which. Counted every 500 ms. K ≥ 1 [default: none].
+    #[arg(long, value_name = "K", value_parser = whole::<u64>(1, u64::MAX))]
     pub min_samples: Option<u64>,
 
-    /// The longest a cell with --min-samples runs (its window); default 10m.
+    /// The longest a cell with --min-samples runs (its window) [default: 10m,
+    /// or --duration when that is longer].
     #[arg(long, value_name = "DURATION")]
     pub max_duration: Option<String>,
 
-    /// Payouts seeded into the backlog per cell (R7), 1..1000000.
-    #[arg(long, default_value_t = 200_000)]
+    /// Payouts seeded into the backlog per cell (R7), 1..=1000000.
+    #[arg(long, default_value_t = 200_000, value_parser = whole::<u64>(1, 1_000_000))]
     pub payouts: u64,
 
     /// rail.latency in production time (scaled with the TTL): fixed:5ms,
@@ -361,9 +453,9 @@ pub struct RunArgs {
     pub rail_latency: String,
 
     /// Run this long before each cell's measured window opens, excluded from
-    /// every figure (connection set-up, first heartbeats); default three
+    /// every figure (connection set-up, first heartbeats) [default: three
     /// heartbeat periods of the cell at divisor 3, whatever
-    /// --heartbeat-divisor (350 ms at --ttl 1s, margin 0.3).
+    /// --heartbeat-divisor (350 ms at --ttl 1s, margin 0.3)].
     #[arg(long)]
     pub warmup: Option<String>,
 
@@ -376,14 +468,14 @@ pub struct RunArgs {
     pub no_time_scale: bool,
 
     /// Extra round-trip delay between workers and the lock-server, through an
-    /// in-process TCP proxy (not scaled), e.g. lognormal:p50=2ms,p99=40ms.
+    /// in-process TCP proxy (not scaled), e.g. lognormal:p50=2ms,p99=40ms [default: none].
     #[arg(long)]
     pub net_delay: Option<String>,
 
     /// SIGSTOP the lock-server for FOR every EVERY (process runtime), e.g.
     /// 3s:400ms, inside the measured window (column server_pauses). sweep: a
     /// list of freeze lengths, EVERY:FOR,FOR,… (3s:300ms,400ms,500ms), each
-    /// shorter than EVERY, is a grid dimension (cell ids end `_freeze=FOR`).
+    /// shorter than EVERY, is a grid dimension (cell ids end `_freeze=FOR`) [default: none].
     #[arg(long)]
     pub server_pause: Option<String>,
 
@@ -394,7 +486,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "3", value_name = "K")]
     pub heartbeat_divisor: String,
 
-    /// Serve the lock-server over TLS (issue 28): each cell makes a CA and a
+    /// Serve the lock-server over TLS: each cell makes a CA and a
     /// certificate for 127.0.0.1 in its directory (cells/<id>/tls/), the
     /// lock-server gets --tls-cert/--tls-key, every SDK client trusts that CA
     /// alone. The results' `tls` column and the manifest's config say so.
@@ -411,11 +503,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "process")]
     pub runtime: String,
 
-    /// lock.store for the process runtime's lock-server (default: SQLite in the cell's directory).
+    /// lock.store for the process runtime's lock-server [default: SQLite in the cell's directory].
     #[arg(long)]
     pub store: Option<String>,
 
-    /// Lock-server replicas for the process runtime (issue 14): N > 1 needs a
+    /// Lock-server replicas for the process runtime: N > 1 needs a
     /// postgres:// --store; they elect one leader (leader lease 1 s) and the
     /// workers get every URL and follow NOT_LEADER.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
@@ -434,7 +526,7 @@ pub struct RunArgs {
     pub etcd_url: Option<String>,
 
     /// PostgreSQL for --runtime docker's lock-server, as this machine reaches it
-    /// (relayed into the containers' network); default $FENCEPOST_TEST_PG_URL.
+    /// (relayed into the containers' network) [default: $FENCEPOST_TEST_PG_URL].
     #[arg(long, env = "FENCEPOST_PG_URL")]
     pub pg_url: Option<String>,
 
@@ -454,17 +546,15 @@ pub struct RunArgs {
     #[arg(long)]
     pub rail_url: Option<String>,
 
-    /// The seed for workers, backoff jitter, rail latency and the delay proxy; random if absent (printed and recorded).
-    #[arg(long)]
+    /// The seed for workers, backoff jitter, rail latency and the delay proxy
+    /// (printed and recorded) [default: random].
+    #[arg(long, value_parser = whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
 
-    /// Results directory; default data/runs/<timestamp>-<run|sweep>/.
+    /// Results directory (created; exit 2 naming --out when it cannot be
+    /// written) [default: data/runs/<timestamp>-<run|sweep>/].
     #[arg(long)]
     pub out: Option<PathBuf>,
-
-    /// Continue a sweep in --out, skipping cells it already finished (same configuration and seed).
-    #[arg(long)]
-    pub resume: bool,
 
     /// Serve Prometheus metrics while the run goes on, at ADDR (e.g.
     /// 127.0.0.1:9464; port 0 picks one, printed): GET /metrics has the running

@@ -1,26 +1,18 @@
 //! The `bench` binary: parse, dispatch, map errors to exit codes (C4).
 
-use bench_core::error::Chain;
-use clap::Parser;
+use std::path::Path;
 
-use bench::cli::{Cli, Command};
+use bench_core::error::Chain;
+
+use bench::cli::{Command, SweepOnly};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = bench::cli::parse();
     bench_core::logging::init_tracing();
     let code = match cli.command {
-        Command::Run(args) => run(&args, false),
-        Command::Sweep(args) => run(&args, true),
-        Command::Report { dir } => match bench_report::report::write_report(&dir) {
-            Ok(path) => {
-                println!("report: {}", path.display());
-                0
-            }
-            Err(e) => {
-                eprintln!("bench report: {}", Chain(&e));
-                2
-            }
-        },
+        Command::Run(args) => run(&args, None),
+        Command::Sweep(args) => run(&args.run, Some(args.grid)),
+        Command::Report { dir } => report(&dir),
         Command::Replay { dir, out } => match bench::drive::replay_plan(&dir, out) {
             Ok(plan) => {
                 eprintln!(
@@ -29,7 +21,7 @@ fn main() {
                     dir.display(),
                     plan.config.seed
                 );
-                block_on(bench::drive::execute(plan), "bench replay")
+                run_plan(plan, "bench replay")
             }
             Err(e) => {
                 eprintln!("bench replay: {e}");
@@ -37,27 +29,19 @@ fn main() {
             }
         },
         Command::Peer(args) => match bench::peer_sessions::resolve(&args) {
-            Ok(plan) if plan.sessions.is_some() => {
-                block_on(bench::peer_sessions::execute(plan), "bench peer")
-            }
-            Ok(plan) => block_on(bench::peer::execute(plan), "bench peer"),
+            Ok(plan) => match out_refused("bench peer", &plan.out) {
+                Some(code) => code,
+                None if plan.sessions.is_some() => {
+                    block_on(bench::peer_sessions::execute(plan), "bench peer")
+                }
+                None => block_on(bench::peer::execute(plan), "bench peer"),
+            },
             Err(e) => {
                 eprintln!("bench peer: {e}");
                 2
             }
         },
-        Command::Adr(args) => match &args.rtt_from {
-            Some(src) => {
-                match bench::rtt_from::fetch_into(src, &args.window, &args.selector, &args.out) {
-                    Ok(()) => bench::adr::main(&args),
-                    Err(e) => {
-                        eprintln!("bench adr: {}", Chain(&e));
-                        2
-                    }
-                }
-            }
-            None => bench::adr::main(&args),
-        },
+        Command::Adr(args) => adr(&args),
         Command::Triggers(args) => triggers(&args),
         Command::Rules(args) => match bench::prometheus::run_rules(&args) {
             Ok(()) => 0,
@@ -68,6 +52,48 @@ fn main() {
         },
     };
     std::process::exit(code);
+}
+
+/// `Some(2)` (printed) when `--out` cannot be created or written to.
+fn out_refused(name: &str, out: &Path) -> Option<i32> {
+    let e = bench::drive::prepare_out(out).err()?;
+    eprintln!("{name}: {}", Chain(&e));
+    Some(2)
+}
+
+/// `bench report DIR`: the report, then a line per partial cell.
+fn report(dir: &Path) -> i32 {
+    match bench_report::report::write_report(dir) {
+        Ok(path) => {
+            println!("report: {}", path.display());
+            if let Ok(rows) = bench_analysis::results::read_results(dir)
+                && let Some(note) = bench::drive::partial_note(&rows)
+            {
+                println!("{note}");
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("bench report: {}", Chain(&e));
+            2
+        }
+    }
+}
+
+fn adr(args: &bench::adr::AdrArgs) -> i32 {
+    // --render-only reads an existing pack (and says so when it is not one).
+    if !args.render_only
+        && let Some(code) = out_refused("bench adr", &args.out)
+    {
+        return code;
+    }
+    if let Some(src) = &args.rtt_from
+        && let Err(e) = bench::rtt_from::fetch_into(src, &args.window, &args.selector, &args.out)
+    {
+        eprintln!("bench adr: {}", Chain(&e));
+        return 2;
+    }
+    bench::adr::main(args)
 }
 
 fn triggers(args: &bench::cli::TriggersArgs) -> i32 {
@@ -85,7 +111,13 @@ fn triggers(args: &bench::cli::TriggersArgs) -> i32 {
             .map_err(anyhow::Error::from)
         }
         (None, Some(dir)) => {
-            bench_analysis::triggers::run_triggers_command(dir).map_err(anyhow::Error::from)
+            let write_to = if args.write {
+                Some(dir.as_path())
+            } else {
+                args.out.as_deref()
+            };
+            bench_analysis::triggers::run_triggers_command(dir, write_to)
+                .map_err(anyhow::Error::from)
         }
         (None, None) => Err(anyhow::anyhow!("needs DIR or --prometheus URL")),
     };
@@ -98,15 +130,34 @@ fn triggers(args: &bench::cli::TriggersArgs) -> i32 {
     }
 }
 
-fn run(args: &bench::cli::RunArgs, sweep: bool) -> i32 {
-    let plan = match bench::drive::resolve(args, sweep) {
-        Ok(p) => p,
+fn run(args: &bench::cli::RunArgs, sweep: Option<SweepOnly>) -> i32 {
+    match bench::drive::resolve(args, sweep) {
+        Ok(plan) => run_plan(plan, "bench"),
         Err(e) => {
             eprintln!("bench: {e}");
-            return 2;
+            2
         }
-    };
-    block_on(bench::drive::execute(plan), "bench")
+    }
+}
+
+/// Runs a `run`/`sweep`/`replay` plan: its exit code, or the error's
+/// (2 for a refused `--out`, else 1) after printing it.
+fn run_plan(plan: bench::drive::Plan, name: &str) -> i32 {
+    let rt = runtime();
+    match rt.block_on(bench::drive::execute(plan)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{name}: {}", Chain(&e));
+            e.exit_code()
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
 }
 
 /// Runs `work` on a multi-thread runtime: its exit code, or 1 after printing the error.
@@ -114,11 +165,7 @@ fn block_on<E: Into<anyhow::Error>>(
     work: impl std::future::Future<Output = Result<i32, E>>,
     name: &str,
 ) -> i32 {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match rt.block_on(work) {
+    match runtime().block_on(work) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{name}: {:#}", e.into());

@@ -153,8 +153,8 @@ fn bad(flag: &'static str, value: &str, why: impl Into<String>) -> FlagError {
 /// Checks every flag of `bench peer`.
 pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
     let duration = grid::parse_positive_duration("--duration", &args.duration)?;
-    let warmup = fencepost_api::duration::parse_duration(&args.warmup)
-        .map_err(|e| bad("--warmup", &args.warmup, e.to_string()))?;
+    let w = &args.warmup;
+    let warmup = grid::parse_flag_duration("--warmup", w, w, "expected 0s or more, e.g. 1s")?;
     let mut concurrency = Vec::new();
     for part in args.concurrency.split(',') {
         let c: usize = part

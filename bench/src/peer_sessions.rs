@@ -1,4 +1,4 @@
-//! `bench peer --sessions LIST` (issue 27): how cost grows with the number
+//! `bench peer --sessions LIST`: how cost grows with the number
 //! of live sessions, fencepost's against etcd's leases.
 //!
 //! For each repeat and each count N (in the order given), every system is
@@ -142,7 +142,9 @@ impl WindowProbe for Probe<'_> {
     }
 }
 
-/// Runs the plan's sessions dimension. Returns the exit code.
+/// Runs the plan's sessions dimension. Returns the exit code: for each
+/// repeat and count a group on fresh servers ([`measure_group`]), then the
+/// report ([`finish`]).
 pub async fn execute(plan: PeerPlan) -> Result<i32, SessionsRunError> {
     let Some(sp) = plan.sessions.clone() else {
         return Ok(crate::peer::execute(plan).await?);
@@ -150,7 +152,7 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, SessionsRunError> {
     written(&plan.out, std::fs::create_dir_all(&plan.out))?;
     if plan.out.join("peer_sessions.csv").exists() {
         eprintln!(
-            "bench peer: {} already holds a sessions run; pass a new --out",
+            "bench peer: --out {} already holds a sessions run; pass a new --out",
             plan.out.display()
         );
         return Ok(2);
@@ -169,136 +171,197 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, SessionsRunError> {
     for s in &plan.skipped {
         eprintln!("bench peer: skipped {s}");
     }
-    let period = Duration::from_secs_f64(sp.period_s);
     let mut rng = ChaCha8Rng::seed_from_u64(plan.seed);
     let mut rows: Vec<SessionRow> = Vec::new();
     let mut group = 0u64;
     for repeat in 1..=plan.repeats {
         for &n in &sp.counts {
             group += 1;
-            // Fresh servers for the group: their own directory and, on
-            // PostgreSQL, their own schema (the seed names it).
-            let mut gp = plan.clone();
-            gp.out = plan.out.join("servers").join(format!("r{repeat}-n{n}"));
-            gp.seed = plan.seed.wrapping_add(group);
-            gp.http_clients = vec![bench_core::peer::PeerHttpClient::Sdk];
-            let systems = start_systems(&gp).await?;
-            let mut order: Vec<&System> = systems.iter().collect();
-            order.shuffle(&mut rng);
-            for (position, sys) in order.into_iter().enumerate() {
-                let rss_base = sys.pid.and_then(cpu::rss_kb);
-                let mut probe = Probe {
-                    cpu: CpuProbe {
-                        system: sys,
-                        pg_pids: Vec::new(),
-                        start: (None, None, None),
-                        used: (None, None, None),
-                        store_start: (None, None),
-                        store_used: (None, None),
-                    },
-                    rss_end: (None, None),
-                };
-                let spec = SessionsSpec {
-                    n,
-                    ttl: Duration::from_secs_f64(sp.ttl_s),
-                    period,
-                    connections: sp.connections,
-                    warmup: Duration::from_secs_f64(plan.warmup_s),
-                    duration: Duration::from_secs_f64(plan.duration_s),
-                    min_heartbeats: sp.min_heartbeats,
-                    // The group's servers are stopped and their data removed
-                    // right after: closing 10⁵ sessions one by one would
-                    // only add durable deletes nobody measures.
-                    close: false,
-                };
-                let sample = load::measure(&sys.target, &spec, &mut probe)
-                    .await
-                    .map_err(|source| SessionsRunError::Measure {
-                        label: sys.label(),
-                        sessions: n,
-                        source,
-                    })?;
-                if let Some(e) = &sample.first_error {
-                    eprintln!("  {} at {n}: first error: {e}", sys.label());
-                }
-                let (cpu_server_s, cpu_store_s, cpu_bench_s) = probe.cpu.used;
-                let row = SessionRow {
-                    system: sys.system.into(),
-                    store: sys.store.clone(),
-                    client: sys.client.into(),
-                    sessions: n,
-                    repeat,
-                    order: position as u32,
-                    connections: spec.lanes(),
-                    period_ms: sp.period_s * 1e3,
-                    ttl_ms: (sp.ttl_s * 1e3).round() as u64,
-                    seconds: sample.seconds,
-                    scheduled: sample.scheduled,
-                    ok: sample.ok,
-                    errors: sample.errors,
-                    timeouts: sample.timeouts,
-                    missed: sample.missed,
-                    open_failed: sample.open_failed,
-                    hb_per_s: if sample.seconds > 0.0 {
-                        sample.ok as f64 / sample.seconds
-                    } else {
-                        0.0
-                    },
-                    scheduled_per_s: n as f64 / sp.period_s,
-                    p50_us: sample.raw.value_at_quantile(0.50),
-                    p99_us: sample.raw.value_at_quantile(0.99),
-                    p50_corrected_us: sample.corrected.value_at_quantile(0.50),
-                    p99_corrected_us: sample.corrected.value_at_quantile(0.99),
-                    samples: sample.corrected.len(),
-                    cpu_server_s,
-                    cpu_store_s,
-                    cpu_bench_s,
-                    rss_base_kb: rss_base,
-                    rss_end_kb: probe.rss_end.0,
-                    rss_peak_kb: probe.rss_end.1,
-                    fd_limit,
-                    bound_by: bound_by(&sample, cpu_bench_s).into(),
-                };
-                eprintln!(
-                    "[{}] repeat {repeat} n={n:<7} {:<18} {:>8.0}/{:.0} hb/s  p99 {:>7.2} ms (raw {:.2})  miss {} to {} err {} open-fail {}  cpu server {} bench {}  rss {} MiB  {}",
-                    rows.len() + 1,
-                    sys.label(),
-                    row.hb_per_s,
-                    row.scheduled_per_s,
-                    row.p99_corrected_us as f64 / 1e3,
-                    row.p99_us as f64 / 1e3,
-                    row.missed,
-                    row.timeouts,
-                    row.errors,
-                    row.open_failed,
-                    fmt_opt(row.cpu_server_s, 2),
-                    fmt_opt(row.cpu_bench_s, 2),
-                    fmt_opt(row.rss_end_kb.map(|k| k as f64 / 1024.0), 0),
-                    if row.bound_by.is_empty() {
-                        "reached"
-                    } else {
-                        &row.bound_by
-                    },
-                );
-                rows.push(row);
-                written(
-                    &plan.out.join("peer_sessions.csv"),
-                    write_csv(&plan.out, &rows),
-                )?;
-            }
-            drop(systems);
-            bench_core::peer::remove_server_data(&gp.out);
+            let at = Group {
+                repeat,
+                n,
+                seed: plan.seed.wrapping_add(group),
+                fd_limit,
+            };
+            measure_group(&plan, &sp, &at, &mut rng, &mut rows).await?;
         }
     }
-    let text = report::render(&plan, &rows);
+    finish(&plan, &rows, &mut manifest)
+}
+
+/// Where in the plan a group of measurements is.
+struct Group {
+    /// The repeat, from 1.
+    repeat: u32,
+    /// The live sessions (leases) per system.
+    n: usize,
+    /// The group's seed (names its PostgreSQL schema).
+    seed: u64,
+    /// The driver's file-descriptor limit.
+    fd_limit: u64,
+}
+
+/// One (repeat, count): fresh servers for the group, in their own directory
+/// and, on PostgreSQL, their own schema; every system measured in a seeded
+/// order, each row printed and `peer_sessions.csv` rewritten after it; the
+/// servers stopped and their data removed after.
+async fn measure_group(
+    plan: &PeerPlan,
+    sp: &SessionsPlan,
+    at: &Group,
+    rng: &mut ChaCha8Rng,
+    rows: &mut Vec<SessionRow>,
+) -> Result<(), SessionsRunError> {
+    let mut gp = plan.clone();
+    gp.out = plan
+        .out
+        .join("servers")
+        .join(format!("r{}-n{}", at.repeat, at.n));
+    gp.seed = at.seed;
+    gp.http_clients = vec![bench_core::peer::PeerHttpClient::Sdk];
+    let systems = start_systems(&gp).await?;
+    let mut order: Vec<&System> = systems.iter().collect();
+    order.shuffle(rng);
+    for (position, sys) in order.into_iter().enumerate() {
+        let row = measure_system(plan, sp, at, sys, position as u32).await?;
+        print_row(rows.len() + 1, at, sys, &row);
+        rows.push(row);
+        written(
+            &plan.out.join("peer_sessions.csv"),
+            write_csv(&plan.out, rows),
+        )?;
+    }
+    drop(systems);
+    bench_core::peer::remove_server_data(&gp.out);
+    Ok(())
+}
+
+/// One system of a group: N sessions (leases) kept alive over the window,
+/// with the server's CPU and resident set around it, as a row.
+async fn measure_system(
+    plan: &PeerPlan,
+    sp: &SessionsPlan,
+    at: &Group,
+    sys: &System,
+    position: u32,
+) -> Result<SessionRow, SessionsRunError> {
+    let rss_base = sys.pid.and_then(cpu::rss_kb);
+    let mut probe = Probe {
+        cpu: CpuProbe {
+            system: sys,
+            pg_pids: Vec::new(),
+            start: (None, None, None),
+            used: (None, None, None),
+            store_start: (None, None),
+            store_used: (None, None),
+        },
+        rss_end: (None, None),
+    };
+    let spec = SessionsSpec {
+        n: at.n,
+        ttl: Duration::from_secs_f64(sp.ttl_s),
+        period: Duration::from_secs_f64(sp.period_s),
+        connections: sp.connections,
+        warmup: Duration::from_secs_f64(plan.warmup_s),
+        duration: Duration::from_secs_f64(plan.duration_s),
+        min_heartbeats: sp.min_heartbeats,
+        // The group's servers are stopped and their data removed
+        // right after: closing 10⁵ sessions one by one would
+        // only add durable deletes nobody measures.
+        close: false,
+    };
+    let sample = load::measure(&sys.target, &spec, &mut probe)
+        .await
+        .map_err(|source| SessionsRunError::Measure {
+            label: sys.label(),
+            sessions: at.n,
+            source,
+        })?;
+    if let Some(e) = &sample.first_error {
+        eprintln!("  {} at {}: first error: {e}", sys.label(), at.n);
+    }
+    let (cpu_server_s, cpu_store_s, cpu_bench_s) = probe.cpu.used;
+    let n = at.n;
+    Ok(SessionRow {
+        system: sys.system.into(),
+        store: sys.store.clone(),
+        client: sys.client.into(),
+        sessions: n,
+        repeat: at.repeat,
+        order: position,
+        connections: spec.lanes(),
+        period_ms: sp.period_s * 1e3,
+        ttl_ms: (sp.ttl_s * 1e3).round() as u64,
+        seconds: sample.seconds,
+        scheduled: sample.scheduled,
+        ok: sample.ok,
+        errors: sample.errors,
+        timeouts: sample.timeouts,
+        missed: sample.missed,
+        open_failed: sample.open_failed,
+        hb_per_s: if sample.seconds > 0.0 {
+            sample.ok as f64 / sample.seconds
+        } else {
+            0.0
+        },
+        scheduled_per_s: n as f64 / sp.period_s,
+        p50_us: sample.raw.value_at_quantile(0.50),
+        p99_us: sample.raw.value_at_quantile(0.99),
+        p50_corrected_us: sample.corrected.value_at_quantile(0.50),
+        p99_corrected_us: sample.corrected.value_at_quantile(0.99),
+        samples: sample.corrected.len(),
+        cpu_server_s,
+        cpu_store_s,
+        cpu_bench_s,
+        rss_base_kb: rss_base,
+        rss_end_kb: probe.rss_end.0,
+        rss_peak_kb: probe.rss_end.1,
+        fd_limit: at.fd_limit,
+        bound_by: bound_by(&sample, cpu_bench_s).into(),
+    })
+}
+
+/// The progress line of row `index`.
+fn print_row(index: usize, at: &Group, sys: &System, row: &SessionRow) {
+    eprintln!(
+        "[{index}] repeat {} n={:<7} {:<18} {:>8.0}/{:.0} hb/s  p99 {:>7.2} ms (raw {:.2})  miss {} to {} err {} open-fail {}  cpu server {} bench {}  rss {} MiB  {}",
+        at.repeat,
+        at.n,
+        sys.label(),
+        row.hb_per_s,
+        row.scheduled_per_s,
+        row.p99_corrected_us as f64 / 1e3,
+        row.p99_us as f64 / 1e3,
+        row.missed,
+        row.timeouts,
+        row.errors,
+        row.open_failed,
+        fmt_opt(row.cpu_server_s, 2),
+        fmt_opt(row.cpu_bench_s, 2),
+        fmt_opt(row.rss_end_kb.map(|k| k as f64 / 1024.0), 0),
+        if row.bound_by.is_empty() {
+            "reached"
+        } else {
+            &row.bound_by
+        },
+    );
+}
+
+/// `report.md`, the plot, the manifest stamped finished, and the summary.
+fn finish(
+    plan: &PeerPlan,
+    rows: &[SessionRow],
+    manifest: &mut Manifest,
+) -> Result<i32, SessionsRunError> {
+    let text = report::render(plan, rows);
     let path = plan.out.join("report.md");
     written(&path, std::fs::write(&path, &text))?;
-    if let Err(e) = report::plot(&plan.out, &rows) {
+    if let Err(e) = report::plot(&plan.out, rows) {
         eprintln!("bench peer: plotting failed: {}", Chain(&e));
     }
     manifest.finish();
     manifest.write(&plan.out).map_err(PeerRunError::Manifest)?;
-    print!("{}", report::summary(&rows));
+    print!("{}", report::summary(rows));
     println!("\nreport: {}", plan.out.join("report.md").display());
     Ok(0)
 }

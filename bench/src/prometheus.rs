@@ -34,8 +34,9 @@ pub enum ChecksError {
     /// A flag's value was refused.
     #[error(transparent)]
     Flag(#[from] BadFlag),
-    /// The rules file could not be written.
-    #[error("writing {path}")]
+    /// `--out` could not be written (the rules file, or the directory of
+    /// `triggers.json`).
+    #[error("--out {path}: cannot write")]
     Write {
         /// The file.
         path: PathBuf,
@@ -74,6 +75,11 @@ fn duration(flag: &'static str, v: &str) -> Result<Duration, BadFlag> {
         value: v.to_owned(),
         why,
     };
+    if v.trim_start().starts_with('-') {
+        return Err(bad(
+            "a duration cannot be negative; expected whole milliseconds, e.g. 10m".to_owned(),
+        ));
+    }
     let d = parse_duration(v).map_err(|e| bad(e.to_string()))?;
     if d.subsec_nanos() % 1_000_000 != 0 {
         return Err(bad("Prometheus durations are whole milliseconds".to_owned()));

@@ -21,8 +21,8 @@ use crate::prometheus::{ChecksError, client, query_samples};
 /// Why the distribution could not be had (exit code 2).
 #[derive(Debug, thiserror::Error)]
 pub enum RttFromError {
-    /// `--window` is not a duration.
-    #[error("--window {0:?}: not a duration (e.g. 1h, 30m)")]
+    /// `--window` is not a duration greater than 0.
+    #[error("--window {0:?}: expected a duration greater than 0, e.g. 1h, 30m")]
     Window(String),
     /// The file could not be read.
     #[error("--rtt-from {path}: {source}")]

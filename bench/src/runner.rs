@@ -260,8 +260,10 @@ pub struct CellResult {
 
 /// Runs one cell in `out_dir/cells/<id>/` on fresh services; `live` is called
 /// about twice a second. With `baseline` and a delay proxy, the proxy's own
-/// overhead is measured first, before the load starts. Returns `Ok(None)` if
-/// `stop` turned true before the cell finished (the partial cell is discarded).
+/// overhead is measured first, before the load starts. When `stop` turns
+/// true the window closes early and the cell is a partial one (`stopped_by`
+/// `interrupted`); `Ok(None)` if it turned true before the window opened
+/// (nothing was measured).
 pub async fn run_cell(
     cfg: &RunConfig,
     plan: &CellPlan,
@@ -288,6 +290,7 @@ pub async fn run_cell(
     let hooks = Hooks {
         live: Some(live),
         interrupt: Some(stop),
+        keep_partial: true,
         telemetry: telemetry.cloned(),
         ..Hooks::default()
     };

@@ -119,7 +119,7 @@ async fn a_docker_run_pays_without_duplicates_and_leaves_no_container_behind() {
     let BenchCommand::Run(args) = cli.command else {
         unreachable!("parsed a run")
     };
-    let plan = bench::drive::resolve(&args, false).expect("flags resolve");
+    let plan = bench::drive::resolve(&args, None).expect("flags resolve");
     let code = bench::drive::execute(plan)
         .await
         .expect("the run completes");

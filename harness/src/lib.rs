@@ -338,7 +338,9 @@ fn binary_name(binary: &Path) -> String {
 
 /// Spawns `cmd` (whose program is `binary`) the way every child here is
 /// owned: stdin closed, `stdout` as given, stderr into `stderr_path`, killed
-/// by the kernel if this process dies ([`die_with_parent`], [`spawn_on_keeper`]).
+/// by the kernel if this process dies ([`die_with_parent`], [`spawn_on_keeper`]),
+/// in a process group of its own, so a terminal's Ctrl-C reaches the owner
+/// alone, which stops its children when it has written what it measured.
 fn spawn_owned(
     binary: &Path,
     mut cmd: Command,
@@ -352,6 +354,7 @@ fn spawn_owned(
     cmd.stdin(Stdio::null())
         .stdout(stdout)
         .stderr(Stdio::from(stderr));
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     die_with_parent(&mut cmd);
     spawn_on_keeper(cmd).map_err(|error| HarnessError::Spawn {
         path: binary.to_path_buf(),

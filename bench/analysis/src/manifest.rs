@@ -46,6 +46,11 @@ pub struct Manifest {
     pub finished_at: Option<String>,
     /// Cell ids finished so far, in order.
     pub cells_done: Vec<String>,
+    /// Cells an interrupt (SIGINT, SIGTERM) closed early: their rows hold
+    /// what the shortened window measured (`stopped_by` = `interrupted`),
+    /// and `--resume` measures them again. Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cells_partial: Vec<String>,
     /// The command line, argv[0] first (`bench replay` re-parses it).
     #[serde(default)]
     pub argv: Vec<String>,
@@ -293,6 +298,7 @@ impl Manifest {
             started_at: now_rfc3339(),
             finished_at: None,
             cells_done: Vec::new(),
+            cells_partial: Vec::new(),
             argv: Vec::new(),
             grid: Vec::new(),
             grid_flags: None,

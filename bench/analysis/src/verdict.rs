@@ -210,6 +210,27 @@ pub fn verdict_lines(v: &VerdictInput<'_>) -> Vec<String> {
         }
     }
     out.extend(evidence(v));
+    let partial: Vec<&str> = v
+        .rows
+        .iter()
+        .filter(|r| r.stopped_by == crate::triggers::INTERRUPTED)
+        .map(|r| r.cell.as_str())
+        .collect();
+    if !partial.is_empty() {
+        wrap(
+            &mut out,
+            "Partial ",
+            "  ",
+            &format!(
+                "({} of {} cells, interrupted before the window's end): {}. Their figures \
+                 cover the shorter window measured and their triggers cannot say ok; a \
+                 sweep's --resume measures them again.",
+                partial.len(),
+                v.rows.len(),
+                partial.join(", ")
+            ),
+        );
+    }
     if let Some(p) = v
         .projection
         .iter()

@@ -89,12 +89,31 @@ pub fn parse_margins(text: &str) -> Result<Vec<f64>, FlagError> {
     Ok(out)
 }
 
+/// A duration flag's value (`part` of its `text`): a negative one is refused
+/// as such, naming what the flag takes (`valid`), where the duration parser
+/// alone would call `-1s` a unit it does not know.
+pub fn parse_flag_duration(
+    flag: &'static str,
+    text: &str,
+    part: &str,
+    valid: &str,
+) -> Result<Duration, FlagError> {
+    if part.trim_start().starts_with('-') {
+        return Err(flag_err(
+            flag,
+            text,
+            format!("a duration cannot be negative; {valid}"),
+        ));
+    }
+    parse_duration(part).map_err(|e| flag_err(flag, text, e.to_string()))
+}
+
 /// `--ttl`: one duration or a comma list (`1s,2s,30s`), each with a unit.
 pub fn parse_ttls(text: &str) -> Result<Vec<Duration>, FlagError> {
     const FLAG: &str = "--ttl";
     let mut out = Vec::new();
     for part in text.split(',') {
-        let d = parse_duration(part).map_err(|e| flag_err(FLAG, text, e.to_string()))?;
+        let d = parse_flag_duration(FLAG, text, part, "expected 100ms..10m")?;
         if d < Duration::from_millis(100) || d > Duration::from_secs(600) {
             return Err(flag_err(
                 FLAG,
@@ -112,7 +131,7 @@ pub fn parse_ttls(text: &str) -> Result<Vec<Duration>, FlagError> {
 
 /// A positive duration flag (`--duration 10s`).
 pub fn parse_positive_duration(flag: &'static str, text: &str) -> Result<Duration, FlagError> {
-    let d = parse_duration(text).map_err(|e| flag_err(flag, text, e.to_string()))?;
+    let d = parse_flag_duration(flag, text, text, "expected one greater than 0, e.g. 10s")?;
     if d.is_zero() {
         return Err(flag_err(flag, text, "must be greater than 0"));
     }

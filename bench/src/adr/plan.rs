@@ -111,189 +111,202 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 /// The evidence plan for `quick` on a build and machine with `features`:
 /// every step, in order, those that cannot run marked with the reason.
-/// Step names are the subdirectories the document reads.
+/// Step names are the subdirectories the document reads: the sweeps
+/// ([`sweep_steps`]), the experiments ([`experiment_steps`]), then etcd
+/// ([`peer_step`]); every step gets `--seed SEED --out DIR/<name>`.
 pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step> {
     let s = if quick { &QUICK } else { &FULL };
     let seed = seed.to_string();
     let dir = |name: &str| out.join(name).display().to_string();
-    let mut steps = Vec::new();
-    let mut sweep = |name: &str,
-                     title: &str,
-                     extra: &[&str],
-                     (margins, ttls): (&str, &str),
-                     (duration, sessions): (&str, &str)| {
-        let mut args = strings(&[
+    let mut steps = sweep_steps(s, &seed, &dir, features);
+    steps.extend(experiment_steps(s, &seed, &dir, features));
+    steps.push(peer_step(s, &seed, &dir("peer"), features));
+    steps
+}
+
+/// The three `bench sweep` steps under the realistic network: the fixed
+/// margins, the freezes, the adaptive policy.
+fn sweep_steps(
+    s: &Sizes,
+    seed: &str,
+    dir: &dyn Fn(&str) -> String,
+    features: &Features,
+) -> Vec<Step> {
+    // (name, title, extra flags, (margins, TTLs), (duration, sessions))
+    type Sweep<'a> = (
+        &'a str,
+        &'a str,
+        Vec<&'a str>,
+        (&'a str, &'a str),
+        (&'a str, &'a str),
+    );
+    let sweeps: [Sweep<'_>; 3] = [
+        (
             "sweep",
-            "--margin",
-            margins,
-            "--ttl",
-            ttls,
-            "--duration",
-            duration,
-            "--workers",
-            s.workers,
-            "--sessions",
-            sessions,
-            "--net-delay",
-            NET_DELAY,
-            "--seed",
-            &seed,
-            "--out",
-            &dir(name),
-        ]);
-        args.extend(strings(extra));
-        if features.sweep_repeat && s.repeat != "1" {
-            args.extend(strings(&["--repeat", s.repeat]));
-        }
-        steps.push(Step {
-            name: name.into(),
-            title: title.into(),
-            program: Program::Bench,
-            args,
-            unavailable: None,
-        });
-    };
-    sweep(
-        "sweep",
-        "fixed margins × TTLs under the realistic network delay",
-        &[],
-        (s.margins, s.ttls),
-        (s.duration, s.sessions),
-    );
-    sweep(
-        "freeze",
-        "the lock-server frozen: margins × heartbeat divisors × freeze lengths",
-        &[
-            "--heartbeat-divisor",
-            FREEZE_DIVISORS,
-            "--server-pause",
-            s.pause_spec,
-        ],
-        (s.pause_margins, s.pause_ttl),
-        (s.pause_duration, s.pause_sessions),
-    );
-    sweep(
-        "adaptive",
-        "the adaptive margin (V2) at the same TTLs",
-        &["--margin-policy", ADAPTIVE_POLICY],
-        ("0.5", s.ttls),
-        (s.duration, s.sessions),
-    );
+            "fixed margins × TTLs under the realistic network delay",
+            vec![],
+            (s.margins, s.ttls),
+            (s.duration, s.sessions),
+        ),
+        (
+            "freeze",
+            "the lock-server frozen: margins × heartbeat divisors × freeze lengths",
+            vec![
+                "--heartbeat-divisor",
+                FREEZE_DIVISORS,
+                "--server-pause",
+                s.pause_spec,
+            ],
+            (s.pause_margins, s.pause_ttl),
+            (s.pause_duration, s.pause_sessions),
+        ),
+        (
+            "adaptive",
+            "the adaptive margin (V2) at the same TTLs",
+            vec!["--margin-policy", ADAPTIVE_POLICY],
+            ("0.5", s.ttls),
+            (s.duration, s.sessions),
+        ),
+    ];
+    sweeps
+        .into_iter()
+        .map(
+            |(name, title, extra, (margins, ttls), (duration, sessions))| {
+                let mut args = strings(&[
+                    "sweep",
+                    "--margin",
+                    margins,
+                    "--ttl",
+                    ttls,
+                    "--duration",
+                    duration,
+                    "--workers",
+                    s.workers,
+                    "--sessions",
+                    sessions,
+                    "--net-delay",
+                    NET_DELAY,
+                    "--seed",
+                    seed,
+                    "--out",
+                    &dir(name),
+                ]);
+                args.extend(strings(&extra));
+                if features.sweep_repeat && s.repeat != "1" {
+                    args.extend(strings(&["--repeat", s.repeat]));
+                }
+                Step {
+                    name: name.into(),
+                    title: title.into(),
+                    program: Program::Bench,
+                    args,
+                    unavailable: None,
+                }
+            },
+        )
+        .collect()
+}
+
+/// The `experiments` steps: a worker frozen in its critical section (client
+/// check on and off), the clock, the CPU throttle, failover and chaos; each
+/// not available without the binary or its subcommand.
+fn experiment_steps(
+    s: &Sizes,
+    seed: &str,
+    dir: &dyn Fn(&str) -> String,
+    features: &Features,
+) -> Vec<Step> {
+    // (name, title, the experiment's arguments before --seed and --out)
+    let experiments: [(&str, &str, Vec<&str>); 7] = [
+        (
+            "pause",
+            "a worker frozen in its critical section, client check on (trigger 4)",
+            vec!["pause", "--ttl", "1s", "--pauses", s.pauses],
+        ),
+        (
+            "pause-uc03",
+            "the same with the client check off (UC-03: the fences catch it)",
+            vec![
+                "pause",
+                "--ttl",
+                "1s",
+                "--pauses",
+                s.pauses,
+                "--disable-client-check",
+            ],
+        ),
+        (
+            "clock",
+            "simulated clock offset, drift, quantisation and steps vs the server's grace (margin 0)",
+            vec!["clock", "--cases", s.clock_cases],
+        ),
+        (
+            "clock-margin",
+            "the same with ADR-006's client margin",
+            vec!["clock", "--cases", s.clock_cases, "--margin", ADR_MARGIN],
+        ),
+        (
+            "throttle",
+            "worker processes under a 10 % CPU quota vs unthrottled (trigger 5)",
+            vec![
+                "throttle",
+                "--quota",
+                "10%",
+                "--ttl",
+                "1s",
+                "--duration",
+                s.throttle_duration,
+                "--workers",
+                s.throttle_workers,
+            ],
+        ),
+        (
+            "failover",
+            "lock-server failover through kill -9, SIGSTOP and a database restart",
+            vec!["failover"],
+        ),
+        (
+            "chaos",
+            "seeded fault schedules, every operation checked",
+            vec!["chaos"],
+        ),
+    ];
     let no_experiments = features
         .experiments
         .is_none()
         .then(|| "the experiments binary was not found next to bench (cargo build --release -p experiments)".to_string());
-    let mut experiment = |name: &str, title: &str, args: Vec<String>| {
-        let sub = args[0].clone();
-        let unavailable = no_experiments.clone().or_else(|| {
-            (!features.experiment_commands.contains(&sub))
-                .then(|| format!("`experiments {sub}` does not exist in this build"))
-        });
-        steps.push(Step {
-            name: name.into(),
-            title: title.into(),
-            program: Program::Experiments,
-            args,
-            unavailable,
-        });
-    };
-    experiment(
-        "pause",
-        "a worker frozen in its critical section, client check on (trigger 4)",
-        strings(&[
-            "pause",
-            "--ttl",
-            "1s",
-            "--pauses",
-            s.pauses,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("pause"),
-        ]),
-    );
-    experiment(
-        "pause-uc03",
-        "the same with the client check off (UC-03: the fences catch it)",
-        strings(&[
-            "pause",
-            "--ttl",
-            "1s",
-            "--pauses",
-            s.pauses,
-            "--disable-client-check",
-            "--seed",
-            &seed,
-            "--out",
-            &dir("pause-uc03"),
-        ]),
-    );
-    experiment(
-        "clock",
-        "simulated clock offset, drift, quantisation and steps vs the server's grace (margin 0)",
-        strings(&[
-            "clock",
-            "--cases",
-            s.clock_cases,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("clock"),
-        ]),
-    );
-    experiment(
-        "clock-margin",
-        "the same with ADR-006's client margin",
-        strings(&[
-            "clock",
-            "--cases",
-            s.clock_cases,
-            "--margin",
-            ADR_MARGIN,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("clock-margin"),
-        ]),
-    );
-    experiment(
-        "throttle",
-        "worker processes under a 10 % CPU quota vs unthrottled (trigger 5)",
-        strings(&[
-            "throttle",
-            "--quota",
-            "10%",
-            "--ttl",
-            "1s",
-            "--duration",
-            s.throttle_duration,
-            "--workers",
-            s.throttle_workers,
-            "--seed",
-            &seed,
-            "--out",
-            &dir("throttle"),
-        ]),
-    );
-    experiment(
-        "failover",
-        "lock-server failover through kill -9, SIGSTOP and a database restart",
-        strings(&["failover", "--seed", &seed, "--out", &dir("failover")]),
-    );
-    experiment(
-        "chaos",
-        "seeded fault schedules, every operation checked",
-        strings(&["chaos", "--seed", &seed, "--out", &dir("chaos")]),
-    );
-    let mut peer = strings(&["peer"]);
-    peer.extend(strings(&s.peer));
-    peer.extend(strings(&["--seed", &seed, "--out", &dir("peer")]));
-    steps.push(Step {
+    experiments
+        .into_iter()
+        .map(|(name, title, head)| {
+            let mut args = strings(&head);
+            args.extend(strings(&["--seed", seed, "--out", &dir(name)]));
+            let sub = head[0];
+            let unavailable = no_experiments.clone().or_else(|| {
+                (!features.experiment_commands.iter().any(|c| c == sub))
+                    .then(|| format!("`experiments {sub}` does not exist in this build"))
+            });
+            Step {
+                name: name.into(),
+                title: title.into(),
+                program: Program::Experiments,
+                args,
+                unavailable,
+            }
+        })
+        .collect()
+}
+
+/// `bench peer`: fencepost against etcd on this machine; not available
+/// without `etcd` on PATH.
+fn peer_step(s: &Sizes, seed: &str, dir: &str, features: &Features) -> Step {
+    let mut args = strings(&["peer"]);
+    args.extend(strings(&s.peer));
+    args.extend(strings(&["--seed", seed, "--out", dir]));
+    Step {
         name: "peer".into(),
         title: "fencepost vs etcd on this machine (bench peer)".into(),
         program: Program::Bench,
-        args: peer,
+        args,
         unavailable: (!features.etcd).then(|| "`etcd` is not on PATH".to_string()),
-    });
-    steps
+    }
 }

@@ -13,7 +13,7 @@ pub mod plan;
 pub mod replay;
 pub mod resume;
 
-pub use execute::{execute, summary_text};
+pub use execute::{PARTIAL, RunError, execute, partial_note, prepare_out, summary_text};
 pub use plan::{Plan, resolve};
 pub use replay::{ReplayError, replay_plan};
 pub use resume::{changed_flags, grid_of};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use fencepost_api::latency::LatencySpec;
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, SweepOnly};
 use crate::runner::{RunConfig, Runtime};
 use bench_core::grid::{self, Cell, FlagError};
 use bench_driver::backend::BackendKind;
@@ -49,25 +49,96 @@ fn latency(f: &'static str, text: &str) -> Result<LatencySpec, FlagError> {
         .map_err(|e| flag(f, text, e.to_string()))
 }
 
-/// Checks every flag of `run` (one cell) or `sweep` (the grid).
-pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
-    let command = if sweep { "sweep" } else { "run" };
-    let margins = grid::parse_margins(&args.margin)?;
-    let ttls = grid::parse_ttls(&args.ttl)?;
-    if !sweep && (margins.len() > 1 || ttls.len() > 1) {
-        let (f, v) = if margins.len() > 1 {
-            ("--margin", &args.margin)
-        } else {
-            ("--ttl", &args.ttl)
-        };
+/// Checks every flag of `run` (one cell; `sweep` is `None`) or `sweep`
+/// (the grid, with its repeats and resume), in named steps: the grid, the
+/// projection, the load, the runtime, the backends, TLS and the directory.
+pub fn resolve(args: &RunArgs, sweep: Option<SweepOnly>) -> Result<Plan, FlagError> {
+    let command = if sweep.is_some() { "sweep" } else { "run" };
+    let SweepOnly { repeat, resume } = sweep.unwrap_or_default();
+    let g = grid_flags(args, sweep.is_some(), repeat)?;
+    let projection = projection(args)?;
+    let load = load(args)?;
+    let runtime = runtime(args, g.server_pause.is_some())?;
+    check_replicas(args)?;
+    let (backends, etcd_url) = resolve_backends(args, &runtime)?;
+    if load.sampling.sessions > 0 && backends.contains(&BackendKind::Etcd) {
         return Err(flag(
-            f,
-            v,
-            "bench run takes one value; use bench sweep for a grid",
+            "--sessions",
+            &load.sampling.sessions.to_string(),
+            "idle sessions are fencepost SDK sessions; drop --backend etcd",
         ));
     }
+    check_tls(args, &runtime, &backends)?;
+    let out = out_dir(args, resume, command)?;
+    let axes = grid::Axes {
+        divisors: g.divisors.clone(),
+        pause: g.server_pause.clone(),
+    };
+    Ok(Plan {
+        command,
+        cells: grid::cells_with(&g.ttls, &g.margins, &g.policies, g.repeat, &axes),
+        grid_flags: serde_json::json!({
+            "--margin": g.margins,
+            "--ttl": g.ttls.iter().map(|t| fencepost_api::format_duration(*t)).collect::<Vec<_>>(),
+            "--margin-policy": g.policies.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "--repeat": g.repeat,
+        }),
+        config: RunConfig {
+            runtime,
+            workers: args.workers,
+            duration: load.duration,
+            payouts: args.payouts,
+            policies: g.policies,
+            repeat: g.repeat,
+            projection,
+            session_ttl: load.session_ttl,
+            rail_latency: load.rail_latency,
+            rail_read_timeout: load.rail_read_timeout,
+            time_scale: !args.no_time_scale,
+            net_delay: load.net_delay,
+            server_pause: g.server_pause,
+            heartbeat_divisors: g.divisors,
+            seed: args.seed.unwrap_or_else(rand::random),
+            client_check: !args.disable_client_check,
+            warmup: load.warmup,
+            backends,
+            etcd_url,
+            sampling: load.sampling,
+            tls: args.tls,
+        },
+        out,
+        resume,
+        seed_given: args.seed.is_some(),
+        argv: crate::runner::recorded_argv(),
+        replay_of: None,
+        metrics_listen: args.metrics_listen,
+    })
+}
+
+/// The grid's dimensions as the flags give them.
+struct GridFlags {
+    margins: Vec<f64>,
+    ttls: Vec<std::time::Duration>,
+    policies: Vec<grid::PolicySpec>,
+    repeat: u32,
+    divisors: Vec<u32>,
+    server_pause: Option<grid::PauseAxis>,
+}
+
+/// The grid's flags (`--margin`, `--ttl`, `--margin-policy`, `--repeat`,
+/// `--heartbeat-divisor`, `--server-pause`); `bench run` takes one value of each.
+fn grid_flags(args: &RunArgs, sweep: bool, repeat: u32) -> Result<GridFlags, FlagError> {
+    let one = "bench run takes one value; use bench sweep for a grid";
+    let margins = grid::parse_margins(&args.margin)?;
+    if !sweep && margins.len() > 1 {
+        return Err(flag("--margin", &args.margin, one));
+    }
+    let ttls = grid::parse_ttls(&args.ttl)?;
+    if !sweep && ttls.len() > 1 {
+        return Err(flag("--ttl", &args.ttl, one));
+    }
     let policies = grid::parse_policies(&args.margin_policy)?;
-    let repeat = grid::parse_repeat(args.repeat)?;
+    let repeat = grid::parse_repeat(repeat)?;
     if !sweep && policies.len() > 1 {
         return Err(flag(
             "--margin-policy",
@@ -75,25 +146,69 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             "bench run takes one policy; use bench sweep for a list",
         ));
     }
-    let projection = bench_analysis::projection::Production {
-        lease_ms: grid::parse_ttls(&args.projection_lease)
-            .map_err(|e| flag("--projection-lease", &args.projection_lease, e.why))?[0]
-            .as_millis() as u64,
-        session_ttl_ms: grid::parse_ttls(&args.projection_session_ttl).map_err(|e| {
-            flag(
-                "--projection-session-ttl",
-                &args.projection_session_ttl,
-                e.why,
-            )
-        })?[0]
-            .as_millis() as u64,
+    let divisors = grid::parse_divisors(&args.heartbeat_divisor)?;
+    if !sweep && divisors.len() > 1 {
+        return Err(flag(
+            "--heartbeat-divisor",
+            &args.heartbeat_divisor,
+            "bench run takes one value; use bench sweep for a list",
+        ));
+    }
+    let server_pause = args
+        .server_pause
+        .as_deref()
+        .map(grid::parse_pause_axis)
+        .transpose()?;
+    if let Some(p) = server_pause.as_ref().filter(|p| !sweep && p.fors.len() > 1) {
+        return Err(flag(
+            "--server-pause",
+            &p.to_string(),
+            "bench run takes one freeze length; use bench sweep for a list",
+        ));
+    }
+    Ok(GridFlags {
+        margins,
+        ttls,
+        policies,
+        repeat,
+        divisors,
+        server_pause,
+    })
+}
+
+/// `--projection-*`: the production configuration `projection.csv` projects onto.
+fn projection(args: &RunArgs) -> Result<bench_analysis::projection::Production, FlagError> {
+    let ttl = |f: &'static str, text: &str| {
+        grid::parse_ttls(text)
+            .map_err(|e| flag(f, text, e.why))
+            .map(|v| v[0].as_millis() as u64)
+    };
+    Ok(bench_analysis::projection::Production {
+        lease_ms: ttl("--projection-lease", &args.projection_lease)?,
+        session_ttl_ms: ttl("--projection-session-ttl", &args.projection_session_ttl)?,
         read_timeout_ms: grid::parse_positive_duration(
             "--projection-read-timeout",
             &args.projection_read_timeout,
         )?
         .as_millis() as u64,
         margin: grid::parse_margin("--projection-margin", &args.projection_margin)?,
-    };
+    })
+}
+
+/// The load and timing of every cell, checked.
+struct Load {
+    duration: std::time::Duration,
+    sampling: Sampling,
+    session_ttl: Option<std::time::Duration>,
+    rail_latency: LatencySpec,
+    rail_read_timeout: std::time::Duration,
+    warmup: Option<std::time::Duration>,
+    net_delay: Option<LatencySpec>,
+}
+
+/// `--duration`, `--payouts`, `--workers`, the sampling flags, the session
+/// TTL, the rail's latency and timeout, `--warmup` and `--net-delay`.
+fn load(args: &RunArgs) -> Result<Load, FlagError> {
     let duration = grid::parse_positive_duration("--duration", &args.duration)?;
     if !(1..=1_000_000).contains(&args.payouts) {
         return Err(flag(
@@ -109,7 +224,6 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
             "must be 1..1024",
         ));
     }
-    let sampling = sampling(args, duration)?;
     let session_ttl = args
         .session_ttl
         .as_deref()
@@ -119,48 +233,43 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
                 .map(|v| v[0])
         })
         .transpose()?;
-    let rail_latency = latency("--rail-latency", &args.rail_latency)?;
-    let rail_read_timeout =
-        grid::parse_positive_duration("--rail-read-timeout", &args.rail_read_timeout)?;
-    let warmup = args
-        .warmup
-        .as_deref()
-        .map(|w| fencepost_api::parse_duration(w).map_err(|e| flag("--warmup", w, e.to_string())))
-        .transpose()?;
-    let net_delay = args
-        .net_delay
-        .as_deref()
-        .map(|s| latency("--net-delay", s))
-        .transpose()?;
-    let server_pause = args
-        .server_pause
-        .as_deref()
-        .map(grid::parse_pause_axis)
-        .transpose()?;
-    let divisors = grid::parse_divisors(&args.heartbeat_divisor)?;
-    if !sweep && divisors.len() > 1 {
-        return Err(flag(
-            "--heartbeat-divisor",
-            &args.heartbeat_divisor,
-            "bench run takes one value; use bench sweep for a list",
-        ));
-    }
-    if let Some(p) = server_pause.as_ref().filter(|p| !sweep && p.fors.len() > 1) {
-        return Err(flag(
+    Ok(Load {
+        duration,
+        sampling: sampling(args, duration)?,
+        session_ttl,
+        rail_latency: latency("--rail-latency", &args.rail_latency)?,
+        rail_read_timeout: grid::parse_positive_duration(
+            "--rail-read-timeout",
+            &args.rail_read_timeout,
+        )?,
+        warmup: args
+            .warmup
+            .as_deref()
+            .map(|w| grid::parse_flag_duration("--warmup", w, w, "expected 0s or more, e.g. 500ms"))
+            .transpose()?,
+        net_delay: args
+            .net_delay
+            .as_deref()
+            .map(|s| latency("--net-delay", s))
+            .transpose()?,
+    })
+}
+
+/// `--runtime` and the flags each runtime needs or refuses.
+fn runtime(args: &RunArgs, server_pause: bool) -> Result<Runtime, FlagError> {
+    let pause_needs_process = || {
+        flag(
             "--server-pause",
-            &p.to_string(),
-            "bench run takes one freeze length; use bench sweep for a list",
-        ));
-    }
-    let axes = grid::Axes {
-        divisors: divisors.clone(),
-        pause: server_pause.clone(),
+            args.server_pause.as_deref().unwrap_or(""),
+            "needs --runtime process (it signals the lock-server process)",
+        )
     };
-    let runtime = match args.runtime.as_str() {
-        "process" => Runtime::Process {
+    match args.runtime.as_str() {
+        "process" => Ok(Runtime::Process {
             store: args.store.clone(),
             replicas: args.replicas,
-        },
+        }),
+        "external" if server_pause => Err(pause_needs_process()),
         "external" => {
             let need = |f: &'static str, v: &Option<String>| {
                 v.clone()
@@ -173,158 +282,113 @@ pub fn resolve(args: &RunArgs, sweep: bool) -> Result<Plan, FlagError> {
                         )
                     })
             };
-            if server_pause.is_some() {
-                return Err(flag(
-                    "--server-pause",
-                    args.server_pause.as_deref().unwrap_or(""),
-                    "needs --runtime process (it signals the lock-server process)",
-                ));
-            }
-            Runtime::External {
+            Ok(Runtime::External {
                 lock_url: need("--lock-url", &args.lock_url)?,
                 rail_url: need("--rail-url", &args.rail_url)?,
-            }
+            })
         }
-        "docker" => {
-            if let Some(p) = &args.server_pause {
-                return Err(flag(
-                    "--server-pause",
-                    p,
-                    "needs --runtime process (it signals the lock-server process)",
-                ));
-            }
-            if let Some(s) = &args.store {
-                return Err(flag(
-                    "--store",
-                    s,
-                    "is for --runtime process; the docker runtime's lock-server uses --pg-url",
-                ));
-            }
-            let pg_url = args
-                .pg_url
-                .clone()
-                .or_else(|| std::env::var("FENCEPOST_TEST_PG_URL").ok())
-                .filter(|u| !u.is_empty())
-                .ok_or_else(|| flag("--pg-url", "", "--runtime docker needs a PostgreSQL: --pg-url postgres://USER@HOST:PORT/DB (or eval \"$(scripts/pg-test-cluster.sh start)\")"))?;
-            if !(pg_url.starts_with("postgres://") || pg_url.starts_with("postgresql://")) {
-                return Err(flag(
-                    "--pg-url",
-                    &pg_url,
-                    "expected postgres://USER[:PASS]@HOST[:PORT]/DB",
-                ));
-            }
-            Runtime::Docker {
-                pg_url: Some(pg_url),
-                lock_image: args.lock_image.clone(),
-                rail_image: args.rail_image.clone(),
-                pg_image: bench_driver::docker::DEFAULT_PG_IMAGE.into(),
-                replicas: 1,
-            }
-        }
-        other => {
-            return Err(flag(
-                "--runtime",
-                other,
-                "expected process, docker or external",
-            ));
-        }
-    };
-    if args.replicas > 1 {
-        let pg = args
-            .store
-            .as_deref()
-            .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"));
-        if args.runtime != "process" || !pg {
-            return Err(flag(
-                "--replicas",
-                &args.replicas.to_string(),
-                "more than one lock-server needs --runtime process and a --store postgres://… (memory: and sqlite: are single-node)",
-            ));
-        }
-        if let Some(d) = &args.net_delay {
-            return Err(flag(
-                "--net-delay",
-                d,
-                "the delay proxy fronts one lock-server; it needs --replicas 1",
-            ));
-        }
+        "docker" if server_pause => Err(pause_needs_process()),
+        "docker" => docker_runtime(args),
+        other => Err(flag(
+            "--runtime",
+            other,
+            "expected process, docker or external",
+        )),
     }
-    let (backends, etcd_url) = resolve_backends(args, &runtime)?;
-    if sampling.sessions > 0 && backends.contains(&BackendKind::Etcd) {
+}
+
+/// `--runtime docker`: its PostgreSQL and images; `--store` is refused.
+fn docker_runtime(args: &RunArgs) -> Result<Runtime, FlagError> {
+    if let Some(s) = &args.store {
         return Err(flag(
-            "--sessions",
-            &sampling.sessions.to_string(),
-            "idle sessions are fencepost SDK sessions; drop --backend etcd",
+            "--store",
+            s,
+            "is for --runtime process; the docker runtime's lock-server uses --pg-url",
         ));
     }
-    if args.tls {
-        let why = if !matches!(runtime, Runtime::Process { .. }) {
-            Some("needs --runtime process (the cell makes the lock-server's certificate)")
-        } else if backends.contains(&BackendKind::Etcd) {
-            Some("serves the fencepost lock-server over TLS; drop --backend etcd")
-        } else if args.net_delay.is_some() {
-            Some("does not go through the --net-delay proxy yet; drop one of the two")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(flag("--tls", "", why));
-        }
+    let pg_url = args
+        .pg_url
+        .clone()
+        .or_else(|| std::env::var("FENCEPOST_TEST_PG_URL").ok())
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| flag("--pg-url", "", "--runtime docker needs a PostgreSQL: --pg-url postgres://USER@HOST:PORT/DB (or eval \"$(scripts/pg-test-cluster.sh start)\")"))?;
+    if !(pg_url.starts_with("postgres://") || pg_url.starts_with("postgresql://")) {
+        return Err(flag(
+            "--pg-url",
+            &pg_url,
+            "expected postgres://USER[:PASS]@HOST[:PORT]/DB",
+        ));
     }
-    let seed = args.seed.unwrap_or_else(rand::random);
-    let out = match &args.out {
-        Some(p) => p.clone(),
-        None if args.resume => {
-            return Err(flag(
-                "--resume",
-                "",
-                "needs --out DIR naming the sweep to continue",
-            ));
-        }
-        None => PathBuf::from("data/runs").join(format!(
+    Ok(Runtime::Docker {
+        pg_url: Some(pg_url),
+        lock_image: args.lock_image.clone(),
+        rail_image: args.rail_image.clone(),
+        pg_image: bench_driver::docker::DEFAULT_PG_IMAGE.into(),
+        replicas: 1,
+    })
+}
+
+/// `--replicas N > 1`: the process runtime on a PostgreSQL store, no delay proxy.
+fn check_replicas(args: &RunArgs) -> Result<(), FlagError> {
+    if args.replicas <= 1 {
+        return Ok(());
+    }
+    let pg = args
+        .store
+        .as_deref()
+        .is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"));
+    if args.runtime != "process" || !pg {
+        return Err(flag(
+            "--replicas",
+            &args.replicas.to_string(),
+            "more than one lock-server needs --runtime process and a --store postgres://… (memory: and sqlite: are single-node)",
+        ));
+    }
+    if let Some(d) = &args.net_delay {
+        return Err(flag(
+            "--net-delay",
+            d,
+            "the delay proxy fronts one lock-server; it needs --replicas 1",
+        ));
+    }
+    Ok(())
+}
+
+/// `--tls`: the process runtime, the fencepost backend, no delay proxy.
+fn check_tls(args: &RunArgs, runtime: &Runtime, backends: &[BackendKind]) -> Result<(), FlagError> {
+    if !args.tls {
+        return Ok(());
+    }
+    let why = if !matches!(runtime, Runtime::Process { .. }) {
+        Some("needs --runtime process (the cell makes the lock-server's certificate)")
+    } else if backends.contains(&BackendKind::Etcd) {
+        Some("serves the fencepost lock-server over TLS; drop --backend etcd")
+    } else if args.net_delay.is_some() {
+        Some("does not go through the --net-delay proxy yet; drop one of the two")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(flag("--tls", "", why)),
+        None => Ok(()),
+    }
+}
+
+/// `--out`, or a new directory under data/runs/ named by the time; `--resume`
+/// needs `--out`.
+fn out_dir(args: &RunArgs, resume: bool, command: &str) -> Result<PathBuf, FlagError> {
+    match &args.out {
+        Some(p) => Ok(p.clone()),
+        None if resume => Err(flag(
+            "--resume",
+            "",
+            "needs --out DIR naming the sweep to continue",
+        )),
+        None => Ok(PathBuf::from("data/runs").join(format!(
             "{}-{command}",
             bench_analysis::manifest::now_rfc3339().replace(':', "")
-        )),
-    };
-    Ok(Plan {
-        command,
-        config: RunConfig {
-            runtime,
-            workers: args.workers,
-            duration,
-            payouts: args.payouts,
-            policies: policies.clone(),
-            repeat,
-            projection,
-            session_ttl,
-            rail_latency,
-            rail_read_timeout,
-            time_scale: !args.no_time_scale,
-            net_delay,
-            server_pause,
-            heartbeat_divisors: divisors,
-            seed,
-            client_check: !args.disable_client_check,
-            warmup,
-            backends,
-            etcd_url,
-            sampling,
-            tls: args.tls,
-        },
-        cells: grid::cells_with(&ttls, &margins, &policies, repeat, &axes),
-        out,
-        resume: args.resume,
-        seed_given: args.seed.is_some(),
-        argv: crate::runner::recorded_argv(),
-        grid_flags: serde_json::json!({
-            "--margin": margins,
-            "--ttl": ttls.iter().map(|t| fencepost_api::format_duration(*t)).collect::<Vec<_>>(),
-            "--margin-policy": policies.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-            "--repeat": repeat,
-        }),
-        replay_of: None,
-        metrics_listen: args.metrics_listen,
-    })
+        ))),
+    }
 }
 
 /// The longest `--max-duration` takes by default.

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use crate::drive::plan::{Plan, resolve};
 use crate::drive::resume::{changed_flags, grid_of};
 use bench_analysis::manifest::Manifest;
-use clap::Parser as _;
 
 /// Why `bench replay` cannot re-run a directory.
 #[derive(Debug, thiserror::Error)]
@@ -14,7 +13,7 @@ pub enum ReplayError {
     /// The manifest is missing or unreadable; the path names it.
     #[error("cannot read {0}/manifest.json: {1}")]
     Manifest(PathBuf, String),
-    /// The manifest predates issue 13 (no argv/grid): it cannot be replayed exactly.
+    /// The manifest predates `bench replay` (no argv/grid): it cannot be replayed exactly.
     #[error("{0}/manifest.json records no argv or grid (written before `bench replay` existed)")]
     NotRecorded(PathBuf),
     /// The recorded command line does not parse or resolve with this build.
@@ -68,11 +67,10 @@ pub fn replay_plan(dir: &Path, out: Option<PathBuf>) -> Result<Plan, ReplayError
         "--out".to_string(),
         out.display().to_string(),
     ]);
-    let cli =
-        crate::cli::Cli::try_parse_from(&argv).map_err(|e| ReplayError::Argv(e.to_string()))?;
+    let cli = crate::cli::try_parse_from(&argv).map_err(|e| ReplayError::Argv(e.to_string()))?;
     let (args, sweep) = match cli.command {
-        crate::cli::Command::Run(a) => (a, false),
-        crate::cli::Command::Sweep(a) => (a, true),
+        crate::cli::Command::Run(a) => (a, None),
+        crate::cli::Command::Sweep(a) => (a.run, Some(a.grid)),
         _ => {
             return Err(ReplayError::Argv(format!(
                 "{:?} is not bench run or sweep",

@@ -106,6 +106,8 @@ fn bench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bench"))
 }
 
+/// Every refused input exits 2 and names its flag and what is valid: a
+/// table of (arguments, what stderr must say).
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     let cases: &[(&[&str], &str)] = &[
@@ -182,6 +184,122 @@ fn bad_flags_exit_2_naming_the_flag() {
         (
             &["run", "--sessions", "10", "--backend", "etcd"],
             "--sessions",
+        ),
+        // A value starting with a hyphen reaches the flag's own check
+        // (never clap's "unexpected argument '-1'"), which says what is valid.
+        (
+            &["run", "--ttl", "-1s"],
+            "--ttl \"-1s\": a duration cannot be negative; expected 100ms..10m",
+        ),
+        (
+            &["run", "--margin", "-0.1"],
+            "--margin \"-0.1\": a margin must satisfy 0 <= m < 1",
+        ),
+        (&["sweep", "--margin", "-0.1..0.5"], "0 <= m < 1"),
+        (&["run", "--duration", "-5s"], "--duration \"-5s\""),
+        (&["run", "--warmup", "-1s"], "--warmup \"-1s\""),
+        (&["run", "--session-ttl", "-1s"], "--session-ttl"),
+        (
+            &["run", "--rail-read-timeout", "-5s"],
+            "--rail-read-timeout",
+        ),
+        (&["run", "--server-pause", "-3s:1s"], "--server-pause"),
+        (&["run", "--heartbeat-divisor", "-3"], "2..10"),
+        (&["run", "--net-delay", "-1ms"], "--net-delay"),
+        (
+            &["run", "--projection-margin", "-0.3"],
+            "--projection-margin",
+        ),
+        (
+            &["run", "--workers", "-1"],
+            "'--workers <WORKERS>': must be a whole number 1..=1024",
+        ),
+        (
+            &["run", "--payouts", "0"],
+            "'--payouts <PAYOUTS>': must be a whole number 1..=1000000",
+        ),
+        (&["run", "--sessions", "-1"], "0..=100000"),
+        (&["run", "--min-samples", "-1"], "'--min-samples <K>'"),
+        (
+            &["run", "--seed", "-1"],
+            "'--seed <SEED>': must be a whole number",
+        ),
+        (&["run", "--replicas", "-1"], "1..=9"),
+        (
+            &["sweep", "--repeat", "-1"],
+            "'--repeat <REPEAT>': must be a whole number 1..=100",
+        ),
+        // --repeat and --resume are sweep's, not run's.
+        (&["run", "--repeat", "2"], "--repeat"),
+        (&["run", "--resume"], "--resume"),
+        (
+            &["run", "--out", "/proc/fencepost/no-such-dir"],
+            "--out /proc/fencepost/no-such-dir: cannot write the results directory: ",
+        ),
+        (
+            &["peer", "--out", "/proc/fencepost/x"],
+            "--out /proc/fencepost/x",
+        ),
+        (&["peer", "--repeat", "-1"], "'--repeat <REPEAT>'"),
+        (&["peer", "--duration", "-1s"], "--duration \"-1s\""),
+        (
+            &["peer", "--sessions", "10", "--margin", "-0.2"],
+            "--margin \"-0.2\": a number 0 <= m < 1",
+        ),
+        (
+            &["peer", "--sessions", "10", "--connections", "0"],
+            "1..=4096",
+        ),
+        (
+            &["adr", "--out", "/proc/fencepost/x"],
+            "--out /proc/fencepost/x",
+        ),
+        (
+            &[
+                "adr",
+                "--out",
+                "/proc/fencepost/x",
+                "--tolerance-lost-per-freeze",
+                "-0.1",
+            ],
+            "'--tolerance-lost-per-freeze <FRACTION>': expected a fraction in (0, 1)",
+        ),
+        (
+            &[
+                "adr",
+                "--out",
+                "/proc/fencepost/x",
+                "--tolerance-freeze",
+                "-1s",
+            ],
+            "'--tolerance-freeze <DURATION>': expected a duration greater than 0",
+        ),
+        (
+            &["adr", "--out", "/proc/fencepost/x", "--seed", "-2"],
+            "'--seed <SEED>'",
+        ),
+        (&["rules", "--margin", "-0.1"], "--margin \"-0.1\""),
+        (
+            &["rules", "--for", "-1m"],
+            "--for \"-1m\": a duration cannot be negative",
+        ),
+        (
+            &["rules", "--out", "/proc/fencepost/x"],
+            "--out /proc/fencepost/x: cannot write",
+        ),
+        (
+            &[
+                "triggers",
+                "--prometheus",
+                "http://127.0.0.1:9",
+                "--lease",
+                "-1s",
+            ],
+            "--lease \"-1s\"",
+        ),
+        (
+            &["triggers", "--write", "--prometheus", "http://127.0.0.1:9"],
+            "--write",
         ),
     ];
     for (args, needle) in cases {

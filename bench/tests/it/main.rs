@@ -4,6 +4,7 @@ mod adr;
 mod axes;
 mod driver;
 mod etcd;
+mod interrupt;
 mod live;
 mod measurement;
 mod output;

@@ -3,8 +3,8 @@
 //! quoted verbatim.
 //!
 //! `bench triggers DIR` ([`run_triggers_command`]) reads the results table,
-//! evaluates every trigger on every cell (five rows per cell), writes
-//! `triggers.json` and prints the table; the exit code is 0 when none fired
+//! evaluates every trigger on every cell (five rows per cell) and prints the
+//! table (`triggers.json` only when asked); the exit code is 0 when none fired
 //! and 3 when any fired. Bad input (missing directory, no or unreadable
 //! results table) is an `Err`, which the CLI maps to exit code 2 (see
 //! [`crate::results::BadInput`]).
@@ -65,4 +65,4 @@ pub use rules_file::{
     Alert, DEFAULT_FOR, SEVERITY_INFO, SEVERITY_PAGE, SEVERITY_TICKET, alerts, command_line,
     fired_severity, render, rule_names,
 };
-pub use verdicts::{evaluate, evaluate_row, fired, verdict_of};
+pub use verdicts::{INTERRUPTED, evaluate, evaluate_row, fired, verdict_of};

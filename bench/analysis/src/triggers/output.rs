@@ -186,13 +186,21 @@ pub fn markdown_table(results: &[TriggerResult]) -> String {
     out
 }
 
-/// `bench triggers DIR`: reads the results, evaluates, writes `triggers.json`,
-/// prints the table to stdout and returns the exit code (0 none fired, 3 any
-/// fired). Every `Err` is bad input: the CLI exits 2.
-pub fn run_triggers_command(dir: &Path) -> Result<i32, TriggersError> {
+/// `bench triggers DIR`: reads the results, evaluates, prints the table to
+/// stdout and returns the exit code (0 none fired, 3 any fired). `DIR` is
+/// only read: `triggers.json` is written only into `write_to` when given
+/// (`--write`: `DIR` itself; `--out OUT`: `OUT`, created). Every `Err` is
+/// bad input: the CLI exits 2.
+pub fn run_triggers_command(dir: &Path, write_to: Option<&Path>) -> Result<i32, TriggersError> {
     let rows = read_nonempty_results(dir)?;
     let results = evaluate(&rows);
-    write_triggers(dir, &results)?;
+    if let Some(to) = write_to {
+        std::fs::create_dir_all(to).map_err(|source| WriteError::Write {
+            path: to.to_owned(),
+            source,
+        })?;
+        write_triggers(to, &results)?;
+    }
     print!("{}", format_table(&results));
     if let Some(line) = clock_line(dir) {
         println!("{line}");

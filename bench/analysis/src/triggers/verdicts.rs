@@ -19,15 +19,30 @@ pub fn evaluate(rows: &[CellRow]) -> Vec<TriggerResult> {
 
 /// Evaluates the five triggers on `row`, in [`TRIGGERS`] order; `table` is
 /// the results table it belongs to (trigger 5 looks for its pair there).
+/// On a partial cell (`stopped_by` = `interrupted`) an `ok` becomes
+/// `insufficient_data`: its window was cut short, so an absence proves
+/// nothing (a `fired` stands: what fired was measured).
 pub fn evaluate_row(row: &CellRow, table: &[CellRow]) -> [TriggerResult; 5] {
-    [
+    let mut results = [
         rtt_p99_vs_margin(row),
         margin_dominant_limiter(row),
         d4_unsatisfiable(row),
         fenced_out_with_client_check(row),
         autopilot_throttling(row, table),
-    ]
+    ];
+    if row.stopped_by == INTERRUPTED {
+        for r in results.iter_mut().filter(|r| r.verdict == Verdict::Ok) {
+            r.verdict = Verdict::InsufficientData;
+            r.detail.push_str(
+                "; the cell is partial (an interrupt closed its window early): not enough to say ok",
+            );
+        }
+    }
+    results
 }
+
+/// The `stopped_by` of a partial cell, whose window an interrupt closed early.
+pub const INTERRUPTED: &str = "interrupted";
 
 /// Whether trigger `id` fired on `cell`.
 pub fn fired(results: &[TriggerResult], id: &str, cell: &str) -> bool {

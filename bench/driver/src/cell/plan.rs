@@ -139,6 +139,9 @@ pub enum StoppedBy {
     MaxDuration,
     /// The schedule ended it (an experiment's rounds).
     Schedule,
+    /// SIGINT or SIGTERM closed it early: the row holds what was measured
+    /// up to then, a partial cell (`--resume` measures it again).
+    Interrupted,
 }
 
 impl std::fmt::Display for StoppedBy {
@@ -148,6 +151,7 @@ impl std::fmt::Display for StoppedBy {
             StoppedBy::MinSamples => "min_samples",
             StoppedBy::MaxDuration => "max_duration",
             StoppedBy::Schedule => "schedule",
+            StoppedBy::Interrupted => "interrupted",
         })
     }
 }

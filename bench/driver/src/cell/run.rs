@@ -105,8 +105,14 @@ pub struct Hooks<'a> {
     pub on_step: Option<StepHook>,
     /// Called about twice a second with live counts.
     pub live: Option<&'a (dyn Fn(&Live) + Sync)>,
-    /// Turns true when the cell must stop early (Ctrl-C); the cell is then discarded.
+    /// Turns true when the cell must stop early (Ctrl-C); the cell is then
+    /// discarded, unless [`Hooks::keep_partial`] keeps what its window measured.
     pub interrupt: Option<watch::Receiver<bool>>,
+    /// With `interrupt`: an interruption after the measured window opened
+    /// closes the window early and keeps the cell as a partial one
+    /// ([`StoppedBy::Interrupted`]) instead of discarding it. One during the
+    /// warm-up still discards it: nothing was measured.
+    pub keep_partial: bool,
     /// `--metrics-listen`: the cell's in-process clients share one set of
     /// Prometheus instruments, served there with the cell's services as targets.
     pub telemetry: Option<Telemetry>,
@@ -117,7 +123,8 @@ pub struct Hooks<'a> {
 pub enum Ended {
     /// It ran its course: the measurement counts.
     Completed,
-    /// Interrupted: the partial cell is discarded.
+    /// Interrupted: the partial cell is discarded, or kept as a partial
+    /// one with [`Hooks::keep_partial`] once its window is open.
     Interrupted,
 }
 
@@ -343,6 +350,7 @@ impl CellRun<'_> {
             rail_log_len,
             cpu,
         });
+        tracing::info!(event = "window_opened", cell = %self.plan.id);
         Ok(())
     }
 
@@ -433,7 +441,10 @@ impl CellRun<'_> {
 }
 
 /// Runs one cell on `stack` under `schedule` (see the module doc). Returns
-/// `None` when the load was interrupted (the partial cell is discarded).
+/// `None` when the load was interrupted (the partial cell is discarded),
+/// except with [`Hooks::keep_partial`] once the window was open: then the
+/// measurement of the shortened window, its `stopped_by`
+/// [`StoppedBy::Interrupted`].
 pub async fn measure(
     stack: &mut Stack,
     plan: &CellPlan,
@@ -489,9 +500,11 @@ pub async fn measure(
     if workers.late > 0 {
         tracing::warn!(late = workers.late, cell = %plan.id, "workers did not stop in time");
     }
-    if ended? == Ended::Interrupted {
-        return Ok(None);
-    }
+    let stopped_by = match ended? {
+        Ended::Completed => stopped_by,
+        Ended::Interrupted if hooks.keep_partial && opened.is_some() => StoppedBy::Interrupted,
+        Ended::Interrupted => return Ok(None),
+    };
     // A fault the row names but the window never had: no row at all.
     let server_pauses = faults?;
     let Some(w) = opened else {

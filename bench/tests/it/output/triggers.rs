@@ -223,11 +223,16 @@ fn triggers_command_exits_0_when_none_fires_and_3_when_one_does() {
         &[healthy("a", 0.3, 1000), healthy("b", 0.4, 1000)],
     )
     .unwrap();
-    assert_eq!(run_triggers_command(quiet.path()).unwrap(), 0);
+    assert_eq!(run_triggers_command(quiet.path(), None).unwrap(), 0);
+    // A directory is only read unless asked to write.
+    assert!(!quiet.path().join("triggers.json").exists());
 
     let loud = Scratch::new("loud");
     write_results(loud.path(), &trigger_rows()).unwrap();
-    assert_eq!(run_triggers_command(loud.path()).unwrap(), 3);
+    assert_eq!(
+        run_triggers_command(loud.path(), Some(loud.path())).unwrap(),
+        3
+    );
 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(loud.path().join("triggers.json")).unwrap())
@@ -267,12 +272,12 @@ fn triggers_command_exits_0_when_none_fires_and_3_when_one_does() {
 #[test]
 fn bad_input_is_an_error_the_cli_maps_to_exit_2() {
     let missing = std::env::temp_dir().join("fencepost-output-does-not-exist");
-    let err = run_triggers_command(&missing).unwrap_err();
+    let err = run_triggers_command(&missing, None).unwrap_err();
     assert!(matches!(err, TriggersError::BadInput(BadInput::NoDir(_))));
     assert!(write_report(&missing).is_err());
 
     let empty = Scratch::new("empty");
-    let err = run_triggers_command(empty.path()).unwrap_err();
+    let err = run_triggers_command(empty.path(), None).unwrap_err();
     assert!(matches!(
         err,
         TriggersError::BadInput(BadInput::NoResults(_))
@@ -283,14 +288,14 @@ fn bad_input_is_an_error_the_cli_maps_to_exit_2() {
         "run_id,margin\nx,notanumber\n",
     )
     .unwrap();
-    let err = run_triggers_command(empty.path()).unwrap_err();
+    let err = run_triggers_command(empty.path(), None).unwrap_err();
     assert!(matches!(
         err,
         TriggersError::BadInput(BadInput::Unreadable { .. })
     ));
 
     std::fs::write(empty.path().join("results.parquet"), b"PAR1 truncated").unwrap();
-    let err = run_triggers_command(empty.path()).unwrap_err();
+    let err = run_triggers_command(empty.path(), None).unwrap_err();
     assert!(matches!(
         err,
         TriggersError::BadInput(BadInput::Unreadable { .. })
@@ -299,6 +304,6 @@ fn bad_input_is_an_error_the_cli_maps_to_exit_2() {
     let none = Scratch::new("norows");
     write_results(none.path(), &[]).unwrap();
     assert!(read_results(none.path()).unwrap().is_empty());
-    let err = run_triggers_command(none.path()).unwrap_err();
+    let err = run_triggers_command(none.path(), None).unwrap_err();
     assert!(matches!(err, TriggersError::BadInput(BadInput::Empty(_))));
 }
