@@ -1,6 +1,6 @@
 //! `experiments`: fencepost's fault experiments (issue 6). Each one runs the
 //! real code — the lock-server and rail-stub as child processes, the SDK
-//! payout worker from `bench`, or the server's pure lock table and the SDK's
+//! payout worker of `bench-driver`, or the server's pure lock table and the SDK's
 //! deadline arithmetic over fake clocks — and writes the bench's results
 //! layout: `manifest.json` (with the seed), a JSON/CSV of the numbers, plots
 //! as SVG and PNG, and a `report.md` section.
