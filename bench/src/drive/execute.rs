@@ -429,13 +429,15 @@ impl Run {
         let ledger_ok = result.row.ledger_ok;
         let partial = result.row.stopped_by == PARTIAL;
         self.record(&id, result)?;
-        Ok(if partial {
-            Step::Stop(Ended::Interrupted { partial: Some(id) })
-        } else if !ledger_ok {
+        if !ledger_ok {
             eprintln!(
                 "bench: the ledger invariant failed in cell {id}; see {}/cells/{id}/ledger-check.json",
                 self.out.display()
             );
+        }
+        Ok(if partial {
+            Step::Stop(Ended::Interrupted { partial: Some(id) })
+        } else if !ledger_ok {
             Step::Stop(Ended::LedgerFailed)
         } else {
             Step::Next
