@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use fencepost_api::duration::parse_duration;
+use fencepost_api::duration::{format_duration, parse_duration};
 use fencepost_api::grace::{GraceParams, GracePolicy};
 
 use crate::core::Limits;
@@ -54,6 +54,13 @@ pub use crate::core::Sabotage;
 /// and prints `listening on https://IP:PORT`; the pair is reloaded on SIGHUP
 /// and when either file changes. --tls-client-ca also requires every client
 /// to present a certificate signed by that CA (mutual TLS).
+///
+/// Logs: JSON lines on stderr, one flat object a line (RUST_LOG filters
+/// them); `stopped` is the last, once SIGTERM or Ctrl-C has been served.
+/// Exit codes: 0 stopped by a signal; 2 a refused flag, environment variable,
+/// token file or TLS file (the message names the flag and what is accepted);
+/// 1 a start or serve that failed (the port is taken, the store cannot be
+/// opened).
 #[derive(Debug, Parser)]
 #[command(name = "lock-server", version, verbatim_doc_comment)]
 pub struct Args {
@@ -63,28 +70,48 @@ pub struct Args {
 
     /// lock.listen: the address to serve on; port 0 picks a free port. Prints
     /// `listening on http://IP:PORT` (`https://` with TLS) once ready.
-    #[arg(long, env = "LOCK_LISTEN", default_value = "127.0.0.1:7070")]
+    #[arg(long, env = "LOCK_LISTEN", default_value = "127.0.0.1:7070", value_parser = parse_listen, allow_hyphen_values = true)]
     pub listen: SocketAddr,
 
     /// lock.store: sqlite:PATH (sqlite: alone = the default file), postgres://USER[:PASS]@HOST:PORT/DB,
     /// or memory: (NOT durable: tokens start again at 1 after a restart; tests only).
-    #[arg(long, env = "LOCK_STORE", default_value_t = crate::store::default_store_url())]
+    #[arg(long, env = "LOCK_STORE", default_value_t = crate::store::default_store_url(), allow_hyphen_values = true)]
     pub store: String,
 
     /// lock.session.ttl: the session TTL when L1 asks for none.
-    #[arg(long, env = "LOCK_SESSION_TTL", default_value = "15s")]
+    #[arg(
+        long,
+        env = "LOCK_SESSION_TTL",
+        default_value = "15s",
+        allow_hyphen_values = true
+    )]
     pub session_ttl: String,
 
     /// lock.default.ttl: the lease when L4/L5 ask for none.
-    #[arg(long, env = "LOCK_DEFAULT_TTL", default_value = "30s")]
+    #[arg(
+        long,
+        env = "LOCK_DEFAULT_TTL",
+        default_value = "30s",
+        allow_hyphen_values = true
+    )]
     pub default_ttl: String,
 
     /// lock.ttl.min: requested TTLs below are clamped up to this.
-    #[arg(long, env = "LOCK_TTL_MIN", default_value = "100ms")]
+    #[arg(
+        long,
+        env = "LOCK_TTL_MIN",
+        default_value = "100ms",
+        allow_hyphen_values = true
+    )]
     pub ttl_min: String,
 
     /// lock.ttl.max: requested TTLs above are clamped down to this.
-    #[arg(long, env = "LOCK_TTL_MAX", default_value = "10m")]
+    #[arg(
+        long,
+        env = "LOCK_TTL_MAX",
+        default_value = "10m",
+        allow_hyphen_values = true
+    )]
     pub ttl_max: String,
 
     /// TEST ONLY: break safety on purpose, so a checker can show it catches
@@ -95,33 +122,43 @@ pub struct Args {
 
     /// lock.server.grace: a fixed grace for every grant. Without it grace is
     /// derived per grant: offset-max + 2 * drift-ppm * 1e-6 * lease + quantum.
-    #[arg(long, env = "LOCK_SERVER_GRACE", conflicts_with_all = ["clock_offset_max", "clock_drift_ppm", "clock_quantum"])]
+    #[arg(
+        long,
+        env = "LOCK_SERVER_GRACE",
+        conflicts_with_all = ["clock_offset_max", "clock_drift_ppm", "clock_quantum"],
+        allow_hyphen_values = true
+    )]
     pub grace: Option<String>,
 
     /// lock.clock.offset-max: the largest clock offset error (derived grace).
-    #[arg(long, env = "LOCK_CLOCK_OFFSET_MAX")]
-    pub clock_offset_max: Option<String>,
+    #[arg(long, env = "LOCK_CLOCK_OFFSET_MAX", default_value_t = format_duration(GraceParams::default().offset_max), allow_hyphen_values = true)]
+    pub clock_offset_max: String,
 
     /// lock.clock.drift-ppm: the drift-rate bound per clock, ppm (derived grace).
-    #[arg(long, env = "LOCK_CLOCK_DRIFT_PPM")]
-    pub clock_drift_ppm: Option<String>,
+    #[arg(long, env = "LOCK_CLOCK_DRIFT_PPM", default_value_t = GraceParams::default().drift_ppm.to_string(), allow_hyphen_values = true)]
+    pub clock_drift_ppm: String,
 
     /// lock.clock.quantum: clock and timer quantisation (derived grace).
-    #[arg(long, env = "LOCK_CLOCK_QUANTUM")]
-    pub clock_quantum: Option<String>,
+    #[arg(long, env = "LOCK_CLOCK_QUANTUM", default_value_t = format_duration(GraceParams::default().quantum), allow_hyphen_values = true)]
+    pub clock_quantum: String,
 
     /// lock.advertise: the base URL other replicas name in NOT_LEADER's
     /// `leader` when this one leads (postgres:// only). Default: http:// (https://
     /// with TLS) and the bound address, unless that is 0.0.0.0 or [::] (then
     /// none is named).
-    #[arg(long, env = "LOCK_ADVERTISE")]
+    #[arg(long, env = "LOCK_ADVERTISE", allow_hyphen_values = true)]
     pub advertise: Option<String>,
 
     /// lock.leader.lease: the leader lease in the database (postgres:// only).
     /// The leader serves for lease x 0.7 after each renewal's send and renews
     /// every lease x 0.7 / 3; a standby takes over lease + grace after the
     /// last renewal. Ignored (single-node) on memory: and sqlite:.
-    #[arg(long, env = "LOCK_LEADER_LEASE", default_value = "5s")]
+    #[arg(
+        long,
+        env = "LOCK_LEADER_LEASE",
+        default_value = "5s",
+        allow_hyphen_values = true
+    )]
     pub leader_lease: String,
 
     /// lock.auth.tokens: the API token file (one `NAME ROLE sha256:HEX
@@ -130,22 +167,42 @@ pub struct Args {
     /// SIGHUP re-reads the file (a bad file is logged and the old set kept).
     /// Without it: no auth, loudly (any client that reaches the port may
     /// revoke any grant).
-    #[arg(long, env = "LOCK_AUTH_TOKENS", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "LOCK_AUTH_TOKENS",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
     pub auth_tokens: Option<PathBuf>,
 
     /// lock.tls.cert: the server certificate, PEM (the leaf first, then any
     /// intermediates). With --tls-key, the server speaks only HTTPS. Reloaded
     /// on SIGHUP and when the file changes.
-    #[arg(long, env = "LOCK_TLS_CERT", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "LOCK_TLS_CERT",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// lock.tls.key: the private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, env = "LOCK_TLS_KEY", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "LOCK_TLS_KEY",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
     pub tls_key: Option<PathBuf>,
 
     /// lock.tls.client-ca: require a client certificate signed by a CA in
     /// this PEM bundle (mutual TLS). Read once, at start.
-    #[arg(long, env = "LOCK_TLS_CLIENT_CA", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "LOCK_TLS_CLIENT_CA",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
     pub tls_client_ca: Option<PathBuf>,
 }
 
@@ -158,6 +215,32 @@ pub struct TlsFiles {
     pub key: PathBuf,
     /// `lock.tls.client-ca`: mutual TLS when set.
     pub client_ca: Option<PathBuf>,
+}
+
+/// The checked election settings, before the listener is bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderSettings {
+    /// `lock.leader.lease`.
+    pub lease: Duration,
+    /// An explicit `lock.advertise`, without a trailing `/`.
+    pub advertise: Option<String>,
+    /// TLS is on: the default advertise URL is `https://`.
+    pub https: bool,
+}
+
+impl LeaderSettings {
+    /// The election settings of a server bound to `bound`: the explicit
+    /// advertise URL, else `http://` (`https://` with TLS) and the bound
+    /// address, unless that is 0.0.0.0 or [::] (then none is named).
+    pub fn for_bound(&self, bound: SocketAddr) -> crate::leader::LeaderConfig {
+        let advertise = match &self.advertise {
+            Some(url) => Some(url.clone()),
+            None if bound.ip().is_unspecified() => None,
+            None if self.https => Some(format!("https://{bound}")),
+            None => Some(format!("http://{bound}")),
+        };
+        crate::leader::LeaderConfig::new(advertise, self.lease)
+    }
 }
 
 /// What `lock-server` does instead of serving.
@@ -185,7 +268,7 @@ pub enum TokenCommand {
     New {
         /// The principal: 1-64 characters of [A-Za-z0-9._-]. Sessions are
         /// bound to it; several tokens may share it (rotation).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         name: String,
         /// client (sessions and grants on its keys), admin (everything: L8
         /// revoke, any key, /metrics, /v1/config) or monitor (only /metrics
@@ -194,14 +277,15 @@ pub enum TokenCommand {
         role: String,
         /// For a client: the key prefix it may act on (e.g. payout:); the
         /// default is every key. Ignored by admin and monitor.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         prefix: Option<String>,
     },
 }
 
-/// A configuration value that was refused; the message names the key.
+/// A configuration value that was refused; the message names the flag, the
+/// C4 key and the environment variable, then what is accepted.
 #[derive(Debug, thiserror::Error)]
-#[error("{key}={value:?}: {why}")]
+#[error("{}", describe(.key, .value, .why))]
 pub struct ConfigError {
     /// The C4 key, e.g. `lock.session.ttl`.
     pub key: &'static str,
@@ -211,12 +295,108 @@ pub struct ConfigError {
     pub why: String,
 }
 
+/// The flag and environment variable of each C4 key the lock-server reads.
+const KEYS: &[(&str, &str, &str)] = &[
+    ("lock.listen", "--listen", "LOCK_LISTEN"),
+    ("lock.store", "--store", "LOCK_STORE"),
+    ("lock.session.ttl", "--session-ttl", "LOCK_SESSION_TTL"),
+    ("lock.default.ttl", "--default-ttl", "LOCK_DEFAULT_TTL"),
+    ("lock.ttl.min", "--ttl-min", "LOCK_TTL_MIN"),
+    ("lock.ttl.max", "--ttl-max", "LOCK_TTL_MAX"),
+    ("lock.server.grace", "--grace", "LOCK_SERVER_GRACE"),
+    (
+        "lock.clock.offset-max",
+        "--clock-offset-max",
+        "LOCK_CLOCK_OFFSET_MAX",
+    ),
+    (
+        "lock.clock.drift-ppm",
+        "--clock-drift-ppm",
+        "LOCK_CLOCK_DRIFT_PPM",
+    ),
+    (
+        "lock.clock.quantum",
+        "--clock-quantum",
+        "LOCK_CLOCK_QUANTUM",
+    ),
+    ("lock.advertise", "--advertise", "LOCK_ADVERTISE"),
+    ("lock.leader.lease", "--leader-lease", "LOCK_LEADER_LEASE"),
+    ("lock.auth.tokens", "--auth-tokens", "LOCK_AUTH_TOKENS"),
+    ("lock.tls.cert", "--tls-cert", "LOCK_TLS_CERT"),
+    ("lock.tls.key", "--tls-key", "LOCK_TLS_KEY"),
+    (
+        "lock.tls.client-ca",
+        "--tls-client-ca",
+        "LOCK_TLS_CLIENT_CA",
+    ),
+];
+
+/// `--session-ttl "-1s" (lock.session.ttl, LOCK_SESSION_TTL): why`.
+fn describe(key: &str, value: &str, why: &str) -> String {
+    let (flag, env) = KEYS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map_or((key, ""), |(_, f, e)| (*f, *e));
+    let value = if value.is_empty() {
+        String::new()
+    } else {
+        format!(" {value:?}")
+    };
+    let source = if env.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{key}, {env}")
+    };
+    format!("{flag}{value} ({source}): {why}")
+}
+
+/// Parses `--listen`: an IP address and a port.
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "{text:?} is not an address to listen on; expected IP:PORT such as \
+             127.0.0.1:7070 or [::1]:7070 (port 0 picks a free one)"
+        )
+    })
+}
+
+/// What `--store` accepts, for the refusal of anything else.
+const STORE_FORMS: &str = "must be sqlite:PATH (sqlite: alone = the default file), \
+     postgres://USER[:PASS]@HOST:PORT/DB or memory:";
+
+/// Checks the form of a `lock.store` URL without opening anything: a
+/// misspelt scheme or a PostgreSQL URL that does not parse is refused at
+/// start (exit 2), before any store is touched.
+pub fn check_store_url(url: &str) -> Result<(), ConfigError> {
+    let refused = |why: String| ConfigError {
+        key: "lock.store",
+        value: url.to_owned(),
+        why,
+    };
+    if url == "memory:" || url.starts_with("sqlite:") {
+        return Ok(());
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return url
+            .parse::<tokio_postgres::Config>()
+            .map(|_| ())
+            .map_err(|e| refused(format!("not a PostgreSQL URL ({e}); {STORE_FORMS}")));
+    }
+    Err(refused(STORE_FORMS.to_owned()))
+}
+
 fn duration(key: &'static str, value: &str) -> Result<Duration, ConfigError> {
-    parse_duration(value).map_err(|e| ConfigError {
+    let refused = |why: String| ConfigError {
         key,
         value: value.to_string(),
-        why: e.to_string(),
-    })
+        why,
+    };
+    if value.trim_start().starts_with('-') {
+        return Err(refused(
+            "must not be negative; a duration takes a unit: 250ms, 15s, 2m".into(),
+        ));
+    }
+    parse_duration(value).map_err(|e| refused(e.to_string()))
 }
 
 /// The largest TTL a grant may have: bounded so every instant stays representable.
@@ -225,6 +405,12 @@ const TTL_CEILING: Duration = Duration::from_secs(7 * 24 * 3600);
 impl Args {
     /// The election settings for a server bound to `bound` (a fresh node id).
     pub fn leader(&self, bound: SocketAddr) -> Result<crate::leader::LeaderConfig, ConfigError> {
+        Ok(self.leader_settings()?.for_bound(bound))
+    }
+
+    /// The election settings, checked before anything is bound: the leader
+    /// lease and an explicit `--advertise`.
+    pub fn leader_settings(&self) -> Result<LeaderSettings, ConfigError> {
         let lease = duration("lock.leader.lease", &self.leader_lease)?;
         if lease < Duration::from_millis(100) || lease > Duration::from_secs(3600) {
             return Err(ConfigError {
@@ -245,11 +431,13 @@ impl Args {
                 }
                 Some(url)
             }
-            None if bound.ip().is_unspecified() => None,
-            None if self.tls_cert.is_some() => Some(format!("https://{bound}")),
-            None => Some(format!("http://{bound}")),
+            None => None,
         };
-        Ok(crate::leader::LeaderConfig::new(advertise, lease))
+        Ok(LeaderSettings {
+            lease,
+            advertise,
+            https: self.tls_cert.is_some(),
+        })
     }
 
     /// The TLS files, or `None` for plain HTTP. A certificate without its
@@ -265,18 +453,18 @@ impl Args {
             (Some(cert), None) => Err(ConfigError {
                 key: "lock.tls.key",
                 value: String::new(),
-                why: format!("must be set with lock.tls.cert ({})", cert.display()),
+                why: format!("must be set with --tls-cert ({})", cert.display()),
             }),
             (None, Some(key)) => Err(ConfigError {
                 key: "lock.tls.cert",
                 value: String::new(),
-                why: format!("must be set with lock.tls.key ({})", key.display()),
+                why: format!("must be set with --tls-key ({})", key.display()),
             }),
             (None, None) => match shown(&self.tls_client_ca) {
                 Some(ca) => Err(ConfigError {
                     key: "lock.tls.client-ca",
                     value: ca,
-                    why: "needs lock.tls.cert and lock.tls.key (mutual TLS is TLS first)".into(),
+                    why: "needs --tls-cert and --tls-key (mutual TLS is TLS first)".into(),
                 }),
                 None => Ok(None),
             },
@@ -298,7 +486,7 @@ impl Args {
             return Err(ConfigError {
                 key: "lock.ttl.max",
                 value: self.ttl_max.clone(),
-                why: format!("must be between lock.ttl.min ({}) and 7 days", self.ttl_min),
+                why: format!("must be between --ttl-min ({}) and 7 days", self.ttl_min),
             });
         }
         let in_range = |key: &'static str, value: &String| -> Result<Duration, ConfigError> {
@@ -308,7 +496,7 @@ impl Args {
                     key,
                     value: value.clone(),
                     why: format!(
-                        "must be within lock.ttl.min..lock.ttl.max ({}..{})",
+                        "must be within --ttl-min..--ttl-max ({}..{})",
                         self.ttl_min, self.ttl_max
                     ),
                 });
@@ -320,15 +508,11 @@ impl Args {
         let grace = match &self.grace {
             Some(g) => GracePolicy::Fixed(duration("lock.server.grace", g)?),
             None => {
-                let mut p = GraceParams::default();
-                if let Some(v) = &self.clock_offset_max {
-                    p.offset_max = duration("lock.clock.offset-max", v)?;
-                }
-                if let Some(v) = &self.clock_quantum {
-                    p.quantum = duration("lock.clock.quantum", v)?;
-                }
-                if let Some(v) = &self.clock_drift_ppm {
-                    p.drift_ppm = v
+                let v = &self.clock_drift_ppm;
+                GracePolicy::Derived(GraceParams {
+                    offset_max: duration("lock.clock.offset-max", &self.clock_offset_max)?,
+                    quantum: duration("lock.clock.quantum", &self.clock_quantum)?,
+                    drift_ppm: v
                         .trim()
                         .parse::<u64>()
                         .ok()
@@ -337,9 +521,8 @@ impl Args {
                             key: "lock.clock.drift-ppm",
                             value: v.clone(),
                             why: "must be a whole number of ppm from 0 to 1000000".into(),
-                        })?;
-                }
-                GracePolicy::Derived(p)
+                        })?,
+                })
             }
         };
         Ok(Limits {
@@ -354,125 +537,4 @@ impl Args {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(extra: &[&str]) -> Args {
-        let mut v = vec!["lock-server"];
-        v.extend_from_slice(extra);
-        Args::try_parse_from(v).unwrap()
-    }
-
-    #[test]
-    fn defaults_are_the_c4_values() {
-        assert_eq!(args(&[]).limits().unwrap(), Limits::default());
-    }
-
-    #[test]
-    fn the_default_store_is_the_stable_sqlite_file() {
-        let a = args(&[]);
-        assert_eq!(a.store, crate::store::default_store_url());
-        assert!(a.store.starts_with("sqlite:"), "{}", a.store);
-        assert!(a.store.ends_with("lock.sqlite"), "{}", a.store);
-    }
-
-    #[test]
-    fn bad_values_name_their_key() {
-        let e = args(&["--session-ttl=-1s"]).limits().unwrap_err();
-        assert!(e.to_string().starts_with("lock.session.ttl="), "{e}");
-        let e = args(&["--default-ttl", "20m"]).limits().unwrap_err();
-        assert!(e.to_string().contains("lock.default.ttl"), "{e}");
-        let e = args(&["--clock-drift-ppm", "lots"]).limits().unwrap_err();
-        assert!(e.to_string().contains("lock.clock.drift-ppm"), "{e}");
-        let e = args(&["--ttl-min", "0s"]).limits().unwrap_err();
-        assert!(e.to_string().contains("lock.ttl.min"), "{e}");
-    }
-
-    #[test]
-    fn leader_settings_default_and_refuse_bad_values() {
-        let bound: SocketAddr = "127.0.0.1:7070".parse().unwrap();
-        let l = args(&[]).leader(bound).unwrap();
-        assert_eq!(l.lease, crate::leader::DEFAULT_LEADER_LEASE);
-        assert_eq!(l.advertise.as_deref(), Some("http://127.0.0.1:7070"));
-        let any: SocketAddr = "0.0.0.0:7070".parse().unwrap();
-        assert_eq!(args(&[]).leader(any).unwrap().advertise, None);
-        let l = args(&["--advertise", "http://lock-1:7070/", "--leader-lease", "1s"])
-            .leader(any)
-            .unwrap();
-        assert_eq!(l.advertise.as_deref(), Some("http://lock-1:7070"));
-        assert_eq!(l.lease, Duration::from_secs(1));
-        let e = args(&["--leader-lease", "10ms"]).leader(bound).unwrap_err();
-        assert!(e.to_string().starts_with("lock.leader.lease="), "{e}");
-        let e = args(&["--advertise", "lock-1:7070"])
-            .leader(bound)
-            .unwrap_err();
-        assert!(e.to_string().starts_with("lock.advertise="), "{e}");
-    }
-
-    #[test]
-    fn auth_tokens_and_the_token_subcommand_parse() {
-        assert_eq!(args(&[]).auth_tokens, None);
-        assert!(args(&[]).command.is_none());
-        let a = args(&["--auth-tokens", "/etc/fp/tokens"]);
-        assert_eq!(a.auth_tokens, Some(PathBuf::from("/etc/fp/tokens")));
-        let a = args(&[
-            "token", "new", "--name", "alice", "--role", "client", "--prefix", "payout:",
-        ]);
-        match a.command {
-            Some(Command::Token(TokenCommand::New { name, role, prefix })) => {
-                assert_eq!((name.as_str(), role.as_str()), ("alice", "client"));
-                assert_eq!(prefix.as_deref(), Some("payout:"));
-            }
-            other => panic!("{other:?}"),
-        }
-        let bad = Args::try_parse_from([
-            "lock-server",
-            "token",
-            "new",
-            "--name",
-            "a",
-            "--role",
-            "root",
-        ]);
-        assert!(bad.is_err());
-    }
-
-    #[test]
-    fn tls_files_come_in_pairs_and_switch_the_default_advertise_to_https() {
-        assert_eq!(args(&[]).tls_files().unwrap(), None);
-        let t = args(&["--tls-cert", "c.pem", "--tls-key", "k.pem"]);
-        let files = t.tls_files().unwrap().unwrap();
-        assert_eq!(files.cert, PathBuf::from("c.pem"));
-        assert_eq!(files.client_ca, None);
-        let bound: SocketAddr = "127.0.0.1:7443".parse().unwrap();
-        assert_eq!(
-            t.leader(bound).unwrap().advertise.as_deref(),
-            Some("https://127.0.0.1:7443")
-        );
-        let e = args(&["--tls-cert", "c.pem"]).tls_files().unwrap_err();
-        assert!(e.to_string().starts_with("lock.tls.key="), "{e}");
-        let e = args(&["--tls-key", "k.pem"]).tls_files().unwrap_err();
-        assert!(e.to_string().starts_with("lock.tls.cert="), "{e}");
-        let e = args(&["--tls-client-ca", "ca.pem"])
-            .tls_files()
-            .unwrap_err();
-        assert!(e.to_string().starts_with("lock.tls.client-ca="), "{e}");
-    }
-
-    #[test]
-    fn fixed_grace_and_derived_parameters_are_read() {
-        let l = args(&["--grace", "200ms"]).limits().unwrap();
-        assert_eq!(l.grace, GracePolicy::Fixed(Duration::from_millis(200)));
-        let l = args(&["--clock-offset-max", "5ms", "--clock-drift-ppm", "10"])
-            .limits()
-            .unwrap();
-        assert_eq!(
-            l.grace,
-            GracePolicy::Derived(GraceParams {
-                offset_max: Duration::from_millis(5),
-                drift_ppm: 10,
-                quantum: Duration::from_millis(1),
-            })
-        );
-    }
-}
+mod tests;

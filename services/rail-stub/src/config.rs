@@ -40,7 +40,7 @@ Where the payout ledger lives.
     name = "rail-stub",
     version,
     about = "fencepost rail-stub: the payout ledger and simulated payment rail, enforcing fence 1 (claim/release) and fence 2 (submit) and counting every stale or duplicate attempt.",
-    after_help = "Once ready it prints exactly one line, `listening on http://IP:PORT`, on stdout; logs are JSON lines on stderr (RUST_LOG filters them). Stops cleanly on SIGTERM or Ctrl-C.\n\nExample: rail-stub --listen 127.0.0.1:0 --latency uniform:10ms..50ms --seed 7 --ledger sqlite:/tmp/rail.db"
+    after_help = "Once ready it prints exactly one line, `listening on http://IP:PORT`, on stdout; logs are JSON lines on stderr (RUST_LOG filters them). Stops cleanly on SIGTERM or Ctrl-C (logging rail_stub_stopped).\n\nExit codes: 0 stopped by a signal; 2 a refused flag, environment variable or --auth-tokens file (the message names the flag); 1 a start or serve that failed (the port is taken, the ledger cannot be opened).\n\nExample: rail-stub --listen 127.0.0.1:0 --latency uniform:10ms..50ms --seed 7 --ledger sqlite:/tmp/rail.db"
 )]
 pub struct Cli {
     /// Address to serve on (rail.listen); port 0 picks a free port.
@@ -49,7 +49,8 @@ pub struct Cli {
         env = "RAIL_LISTEN",
         value_name = "ADDR",
         default_value = "127.0.0.1:7080",
-        value_parser = parse_listen
+        value_parser = parse_listen,
+        allow_hyphen_values = true
     )]
     pub listen: SocketAddr,
 
@@ -59,12 +60,19 @@ pub struct Cli {
         env = "RAIL_LATENCY",
         value_name = "SPEC",
         default_value = "lognormal:p50=40ms,p99=400ms",
-        long_help = LATENCY_HELP
+        long_help = LATENCY_HELP,
+        allow_hyphen_values = true
     )]
     pub latency: LatencySpec,
 
     /// Seed for the latency samples; default: a random seed, logged at start.
-    #[arg(long, env = "RAIL_SEED", value_name = "N")]
+    #[arg(
+        long,
+        env = "RAIL_SEED",
+        value_name = "N",
+        value_parser = parse_seed,
+        allow_hyphen_values = true
+    )]
     pub seed: Option<u64>,
 
     /// Where the ledger lives: sqlite:PATH (default: a stable file) or memory (forgets on restart).
@@ -73,13 +81,14 @@ pub struct Cli {
         env = "RAIL_LEDGER",
         value_name = "sqlite:PATH|memory",
         default_value_t = LedgerSpec::durable_default(),
-        long_help = LEDGER_HELP
+        long_help = LEDGER_HELP,
+        allow_hyphen_values = true
     )]
     pub ledger: LedgerSpec,
 
     /// TEST ONLY: `no-fences` turns both fences off (see --help). Never a
     /// default, no environment variable: only this flag, given explicitly.
-    #[arg(long, value_name = "MODE", long_help = SABOTAGE_HELP)]
+    #[arg(long, value_name = "MODE", long_help = SABOTAGE_HELP, allow_hyphen_values = true)]
     pub sabotage: Option<Sabotage>,
 
     /// API tokens for the writes: the same file as the
@@ -87,7 +96,12 @@ pub struct Cli {
     /// token new` prints a line). Every POST then needs `Authorization: Bearer
     /// TOKEN` of a client or admin token (401 without one, 403 for a monitor
     /// token); reads (GET) stay open. SIGHUP re-reads the file.
-    #[arg(long, env = "RAIL_AUTH_TOKENS", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "RAIL_AUTH_TOKENS",
+        value_name = "FILE",
+        allow_hyphen_values = true
+    )]
     pub auth_tokens: Option<PathBuf>,
 }
 
@@ -131,6 +145,16 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
         .map_err(|_| bad())?
         .next()
         .ok_or_else(bad)
+}
+
+/// Parses `--seed`: a whole number that fits 64 bits.
+fn parse_seed(text: &str) -> Result<u64, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "{text:?} is not a seed; expected a whole number from 0 to {}",
+            u64::MAX
+        )
+    })
 }
 
 /// What the server needs besides its listener.

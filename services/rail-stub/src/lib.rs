@@ -21,7 +21,7 @@ use std::future::Future;
 use std::io::Write;
 use std::sync::Arc;
 
-use fencepost_api::auth::TokenFile;
+use fencepost_api::auth::{TokenFile, TokenFileError};
 use fencepost_api::clock::MonotonicClock;
 
 pub use config::{Cli, Config, Sabotage};
@@ -34,28 +34,41 @@ pub use store::{LedgerSpec, StoreError};
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The ledger store could not be opened or reloaded; fix `--ledger`.
-    #[error("cannot open the ledger: {0}")]
-    Store(#[from] StoreError),
+    #[error("cannot open the ledger {ledger} (--ledger): {source}")]
+    Store {
+        /// The `--ledger` value.
+        ledger: LedgerSpec,
+        /// Why it could not be opened.
+        #[source]
+        source: StoreError,
+    },
     /// The listener failed (its address, or serving).
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
-    /// The API token file (`--auth-tokens`) could not be read or is bad.
-    #[error("--auth-tokens: {0}")]
-    Auth(#[from] fencepost_api::auth::TokenFileError),
+}
+
+/// Reads the API token file `config` names (`--auth-tokens`), if any. Done
+/// before anything is logged or bound, so a bad file is refused first.
+pub fn load_auth(config: &Config) -> Result<Option<Arc<TokenFile>>, TokenFileError> {
+    config
+        .auth_tokens
+        .as_ref()
+        .map(|path| TokenFile::load(path).map(Arc::new))
+        .transpose()
 }
 
 /// Opens the state from `config`, prints `listening on http://IP:PORT` on
-/// stdout once ready, and serves until `shutdown` completes.
+/// stdout once ready, and serves until `shutdown` completes; writes are
+/// checked against `auth` ([`load_auth`]) when given.
 pub async fn run(
     listener: tokio::net::TcpListener,
     config: Config,
+    auth: Option<Arc<TokenFile>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let auth = match &config.auth_tokens {
-        Some(path) => Some(Arc::new(TokenFile::load(path)?)),
-        None => None,
-    };
-    let state = AppState::open(config, Arc::new(MonotonicClock::new()))?;
+    let ledger = config.ledger.clone();
+    let state = AppState::open(config, Arc::new(MonotonicClock::new()))
+        .map_err(|source| RunError::Store { ledger, source })?;
     let addr = listener.local_addr()?;
     match &auth {
         Some(a) => {
@@ -102,7 +115,6 @@ pub async fn run(
         out.flush()?;
     }
     serve_with_auth(listener, state, auth, shutdown).await?;
-    tracing::info!("rail_stub_stopped");
     Ok(())
 }
 

@@ -134,7 +134,8 @@ pub fn live_result(check: &Check, cell: &str, answer: &Answer) -> TriggerResult 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::triggers::live::{Params, checks};
+    use crate::triggers::live::Params;
+    use crate::triggers::live_checks::checks;
 
     fn answer(fired: bool, insufficient: bool, not_evaluated: bool) -> Answer {
         let on = |b: bool| if b { vec![1.0] } else { Vec::new() };

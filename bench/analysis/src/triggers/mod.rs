@@ -29,16 +29,21 @@
 //! questions about the results; `output` writes `triggers.json`, formats the
 //! tables and runs `bench triggers`. This file only re-exports them.
 //!
-//! In production (issue 24) the same checks, plus the lease-safety essay's
-//! clock check ([`CLOCK_CHECK`]), run over Prometheus: `live` defines each as
-//! PromQL ([`checks`]), `rules_file` renders them as a Prometheus rules file
-//! (`bench rules`), and `live_verdict` turns instant-query answers into the
-//! same [`TriggerResult`]s (`bench triggers --prometheus`).
+//! In production the same checks, plus the lease-safety essay's clock check
+//! ([`CLOCK_CHECK`]), run over Prometheus: `live` holds the parameters and
+//! the shape of a check, `live_checks` defines each as PromQL ([`checks`]):
+//! recorded terms and conditions over their names, `recorded` names the
+//! recorded series and expands a condition into a self-contained query,
+//! `rules_file` renders them as a Prometheus rules file (`bench rules`), and
+//! `live_verdict` turns instant-query answers into the same
+//! [`TriggerResult`]s (`bench triggers --prometheus`).
 
 mod catalog;
 mod live;
+mod live_checks;
 mod live_verdict;
 mod output;
+mod recorded;
 mod rules;
 mod rules_file;
 mod verdicts;
@@ -49,14 +54,16 @@ pub use catalog::{
     TriggerResult, Verdict, trigger,
 };
 pub use live::{
-    Check, DEFAULT_WINDOW, NotEvaluated, Params, RTT_CORRECTED, Term, UNTHROTTLED_SHARE_MAX,
-    checks, num, prom_duration,
+    Check, DEFAULT_WINDOW, NotEvaluated, Params, RTT_CORRECTED, Term, UNTHROTTLED_SHARE_MAX, num,
+    prom_duration,
 };
+pub use live_checks::checks;
 pub use live_verdict::{Answer, Part, live_result, queries};
 pub use output::{
     EXIT_BAD_INPUT, EXIT_FIRED, EXIT_NONE_FIRED, TRIGGERS_JSON, TriggersError, WriteError,
     exit_code, fmt_value, format_table, markdown_table, run_triggers_command, write_triggers,
 };
+pub use recorded::{expand, recorded};
 pub use rules::{
     BUDGET_DIVISOR, D4Window, LOST_WORK_MIN, MARGIN_SHARE_MIN, MIN_SAMPLES_P99, OVER_BUDGET_FLOOR,
     P99_TAIL, UNTHROTTLED, lost_work, margin_needed, rtt_budget_ms, trigger1_verdict,

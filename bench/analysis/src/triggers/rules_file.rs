@@ -1,6 +1,9 @@
-//! `bench rules`'s output: the six checks of [`super::live`] as a Prometheus
-//! rules file (YAML), one group of recording rules (`fencepost:<check>:<term>`,
-//! for dashboards) and one of alerting rules.
+//! `bench rules`'s output: the six checks of [`super::live_checks`] as a
+//! Prometheus rules file (YAML): one group, the recording rules
+//! (`fencepost:<check>:<term>`, for dashboards and the alerts) first, then
+//! the alerting rules. In one group the rules run in order at the same
+//! evaluation time, so each alert reads the series recorded for that
+//! evaluation, exactly as its self-contained live query would compute them.
 //!
 //! Per check: `Fencepost<Check>` (the fired condition; severity `page` or
 //! `ticket`, [`fired_severity`]),
@@ -9,8 +12,9 @@
 //! for trigger 5 `FencepostAutopilotThrottlingNotEvaluated` (severity `info`).
 //! Every alert carries `trigger` = the check id and the annotations `summary`,
 //! `description` (with `$value`), `action` (the ADR's, verbatim) and `rule`.
-//! The alerts' `expr` are the checks' conditions as they are, so `bench
-//! triggers --prometheus` queries the same strings.
+//! The alerts' `expr` are the checks' conditions over the recorded names;
+//! `bench triggers --prometheus` queries the same conditions with each name
+//! expanded into its rule ([`super::recorded`]).
 //!
 //! The text is deterministic: the header names the `bench rules` command line
 //! that regenerates it (without `--out`), so a committed file can be checked
@@ -20,7 +24,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::catalog::{CLOCK_OFFSET_BOUND, FENCED_OUT_WITH_CLIENT_CHECK, RTT_P99_VS_MARGIN};
-use super::live::{Check, Params, checks, num, prom_duration};
+use super::live::{Check, Params, num, prom_duration};
+use super::live_checks::checks;
 
 /// The production `for:` of every alert: a condition must hold through ten
 /// minutes of evaluations (of a one-hour window) before it pages.
@@ -81,7 +86,7 @@ pub fn alerts(c: &Check, p: &Params) -> Vec<Alert> {
     let mut out = vec![
         Alert {
             name: c.alert.to_owned(),
-            expr: c.fired.clone(),
+            expr: c.fired_rule.clone(),
             severity: fired_severity(c.id()),
             trigger: c.id(),
             summary: format!("{} fired: {}", c.id(), c.trigger.adr_trigger),
@@ -94,7 +99,7 @@ pub fn alerts(c: &Check, p: &Params) -> Vec<Alert> {
         },
         Alert {
             name: format!("{}InsufficientData", c.alert),
-            expr: c.insufficient.clone(),
+            expr: c.insufficient_rule.clone(),
             severity: SEVERITY_INFO,
             trigger: c.id(),
             summary: format!("{}: insufficient data", c.id()),
@@ -112,7 +117,7 @@ pub fn alerts(c: &Check, p: &Params) -> Vec<Alert> {
     if let Some(n) = &c.not_evaluated {
         out.push(Alert {
             name: format!("{}{}", c.alert, n.suffix),
-            expr: n.expr.clone(),
+            expr: n.rule.clone(),
             severity: SEVERITY_INFO,
             trigger: c.id(),
             summary: format!(
@@ -188,14 +193,13 @@ pub fn render(p: &Params, for_: Duration) -> String {
          # (nothing unsafe); info: insufficient data, misconfigured or not evaluated.",
         command_line(p, for_)
     );
-    out.push_str("groups:\n  - name: fencepost-checks-recording\n    rules:\n");
+    out.push_str("groups:\n  - name: fencepost-checks\n    rules:\n");
     for c in &checks {
         for t in c.terms() {
             let _ = writeln!(out, "      - record: fencepost:{}:{}", c.id(), t.name);
             block(&mut out, 8, "expr", &t.expr);
         }
     }
-    out.push_str("  - name: fencepost-checks-alerts\n    rules:\n");
     for c in &checks {
         for a in alerts(c, p) {
             let _ = writeln!(out, "      - alert: {}", a.name);

@@ -4,9 +4,10 @@
 //! and the encoding helpers are in `metrics.rs`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use fencepost_api::clock::MonoTime;
 use fencepost_api::clock_discipline::{self, ClockDiscipline, ClockDisciplineError};
 use fencepost_api::grace::GracePolicy;
 use fencepost_api::lock::ServerClockView;
@@ -134,39 +135,52 @@ impl LockService {
     /// Every family, in the order of the reference (observability.md).
     fn encode_families(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let now = self.clock.now();
-        let (live, held) = self.table().gauges(now);
+        self.encode_request_counters(e)?;
+        self.encode_store_families(e)?;
+        histogram(
+            e,
+            "lock_grant_duration_seconds",
+            "L4 requests answered with a new grant: request received to answer ready, store commit included, seconds.",
+            &self.metrics.grant_duration,
+        )?;
+        self.encode_expired(e)?;
+        self.encode_table_and_leader_gauges(e, now)?;
+        self.encode_clock_gauges(e)
+    }
+
+    /// What the requests did: grants, reacquires, renewals, releases, heartbeats.
+    fn encode_request_counters(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        counter(
-            e,
-            "lock_grants",
-            "Grants issued (L4 with a new token).",
-            get(&c.grants),
-        )?;
-        counter(
-            e,
-            "lock_reacquires",
-            "L4 by the holding session, answered with its current grant.",
-            get(&c.reacquires),
-        )?;
-        counter(
-            e,
-            "lock_renewals",
-            "Renewals accepted (L5).",
-            get(&c.renewals),
-        )?;
-        counter(
-            e,
-            "lock_releases",
-            "Grants released (L6, L3, L8).",
-            get(&c.releases),
-        )?;
-        counter(
-            e,
-            "lock_heartbeats",
-            "Heartbeats accepted (L2).",
-            get(&c.heartbeats),
-        )?;
+        for (name, help, value) in [
+            (
+                "lock_grants",
+                "Grants issued (L4 with a new token).",
+                &c.grants,
+            ),
+            (
+                "lock_reacquires",
+                "L4 by the holding session, answered with its current grant.",
+                &c.reacquires,
+            ),
+            ("lock_renewals", "Renewals accepted (L5).", &c.renewals),
+            (
+                "lock_releases",
+                "Grants released (L6, L3, L8).",
+                &c.releases,
+            ),
+            (
+                "lock_heartbeats",
+                "Heartbeats accepted (L2).",
+                &c.heartbeats,
+            ),
+        ] {
+            counter(e, name, help, value.load(Ordering::Relaxed))?;
+        }
+        Ok(())
+    }
+
+    /// The group committer's counters and commit durations (stores that batch).
+    fn encode_store_families(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         if let Some(st) = self.store.commit_stats() {
             counter(
                 e,
@@ -195,27 +209,35 @@ impl LockService {
                 h,
             )?;
         }
-        histogram(
-            e,
-            "lock_grant_duration_seconds",
-            "L4 requests answered with a new grant: request received to answer ready, store commit included, seconds.",
-            &self.metrics.grant_duration,
+        Ok(())
+    }
+
+    /// `lock_expired{kind}`: sessions and leases that ran out on the server.
+    fn encode_expired(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let c = &self.counters;
+        let mut family = e.encode_descriptor(
+            "lock_expired",
+            "Sessions and leases that ran out on the server.",
+            None,
+            MetricType::Counter,
         )?;
-        {
-            let mut family = e.encode_descriptor(
-                "lock_expired",
-                "Sessions and leases that ran out on the server.",
-                None,
-                MetricType::Counter,
-            )?;
-            for (kind, v) in [
-                ("session", get(&c.expired_sessions)),
-                ("lease", get(&c.expired_leases)),
-            ] {
-                let labels = [("kind", kind)];
-                ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
-            }
+        for (kind, v) in [
+            ("session", &c.expired_sessions),
+            ("lease", &c.expired_leases),
+        ] {
+            let labels = [("kind", kind)];
+            ConstCounter::new(v.load(Ordering::Relaxed)).encode(family.encode_family(&labels)?)?;
         }
+        Ok(())
+    }
+
+    /// The lock table now (live sessions, held keys) and this replica's leadership.
+    fn encode_table_and_leader_gauges(
+        &self,
+        e: &mut DescriptorEncoder,
+        now: MonoTime,
+    ) -> fmt::Result {
+        let (live, held) = self.table().gauges(now);
         gauge(e, "lock_sessions_live", "Sessions not lapsed.", live)?;
         gauge(e, "lock_locks_held", "Keys HELD now.", held)?;
         let lead = self.leader_state();
@@ -230,7 +252,11 @@ impl LockService {
             "lock_leader_epoch",
             "The leader epoch this replica serves or last saw (0 on a single node).",
             lead.epoch,
-        )?;
+        )
+    }
+
+    /// θ_max as configured and the kernel's clock-discipline reading, if readable.
+    fn encode_clock_gauges(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         if let Some(o) = self.offset_max() {
             gauge(
                 e,

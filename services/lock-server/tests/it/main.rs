@@ -5,6 +5,7 @@ mod auth_persist;
 mod auth_process;
 mod boundaries;
 mod cancel;
+mod cli;
 mod hardening;
 mod metrics;
 mod processes;

@@ -605,7 +605,7 @@ async fn the_server_logs_its_clock_discipline_once_at_start() {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .filter(|v: &serde_json::Value| {
-            let event = &v["fields"]["event"];
+            let event = &v["event"];
             event == "clock_discipline" || event == "clock_discipline_unreadable"
         })
         .collect();
@@ -613,7 +613,7 @@ async fn the_server_logs_its_clock_discipline_once_at_start() {
     let line = &lines[0];
     match fencepost_api::clock_discipline::read() {
         Ok(d) => {
-            let f = &line["fields"];
+            let f = line;
             assert_eq!(f["event"], "clock_discipline", "{line}");
             assert_eq!(f["synchronised"], d.synchronised, "{line}");
             assert_eq!(f["offset_max_ms"], 50.0, "{line}");

@@ -348,7 +348,7 @@ async fn reload_serves_the_new_certificate_and_keeps_the_old_one_when_the_new_is
     let new_leaf = new_ca.loopback_server("lock").unwrap();
     std::fs::copy(&new_leaf.cert, &files.cert).unwrap();
     let e = certs.reload().unwrap_err();
-    assert!(e.to_string().starts_with("lock.tls.key="), "{e}");
+    assert!(e.to_string().starts_with("--tls-key \""), "{e}");
     assert_eq!(
         call(addr, client(old_ca.cert(), None), "GET", "/healthz", "")
             .await
@@ -459,7 +459,7 @@ fn unusable_files_are_refused_naming_the_key_and_the_file() {
     };
     let e = TlsServer::load(&missing).unwrap_err().to_string();
     assert!(
-        e.starts_with("lock.tls.cert=") && e.contains("nope.pem"),
+        e.starts_with("--tls-cert \"") && e.contains("nope.pem"),
         "{e}"
     );
     let garbage = d.join("garbage.pem");
@@ -471,7 +471,7 @@ fn unusable_files_are_refused_naming_the_key_and_the_file() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.starts_with("lock.tls.key=") && e.contains("garbage.pem"),
+        e.starts_with("--tls-key \"") && e.contains("garbage.pem"),
         "{e}"
     );
     let e = TlsServer::load(&TlsFiles {
@@ -480,5 +480,5 @@ fn unusable_files_are_refused_naming_the_key_and_the_file() {
     })
     .unwrap_err()
     .to_string();
-    assert!(e.starts_with("lock.tls.client-ca="), "{e}");
+    assert!(e.starts_with("--tls-client-ca \""), "{e}");
 }

@@ -11,6 +11,10 @@ use serde_json::{Value, json};
 
 use crate::common::{temp_path, wait_until};
 
+/// One refused input: arguments, environment, the flag the message must
+/// name, and what it must say is accepted.
+type Refusal<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str, &'a str);
+
 /// A running rail-stub child and its base URL.
 struct Running {
     child: Child,
@@ -36,9 +40,19 @@ fn start(args: &[&str]) -> Running {
 
 /// [`start`] with `XDG_STATE_HOME=state` (and no `RAIL_LEDGER`) and stderr to `stderr`.
 fn start_in(state: &std::path::Path, args: &[&str], stderr: impl Into<Stdio>) -> Running {
+    start_logging(state, args, stderr, "warn")
+}
+
+/// [`start_in`] with `RUST_LOG=rust_log`.
+fn start_logging(
+    state: &std::path::Path,
+    args: &[&str],
+    stderr: impl Into<Stdio>,
+    rust_log: &str,
+) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rail-stub"))
         .args(args)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", rust_log)
         .env("XDG_STATE_HOME", state)
         .env_remove("RAIL_LEDGER")
         .stdout(Stdio::piped())
@@ -150,6 +164,42 @@ async fn the_binary_prints_one_listening_line_serves_and_stops_on_sigterm() {
 }
 
 #[tokio::test]
+async fn the_log_is_flat_json_and_ends_with_rail_stub_stopped_naming_the_signal() {
+    let state = temp_path("xdg-state-log");
+    let log = temp_path("rail-log").join("stderr.log");
+    let rail = start_logging(
+        &state,
+        &["--listen", "127.0.0.1:0", "--ledger", "memory"],
+        std::fs::File::create(&log).unwrap(),
+        "info",
+    );
+    let (status, _) = terminate(rail).await;
+    assert!(status.success(), "{status:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for l in &lines {
+        assert!(l.get("fields").is_none(), "nested: {l}");
+        assert!(
+            l["timestamp"].is_string() && l["message"].is_string(),
+            "{l}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l["message"] == "rail_stub_started"),
+        "{text}"
+    );
+    let last = lines.last().expect("a log line");
+    assert_eq!(
+        (&last["message"], &last["reason"]),
+        (&json!("rail_stub_stopped"), &json!("SIGTERM")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn the_sqlite_ledger_survives_a_killed_and_restarted_binary() {
     let dir = temp_path("binary-restart");
     let ledger = format!("sqlite:{}", dir.join("rail.db").display());
@@ -213,43 +263,109 @@ async fn the_sqlite_ledger_survives_a_killed_and_restarted_binary() {
 }
 
 #[test]
-fn bad_values_exit_2_naming_the_flag() {
+fn bad_values_exit_2_naming_the_flag_before_any_log_line() {
+    let dir = std::env::temp_dir().join(format!("rail-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad_tokens = dir.join("tokens");
+    std::fs::write(&bad_tokens, "alice root sha256:nothex\n").unwrap();
+    let tokens = bad_tokens.to_str().unwrap();
+    // On a free port and a memory ledger, so an input wrongly accepted starts
+    // a server the deadline then kills and reports.
     let run = |args: &[&str], env: &[(&str, &str)]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rail-stub"));
-        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd.args(args)
+            .env("RAIL_LISTEN", "127.0.0.1:0")
+            .env("RAIL_LEDGER", "memory")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let out = cmd.output().unwrap();
+        let mut child = cmd.spawn().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?} {env:?} was not refused within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = child.wait_with_output().unwrap();
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).to_string(),
         )
     };
-    for (args, env, flag) in [
-        (&["--latency", "gauss:5ms"][..], &[][..], "--latency"),
+    // (arguments, environment, the flag the message names, what it says is accepted)
+    let cases: &[Refusal] = &[
+        (&["--latency", "gauss:5ms"], &[], "--latency", "fixed:"),
+        (&["--latency", "uniform:50ms..10ms"], &[], "--latency", ""),
+        (&["--latency", "-5ms"], &[], "--latency", ""),
         (
-            &["--latency", "uniform:50ms..10ms"][..],
-            &[][..],
+            &[],
+            &[("RAIL_LATENCY", "lognormal:p50=1s,p99=1ms")],
             "--latency",
+            "",
         ),
         (
-            &[][..],
-            &[("RAIL_LATENCY", "lognormal:p50=1s,p99=1ms")][..],
-            "--latency",
-        ),
-        (
-            &[][..],
-            &[("RAIL_LISTEN", "not-an-address")][..],
+            &[],
+            &[("RAIL_LISTEN", "not-an-address")],
             "--listen",
+            "IP:PORT",
         ),
-        (&[][..], &[("RAIL_SEED", "seven")][..], "--seed"),
-        (&["--ledger", "postgres://db"][..], &[][..], "--ledger"),
-    ] {
+        (&["--listen", "-1"], &[], "--listen", "IP:PORT"),
+        (&[], &[("RAIL_SEED", "seven")], "--seed", "whole number"),
+        (&["--seed", "-1"], &[], "--seed", "whole number"),
+        (&["--seed=-1"], &[], "--seed", "whole number"),
+        (&[], &[("RAIL_SEED", "-1")], "--seed", "whole number"),
+        (&["--ledger", "postgres://db"], &[], "--ledger", "sqlite:"),
+        (&["--ledger", "-x"], &[], "--ledger", "sqlite:"),
+        (
+            &["--sabotage", "some"],
+            &[],
+            "--sabotage",
+            "possible values",
+        ),
+        (
+            &["--auth-tokens", "/nonexistent/tokens"],
+            &[],
+            "--auth-tokens",
+            "cannot read",
+        ),
+        (
+            &["--auth-tokens", tokens],
+            &[],
+            "--auth-tokens",
+            "NAME ROLE sha256:HEX",
+        ),
+        (
+            &[],
+            &[("RAIL_AUTH_TOKENS", "/nonexistent/tokens")],
+            "--auth-tokens",
+            "cannot read",
+        ),
+    ];
+    for (args, env, flag, accepted) in cases {
         let (code, stderr) = run(args, env);
         assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
-        assert!(stderr.contains(flag), "{args:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains(flag),
+            "{args:?} {env:?}: no {flag}: {stderr}"
+        );
+        assert!(
+            stderr.contains(accepted),
+            "{args:?} {env:?}: does not say {accepted:?}: {stderr}"
+        );
+        let logged: Vec<&str> = stderr
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+            .collect();
+        assert!(
+            logged.is_empty(),
+            "{args:?} {env:?}: logged before refusing: {logged:?}"
+        );
     }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
