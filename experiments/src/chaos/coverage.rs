@@ -139,11 +139,27 @@ pub fn from_history(ops: &[Op], applied: &[Applied]) -> Coverage {
         .collect()
 }
 
-/// One `leader_takeover` or `leader_step_down` line of a lock-server log.
+/// One `leader_takeover` or `leader_step_down` line of a lock-server log:
+/// one flat JSON object (`{"timestamp","level","message","event","epoch",…}`,
+/// docs/reference/observability.md), or the older shape with the event's
+/// fields nested under `fields`.
 #[derive(Debug, Deserialize)]
 struct LogLine {
+    #[serde(flatten)]
+    flat: LogFields,
     #[serde(default)]
     fields: LogFields,
+}
+
+impl LogLine {
+    /// The event's fields, from whichever shape the line has.
+    fn event(&self) -> &LogFields {
+        if self.flat.event.is_some() {
+            &self.flat
+        } else {
+            &self.fields
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,7 +200,8 @@ fn leadership(dir: &Path) -> Leadership {
             let Ok(l) = serde_json::from_str::<LogLine>(line) else {
                 continue;
             };
-            match (l.fields.event.as_deref(), l.fields.epoch) {
+            let f = l.event();
+            match (f.event.as_deref(), f.epoch) {
                 (Some("leader_takeover"), Some(epoch)) => out.takeovers.push((name.clone(), epoch)),
                 (Some("leader_step_down"), _) => out.step_downs += 1,
                 (Some("write_fenced"), _) => out.fenced_writes += 1,
@@ -290,7 +307,14 @@ mod tests {
             )
         };
         std::fs::write(dir.join("lock-server.log"), line(1) + &line(2)).unwrap();
-        std::fs::write(dir.join("lock-server-1.log"), line(3)).unwrap();
+        // The flat shape the lock-server writes now.
+        std::fs::write(
+            dir.join("lock-server-1.log"),
+            "{\"level\":\"INFO\",\"message\":\"took the leader row\",\"event\":\"leader_takeover\",\"epoch\":3}\n\
+             {\"event\":\"write_fenced\",\"epoch\":3}\n\
+             {\"event\":\"leader_step_down\",\"epoch\":3,\"why\":\"epoch 3 is over\"}\n",
+        )
+        .unwrap();
         assert!(epoch_conflicts(&dir).is_empty());
         let mut c = Coverage::new();
         from_logs(&mut c, &dir);
