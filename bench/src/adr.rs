@@ -55,7 +55,7 @@ pub struct AdrArgs {
 
     /// Seed of every step (printed and recorded) [default: random, or the
     /// pack's with --resume].
-    #[arg(long, value_parser = crate::cli::values::whole::<u64>(0, u64::MAX))]
+    #[arg(long, value_parser = crate::values::whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
 
     /// Only re-render adr-006-evidence.md from an existing --out directory.

@@ -1,12 +1,10 @@
-//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`, `rules`, `peer`, `adr`, and the
-//! logging set-up its binary shares with `experiments`.
+//! bench's command line (C4): `run`, `sweep`, `report`, `triggers`, `rules`, `peer`, `adr`.
 
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-pub mod values;
-use values::whole;
+use crate::values::whole;
 
 /// bench — fencepost's M7 load driver: measure the heartbeat RTT and payout
 /// throughput of real payout workers across safety margins and TTLs, and check

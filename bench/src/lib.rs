@@ -16,7 +16,7 @@
 //! `replay`), [`runner`] (a run's cells; `bench_driver::row` turns each
 //! measurement into a results row), [`peer`] (`bench peer`), [`peer_sessions`] (`bench peer
 //! --sessions`), [`prometheus`] (`bench rules`,
-//! `bench triggers --prometheus`) and [`adr`] (`bench adr`).
+//! `bench triggers --prometheus`) and [`adr`] (`bench adr`); [`values`] holds the value parsers their flags share.
 
 pub mod adr;
 pub mod cli;
@@ -26,3 +26,4 @@ pub mod peer_sessions;
 pub mod prometheus;
 pub mod rtt_from;
 pub mod runner;
+pub mod values;
