@@ -1,4 +1,4 @@
-//! `bench peer` (issue 15): fencepost's lock-server (SQLite and PostgreSQL
+//! `bench peer`: fencepost's lock-server (SQLite and PostgreSQL
 //! stores) and etcd measured in one run with one driver ([`load`]), each
 //! through its native client, at the same concurrency levels, for the
 //! heartbeat (L2 vs LeaseKeepAlive) and the durable grant (L4 + L6 vs the

@@ -1,4 +1,4 @@
-//! The production checks (issue 24): `bench rules` writes them as a
+//! The production checks: `bench rules` writes them as a
 //! Prometheus rules file, `bench triggers --prometheus URL` evaluates them on
 //! a live Prometheus with instant queries (`GET /api/v1/query`). Both are
 //! built from `bench_analysis::triggers::checks`; this module adds the flags'

@@ -100,7 +100,7 @@ pub struct RunConfig {
     #[serde(serialize_with = "sampling")]
     pub sampling: Sampling,
     /// `--tls`: the lock-server serves HTTPS with a certificate made for
-    /// the cell, and every SDK client trusts its CA (issue 28).
+    /// the cell, and every SDK client trusts its CA.
     pub tls: bool,
 }
 

@@ -70,9 +70,9 @@ pub enum Command {
     Clock(ClockArgs),
     /// Worker processes under a cgroup CPU quota vs unthrottled (ADR-006's Autopilot case).
     Throttle(ThrottleArgs),
-    /// Three lock-server replicas on PostgreSQL through kill -9, SIGSTOP and a database restart (issue 14).
+    /// Three lock-server replicas on PostgreSQL through kill -9, SIGSTOP and a database restart.
     Failover(FailoverArgs),
-    /// Seeded fault schedules over live cells; every operation recorded and checked (issue 16).
+    /// Seeded fault schedules over live cells; every operation recorded and checked.
     Chaos(ChaosArgs),
     /// (internal) One SDK payout worker as its own OS process, driven over stdin.
     #[command(hide = true)]

@@ -1,4 +1,4 @@
-//! `experiments`: fencepost's fault experiments (issue 6). Each one runs the
+//! `experiments`: fencepost's fault experiments. Each one runs the
 //! real code — the lock-server and rail-stub as child processes, the SDK
 //! payout worker of `bench-driver`, or the server's pure lock table and the SDK's
 //! deadline arithmetic over fake clocks — and writes the bench's results
@@ -11,7 +11,7 @@
 //!   offset, drift, quantisation and steps against the server's grace (T-043);
 //! - [`throttle`]: worker processes under a cgroup CPU quota vs unthrottled;
 //! - [`chaos`]: seeded fault schedules over live cells, every client
-//!   operation recorded and the history checked (issue 16).
+//!   operation recorded and the history checked.
 //!
 //! Pause and throttle run their cells through the bench's one cell driver
 //! (`bench_driver::cell`: stack, pool, measured window); what is theirs — the pause

@@ -192,7 +192,7 @@ pub struct Machine {
     /// `std::env::consts::OS`/`ARCH`.
     pub os_arch: String,
     /// The kernel's clock-discipline estimate when the run started (absent in
-    /// manifests written before issue 24, or where adjtimex could not be read):
+    /// manifests written before the clock was recorded, or where adjtimex could not be read):
     /// the clock check's evidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockReading>,

@@ -1,6 +1,6 @@
 //! The plan of a `bench peer` run ([`PeerPlan`]): what `bench peer`
 //! checked from its flags and records in `manifest.json`, including the
-//! live-sessions dimension ([`SessionsPlan`], issue 27).
+//! live-sessions dimension ([`SessionsPlan`]).
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! The extrapolation of `bench peer --sessions` (issue 27): for each system
+//! The extrapolation of `bench peer --sessions`: for each system
 //! and each count none of whose repeats reached it on schedule, the server's
 //! CPU and resident set on the least-squares line through every reached row
 //! of that system. On paper, not measured: it assumes cost linear in

@@ -1,4 +1,4 @@
-//! A heartbeat RTT distribution measured where the lock runs (issue 24):
+//! A heartbeat RTT distribution measured where the lock runs:
 //! the SDK's corrected-RTT histogram (`lock_heartbeat_rtt_corrected_seconds`,
 //! classic Prometheus buckets) summed over a fleet, from a live Prometheus
 //! (`bench adr --rtt-from prometheus:URL --window D`) or from a file of the

@@ -189,7 +189,7 @@ macro_rules! cell_row {
     ($( $(#[doc = $doc:literal])+ $name:ident : $ty:ty, )+) => {
         /// One grid cell's results: a row of `results.parquet` / `results.csv`.
         /// The first 23 fields are the C4 columns in C4 order, the next 17 the
-        /// columns C4 adds for honest measurement (issue 12), in C4 order; the
+        /// columns C4 adds for honest measurement, in C4 order; the
         /// rest are bench extras. Units are in the names; docs/reference/results.md has
         /// the details. "≥" marks values that include right-censored samples.
         #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -239,7 +239,7 @@ macro_rules! cell_row {
 }
 
 /// The value of a column a table written before it existed lacks: `tls`
-/// (issue 28) is `none`, as every earlier run was plain HTTP. `None` for
+/// is `none`, as every earlier run was plain HTTP. `None` for
 /// every other column (then the table is refused).
 fn absent(name: &str, height: usize) -> Option<Column> {
     match name {
@@ -415,13 +415,13 @@ cell_row! {
     build_profile: String,
     /// CPU quota of the workers when the cell is one of a throttle pair (`none` = its unthrottled run), else empty.
     cpu_quota: String,
-    /// The lock service the workers ran on: `fencepost` or `etcd` (issue 15).
+    /// The lock service the workers ran on: `fencepost` or `etcd`.
     backend: String,
     /// Lease deadlines (L4 grants, L5 renewals) `margin_effective` is the mean over; 0 when
     /// the window had none (then `margin_effective` is what the policy computes at the end).
     margin_applied_count: u64,
     /// The (policy, TTL, margin) point without the repeat, e.g. `ttl=1s_margin=0.30`: the
-    /// key of `summary.csv` (issue 13).
+    /// key of `summary.csv`.
     group: String,
     /// Idle heartbeating SDK sessions beside the workers (`--sessions`); their heartbeats are
     /// in every `hb_*` column.
@@ -436,7 +436,7 @@ cell_row! {
     /// (their losses are in `session_lost`).
     idle_reopened: u64,
     /// The transport the workers reached the lock-server over: `none` (plain HTTP) or `tls`
-    /// (`--tls`, issue 28); a table from before the column reads as `none`.
+    /// (`--tls`); a table from before the column reads as `none`.
     tls: String,
     /// The heartbeat divisor k of the cell's sessions: the SDK heartbeats every U / k
     /// (ADR-006: 3); a table from before the column reads as 3.

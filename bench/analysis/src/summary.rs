@@ -318,7 +318,7 @@ pub fn build(rows: &[CellRow], src: &dyn SampleSource) -> Result<Summary, Missin
 }
 
 /// The group of a row: its `group` column, or (for tables written before
-/// issue 13) the cell id without a `_rep=` suffix.
+/// repeats) the cell id without a `_rep=` suffix.
 fn group_key(r: &CellRow) -> String {
     if r.group.is_empty() {
         bench_core::grid::group_of(&r.cell).to_owned()

@@ -211,7 +211,7 @@ fn the_document_covers_every_trigger_and_derives_the_revision() {
     assert!(md.contains("projection.csv`: **not measured in this pack**"));
 }
 
-/// Issue 28: the pack states the transport each condition was measured
+/// TLS: the pack states the transport each condition was measured
 /// over, read from the rows' `tls` column, never assumed.
 #[test]
 fn every_condition_names_the_transport_its_cells_ran_over() {

@@ -2,7 +2,7 @@
 //! the measurement sees an injected delay (and the proxy's own overhead is
 //! measured), a short sweep writes every output with zero duplicates and zero
 //! fence-outs, and bad flags exit 2 naming the flag. `measurement.rs` holds
-//! issue 12's end-to-end checks (coordinated omission, trigger 4's trace,
+//! the measurement rules' end-to-end checks (coordinated omission, trigger 4's trace,
 //! the warm-up).
 
 use std::path::PathBuf;
@@ -519,7 +519,7 @@ fn cell_seeds(dir: &std::path::Path) -> Vec<(String, u64, u32)> {
         .collect()
 }
 
-/// Issue 13's done-when, shortened: two repeats of a fixed and an adaptive
+/// Repeats, shortened: two repeats of a fixed and an adaptive
 /// cell write one row per (cell, repeat) with seeds seed + repeat, a summary
 /// row per point with lo ≤ median ≤ hi, and projection.csv; `bench replay`
 /// runs the same (cell, seed) pairs; `--resume` with another `--margin` is

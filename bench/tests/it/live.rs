@@ -1,4 +1,4 @@
-//! The generated alerts on live runs (issue 24): a real Prometheus child
+//! The generated alerts on live runs: a real Prometheus child
 //! (1 s scrape and evaluation) loads `bench rules`, scrapes a live `bench run
 //! --metrics-listen` (the SDK's families at /metrics, the cell's lock-server
 //! and rail-stub found through its /sd), and:

@@ -1,4 +1,4 @@
-//! Issue 12 end to end, on real child processes through the one cell driver:
+//! The measurement rules end to end, on real child processes through the one cell driver:
 //! a stalled heartbeat shows up as coordinated omission corrected in the
 //! cell's numbers (corrected histogram vs raw); trigger 4 fires when fence 2
 //! refuses a client that passed `check_still_held`, and not when only fence 1
@@ -240,7 +240,7 @@ async fn only_fence_1_refusing_a_claim_after_a_lapse_does_not_fire_trigger_4() {
 /// it. A worker that released the lock at once let a successor claim the
 /// payout before the late decision, which fence 2 then refused — a fence-out
 /// of a client that believed it held the lease (trigger 4; the pause run of
-/// issue 12 found one). After an unknown outcome the worker holds the lock
+/// one was found). After an unknown outcome the worker holds the lock
 /// until the hop has passed since the send: the late decision pays, the
 /// successor finds it PAID, nothing is fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

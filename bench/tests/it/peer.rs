@@ -101,7 +101,7 @@ fn a_run_with_both_http_clients_records_each_and_compares_them() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// The physical limits (issue 27): the floor under each heartbeat, the
+/// The physical limits: the floor under each heartbeat, the
 /// fsync ceiling of each store's directory, and the flushes the servers
 /// counted over each grant window, all in `peer.csv` and set against each
 /// other in the report.
@@ -177,7 +177,7 @@ fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// The live-sessions dimension (issue 27): every (N, system) is a row of
+/// The live-sessions dimension: every (N, system) is a row of
 /// `peer_sessions.csv` whose ticks all add up, kept alive without an error
 /// against the real lock-server and etcd, and the report carries the
 /// section with the scale target.

@@ -1,5 +1,5 @@
 //! `bench triggers --prometheus` and the generated alerts against a real
-//! Prometheus child (issue 24): a fake exporter serves the SDK's corrected
+//! Prometheus child: a fake exporter serves the SDK's corrected
 //! heartbeat RTT histogram (classic text, `le` as the exposition spells it),
 //! Prometheus scrapes it every second and evaluates the rules `bench rules`
 //! generated; while every sample is within trigger 1's budget the check is

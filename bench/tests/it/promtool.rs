@@ -1,4 +1,4 @@
-//! The generated Prometheus rules (issue 24): the committed files under
+//! The generated Prometheus rules: the committed files under
 //! deploy/prometheus/ are what `bench rules` writes now, `promtool check rules`
 //! accepts them, `promtool test rules` passes deploy/prometheus/tests.yaml on
 //! the short-window file, and fails once trigger 1's budget is ×10 (a rules

@@ -1,4 +1,4 @@
-//! `experiments chaos` (issue 16): many short runs, each over a fresh live
+//! `experiments chaos`: many short runs, each over a fresh live
 //! cell — a lock-server on its durable SQLite store behind the delay proxy,
 //! a rail-stub, payout worker processes on the SDK — under a fault schedule
 //! drawn from the run's seed ([`schedule`]), applied by the run's

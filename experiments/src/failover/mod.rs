@@ -1,4 +1,4 @@
-//! `experiments failover` (issue 14): three lock-server replicas over one
+//! `experiments failover`: three lock-server replicas over one
 //! PostgreSQL schema, a rail-stub, and SDK payout workers configured with
 //! every replica URL (they follow `NOT_LEADER`). While the workers run, one
 //! fault after another: kill -9 of the leader; SIGSTOP of the (new) leader

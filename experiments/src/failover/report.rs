@@ -66,7 +66,7 @@ pub(crate) fn replica(i: Option<usize>) -> String {
 /// The `report.md` section.
 pub fn report_section(r: &FailoverResult) -> String {
     let mut s = format!(
-        "## Failover experiment (issue 14)\n\nThree lock-server replicas over one PostgreSQL \
+        "## Failover experiment\n\nThree lock-server replicas over one PostgreSQL \
          schema (leader lease {} ms), SDK payout workers given every URL. Seed {}. Baseline \
          throughput (median 500 ms bucket before the first fault): {} payouts/s.\n\n\
          | fault | at s | leader before → after | time to a serving leader ms | min payouts/s | under half s | thawed 2xx |\n|---|---|---|---|---|---|---|\n",

@@ -212,7 +212,7 @@ pub fn run_triggers_command(dir: &Path, write_to: Option<&Path>) -> Result<i32, 
 /// bench, its lock-server and its rail-stub share one host and one clock, so
 /// no offset between clocks arises), but the host's reading the run recorded
 /// is shown, so a run on a production host can be judged by eye. `None` for a
-/// run that recorded none (before issue 24) or without a manifest.
+/// run that recorded none (before telemetry was recorded) or without a manifest.
 fn clock_line(dir: &Path) -> Option<String> {
     let c = crate::manifest::Manifest::read(dir).ok()?.machine.clock?;
     let vouches = c.synchronised && c.maxerror_us <= c.offset_max_ms * 1000;

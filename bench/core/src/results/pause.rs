@@ -40,7 +40,7 @@ pub struct PauseConfig {
     pub worst_case_hop_ms: u64,
     /// Acquire budget, ms (lease / 4).
     pub acquire_budget_ms: u64,
-    /// The lock service (issue 15); absent in runs before it: fencepost.
+    /// The lock service; absent in runs before it: fencepost.
     #[serde(default)]
     pub backend: BackendKind,
 }

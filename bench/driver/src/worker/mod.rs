@@ -15,7 +15,7 @@
 //! adapter (`crate::backend::etcd`). [`build_worker`] picks the one its
 //! [`WorkerEnv`] names.
 //!
-//! Two things only the worker can record (issue 12): every `(payout_id,
+//! Two things only the worker can record: every `(payout_id,
 //! token)` it submits under *because* `check_still_held` and D4 passed — the
 //! client believed it held the lease — which the cell driver joins with the
 //! rail's fence-out events (trigger 4); and the rail submit's latency as the

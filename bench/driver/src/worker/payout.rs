@@ -62,7 +62,7 @@ impl Worker<LockClient> {
 /// into the cell's shared Prometheus instruments when it has them: what every
 /// in-process fencepost worker and the cell's idle sessions
 /// ([`crate::cell::Pool::open_idle_sessions`]) run on. Several lock-server
-/// replicas are a comma-separated `lock_url` (issue 14).
+/// replicas are a comma-separated `lock_url`.
 pub fn sdk_client(env: &WorkerEnv, idx: u64) -> Result<LockClient, BuildError> {
     let config = LockClientConfig::new(env.lock_url.clone())
         .with_urls(

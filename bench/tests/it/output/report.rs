@@ -157,7 +157,7 @@ fn trigger_3_uses_the_shorter_of_lease_and_session_ttl() {
     // With a 1 s session 500 − 166.7 − 0.9 = 332.4 ms are left before a
     // heartbeat (> 300): ok. At a 420 ms hop D4 refuses just before each
     // heartbeat, about half of every period: the trigger fires (it did not
-    // before issue 12, which only compared the window right after a heartbeat).
+    // the earlier check only compared the window right after a heartbeat).
     row.session_ttl_ms = 1000;
     assert!(!evaluate_row(&row, &[])[2].fired);
     row.worst_case_hop_ms = 420;
