@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rewrites the generated blocks of README.md and docs/*.md from data/reference/.
+"""Rewrites the generated blocks of README.md and docs/*.md from data/.
 
 A block is everything between
 
@@ -13,9 +13,20 @@ data/ (data/http-client/, written by `bench peer`); none is typed here. One bloc
 `toolchain`, reads Cargo.toml instead. Links in a block are relative to the
 file the block sits in.
 
+This script only reads and formats: every number it prints is either a cell
+of those files as is, or that cell converted (µs to ms, a fraction to %) and
+rounded. Whatever is computed or decided from them — a median, a min–max, a
+95 % interval, a ratio taken within a repeat, a verdict against a target, a
+trigger headline, an extrapolation — it reads from data/docs-facts.json, which
+`bench docs` computes with the bench's own functions (the ones that write the
+runs' reports: bench-analysis's statistics, its trigger catalogue and verdict
+ranking, its performance targets). Regenerate that file first when a run
+under data/ changes:
+
+    bench docs                            # rewrite data/docs-facts.json
+    bench docs --check                    # exit 1 when it is not current (CI)
     python3 scripts/gen-docs.py           # rewrite the blocks in place
     python3 scripts/gen-docs.py --check   # exit 1 naming every block that is not current
-                                          # (and first checks its own verdicts: self_test)
 
 Python 3.11 standard library only; never reads parquet.
 """
@@ -26,10 +37,8 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 import tomllib
-from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,16 +52,9 @@ BLOCK = re.compile(
 )
 OPEN = re.compile(r"<!-- generated: ([a-z0-9-]+) \(scripts/gen-docs\.py\) -->")
 
-# ADR-006 §6.5's five triggers, as `bench triggers` names them.
-TRIGGERS = [
-    ("rtt_p99_vs_margin", "corrected p99 heartbeat RTT over min(lease, session TTL) × margin / 3"),
-    ("margin_dominant_limiter", "the margin is the dominant throughput limiter"),
-    ("d4_unsatisfiable", "the window just before a heartbeat ≤ the worst-case rail hop (D4)"),
-    ("fenced_out_with_client_check", "a fence-out of a client that believed it held the lease"),
-    ("autopilot_throttling", "a move off CPU throttling makes the margin reducible"),
-]
-# The order `bench adr` ranks verdicts in for a headline: the worst wins.
-VERDICT_RANK = {"fired": 3, "insufficient_data": 2, "ok": 1, "not_evaluated": 0}
+# What `bench docs` computed and decided from the runs under data/.
+FACTS = ROOT / "data" / "docs-facts.json"
+_facts: dict | None = None
 
 
 class Missing(Exception):
@@ -86,6 +88,21 @@ def read_run(rel: str, name: str):
         return json.loads(path.read_text())
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def facts(section: str):
+    """One section of data/docs-facts.json (`bench docs`), or Missing naming why it is absent."""
+    global _facts
+    if _facts is None:
+        if not FACTS.is_file():
+            raise Missing("data/docs-facts.json (written by `bench docs`)")
+        _facts = json.loads(FACTS.read_text())
+    v = _facts.get(section)
+    if v is None:
+        raise Missing(f"section {section} of data/docs-facts.json")
+    if isinstance(v, dict) and "unavailable" in v:
+        raise Missing(v["unavailable"].removesuffix(" is missing"))
+    return v
 
 
 def num(v: str | float | int | None) -> float:
@@ -126,10 +143,6 @@ def duration(seconds: float) -> str:
     return f"{m} min {s} s" if m else f"{s} s"
 
 
-def stamp(iso: str) -> datetime:
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")
-
-
 def link(here: Path, rel_to_root: str, text: str | None = None) -> str:
     """A Markdown link from the file `here` to `rel_to_root` (a repo path)."""
     target = os.path.relpath(ROOT / rel_to_root, here.parent)
@@ -144,23 +157,31 @@ def table(header: list[str], rows: list[list[str]], align: list[str] | None = No
     return "\n".join(lines)
 
 
-def t975(df: int) -> float:
-    """Two-sided 95 % Student t quantile, the table `bench` itself uses."""
-    t = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-         2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-    return t[df - 1] if 1 <= df <= 30 else 1.96
+def mm(sp: dict | None, digits: int = 2, suffix: str = "") -> str:
+    """A spread of data/docs-facts.json as `median (min–max)`, `–` for none."""
+    if not sp:
+        return "–"
+    d = digits
+    return f"{sp['median']:,.{d}f}{suffix} ({sp['min']:,.{d}f}–{sp['max']:,.{d}f})"
 
 
-def spread(values: list[float]) -> tuple[float, float, float, tuple[float, float] | None]:
-    """Median, min, max and the 95 % t-interval of the mean (None below 2 values)."""
-    v = sorted(values)
-    ci = None
-    if len(v) >= 2:
-        mean = statistics.fmean(v)
-        half = t975(len(v) - 1) * statistics.stdev(v) / math.sqrt(len(v))
-        ci = (mean - half, mean + half)
-    return statistics.median(v), v[0], v[-1], ci
+def ci95(sp: dict | None, digits: int = 2) -> str:
+    """A spread's 95 % t-interval of the mean as `lo–hi`, `–` without one."""
+    if not sp or not sp.get("ci95"):
+        return "–"
+    lo, hi = sp["ci95"]
+    return f"{lo:.{digits}f}–{hi:.{digits}f}"
+
+
+def minmax(sp: dict, digits: int = 2) -> str:
+    return f"{sp['min']:.{digits}f}–{sp['max']:.{digits}f}"
+
+
+def bold_not_met(verdict: str) -> str:
+    return "**not met**" if verdict == "not met" else verdict
+
+
+
 
 
 def source(here: Path, *rels: str) -> str:
@@ -224,7 +245,7 @@ def commits_line(steps: list) -> str:
             continue
         key = (sm.get("git_commit") or "?", (sm.get("machine") or {}).get("kernel") or "?")
         groups.setdefault(key, []).append(name)
-    ran = sum(num(st.get("seconds")) for st in steps if st.get("seconds") is not None)
+    ran = facts("pack_run")["steps_seconds"]
     out = f"The steps themselves ran {duration(ran)} (the sum of their `seconds`). "
     if len(groups) > 1:
         out += (
@@ -239,11 +260,9 @@ def gen_pack_run(here: Path) -> str:
     """One paragraph: what wrote the pack, when, how long, on what."""
     m = read_json("adr-manifest.json")
     steps = m["steps"]
-    took = (stamp(m["finished_at"]) - stamp(m["started_at"])).total_seconds()
-    status: dict[str, int] = {}
-    for s in steps:
-        status[s["status"]] = status.get(s["status"], 0) + 1
-    counts = ", ".join(f"{n} {k}" for k, n in sorted(status.items()))
+    pr = facts("pack_run")
+    took = pr["took_s"]
+    counts = ", ".join(f"{x['steps']} {x['status']}" for x in pr["statuses"])
     plan = "the quick plan (`--quick`)" if m.get("quick") else "the full plan"
     return (
         f"The committed pack was written by `{m['command']}` ({plan}, seed {m['seed']} for "
@@ -303,33 +322,30 @@ def gen_pack_steps(here: Path) -> str:
     )
 
 
-def trigger_rows() -> tuple[list[list[str]], int, list[str]]:
-    """Headline verdict and counts per trigger over every results table of the pack."""
-    steps = [s["name"] for s in read_json("adr-manifest.json")["steps"]
-             if (PACK / s["name"] / "triggers.json").is_file()]
-    verdicts: dict[str, list[str]] = {t: [] for t, _ in TRIGGERS}
-    cells: set[tuple[str, str]] = set()
-    for name in steps:
-        for t in read_json(f"{name}/triggers.json"):
-            verdicts.setdefault(t["trigger"], []).append(t["verdict"])
-            cells.add((name, t["cell"]))
-    rows = []
-    for i, (t, what) in enumerate(TRIGGERS, 1):
-        v = verdicts.get(t, [])
-        head = max(v, key=lambda x: VERDICT_RANK.get(x, -1)) if v else "not in the pack"
-        counts = " / ".join(str(v.count(k)) for k in ("fired", "ok", "insufficient_data", "not_evaluated"))
-        rows.append([str(i), f"`{t}`: {what}", f"**{head}**" if head == "fired" else head, counts])
-    return rows, len(cells), steps
+# The columns of the trigger counts, as the evidence document's §3 lays them out.
+COUNT_ORDER = ("fired", "ok", "insufficient_data", "not_evaluated")
 
 
 def gen_pack_triggers(here: Path) -> str:
-    rows, n, steps = trigger_rows()
-    srcs = [f"data/reference/{s}/triggers.json" for s in steps]
+    """The five triggers over the pack's cells, as §3 of the evidence document counts them."""
+    t = facts("pack_triggers")
+    rows = []
+    for i, x in enumerate(t["triggers"], 1):
+        head = x["headline"] or "no cells"
+        rows.append([str(i), f"`{x['id']}`: {x['adr_trigger']}", f"**{head}**" if head == "fired" else head,
+                     " / ".join(str(x["counts"][v]) for v in COUNT_ORDER)])
+    left_out = "; ".join(
+        f"`{x['id']}` leaves out the cells of {', '.join(f'`{s}`' for s in x['not_imposed_on'])} (not imposed on freezes)"
+        for x in t["triggers"] if x["not_imposed_on"])
+    srcs = [f"data/reference/{s}/triggers.json" for s in t["steps"]]
+    evidence = os.path.relpath(ROOT / "data/reference/adr-006-evidence.md", here.parent)
     return (
-        table(["#", "ADR-006 §6.5 trigger", "headline (the worst cell)", "fired / ok / insufficient_data / not_evaluated"],
+        table(["#", "ADR-006 §6.5 trigger", "headline (the worst cell)", " / ".join(COUNT_ORDER)],
               rows, ["r", "l", "l", "l"])
-        + f"\n\nOver {n} cells of the pack's results tables ({', '.join(f'`{s}`' for s in steps)}); "
-        "a headline is the worst verdict of any cell (fired > insufficient_data > ok > not_evaluated). "
+        + f"\n\nOver {t['cells']} cells of the pack's results tables ({', '.join(f'`{s}`' for s in t['steps'])})"
+        + (f"; {left_out}" if left_out else "")
+        + f"; a headline is the worst verdict of any cell ({' > '.join(t['worst_first'])}), as "
+        f"[section 3 of the evidence document]({evidence}#3-the-five-adr-006-65-triggers) counts them. "
         + source(here, *srcs)
     )
 
@@ -406,18 +422,19 @@ def gen_freeze(here: Path) -> str:
 
 def gen_adaptive(here: Path) -> str:
     """The adaptive policy against fixed 0.30, per TTL (both summary.csv files)."""
+    ad = facts("adaptive")
     fixed = {(num(r["lease_ms"]), round(num(r["margin"]), 4)): r for r in read_csv("sweep/summary.csv")}
     rows = []
-    for r in read_csv("adaptive/summary.csv"):
+    for r, x in zip(read_csv("adaptive/summary.csv"), ad["rows"]):
         lease = num(r["lease_ms"])
-        f30 = fixed.get((lease, 0.3))
+        f30 = fixed.get((lease, round(ad["fixed_margin"], 4)))
         a, b = num(r["throughput_median"]), num(f30["throughput_median"]) if f30 else math.nan
         rows.append([
             ttl_label(lease), f"`{r['margin_policy']}`", r["n_repeats"], f(num(r["margin_effective_mean"]), 3),
             f"{f(a)} [{f(num(r['throughput_ci95_lo']))}, {f(num(r['throughput_ci95_hi']))}]",
             pct(num(r["abandonment_median"])),
             f"{f(b)} [{f(num(f30['throughput_ci95_lo']))}, {f(num(f30['throughput_ci95_hi']))}]" if f30 else "–",
-            f"{a / b:.2f}×" if f30 else "–",
+            f"{x['over_fixed']:.2f}×" if x["over_fixed"] is not None else "–",
         ])
     return (
         table(["TTL", "policy", "repeats", "margin used (mean)", "adaptive payouts/s median [95 %]",
@@ -457,21 +474,11 @@ def gen_projection(here: Path) -> str:
 
 def gen_peer(here: Path) -> str:
     """fencepost ÷ etcd per (store, op, clients), ratios taken inside each repeat."""
-    rows = read_csv("peer/peer.csv")
-    etcd = {(r["op"], r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["system"] == "etcd"}
-    keys = sorted({(r["store"], r["op"], int(r["conc"])) for r in rows if r["system"] == "fencepost"},
-                  key=lambda k: (k[1] != "heartbeat", k[2], k[0]))
     out = []
-    for store, op, conc in keys:
-        mine = [r for r in rows if r["system"] == "fencepost" and r["store"] == store
-                and r["op"] == op and int(r["conc"]) == conc]
-        ratios = [num(r["ops_per_s"]) / etcd[(op, r["conc"], r["repeat"])] for r in mine
-                  if (op, r["conc"], r["repeat"]) in etcd]
-        fp = statistics.median(num(r["ops_per_s"]) for r in mine)
-        et = statistics.median(etcd[(op, r["conc"], r["repeat"])] for r in mine if (op, r["conc"], r["repeat"]) in etcd)
-        med, lo, hi, ci = spread(ratios)
-        out.append([op, store, str(conc), str(len(ratios)), f(fp, 0), f(et, 0), f"**{med:.2f}×**",
-                    f"{lo:.2f}–{hi:.2f}", f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "–"])
+    for x in facts("peer"):
+        r = x["ratio"]
+        out.append([x["op"], x["store"], str(x["conc"]), str(r["n"]), f(x["fencepost_ops_median"], 0),
+                    f(x["etcd_ops_median"], 0), f"**{r['median']:.2f}×**", minmax(r), ci95(r)])
     m = read_json("peer/manifest.json")
     c = m["config"]
     return (
@@ -490,14 +497,14 @@ def gen_pause(here: Path) -> str:
     rows = []
     for name in ("pause", "pause-uc03"):
         p = read_json(f"{name}/pause.json")
-        take = [x["takeover_after_s"] * 1000 for x in p["paused"] if x.get("takeover_after_s") is not None]
+        take = facts("pause")[name]["takeover_ms"]
         rows.append([
             link(here, f"data/reference/{name}/report.md", name), "on" if p["client_check"] else "**off** (UC-03)",
             p["config"].get("backend", "fencepost"), str(p["pauses"]),
             f"{p['fenced_out']} ({p['fenced_out_fence1']} / {p['fenced_out_fence2']})",
             str(p["duplicate_attempted"]), f"{p['paid']} / {p['payouts']}", str(p["paid_twice"]), str(p["stale_paid"]),
             "ok" if p["ledger_ok"] else "**broken**", "met" if p["expectation_met"] else "**not met**",
-            f"{f(min(take), 0)}–{f(max(take), 0)}" if take else "–",
+            f"{f(take[0], 0)}–{f(take[1], 0)}" if take else "–",
         ])
     return (
         table(["run", "client check", "backend", "pauses", "fenced out (fence 1 / 2)", "duplicates", "paid / seeded",
@@ -519,10 +526,9 @@ def gen_clock(here: Path) -> str:
     cases = rows[0]["cases"]
     bound = f(num(rows[0]["bound_ms"]), 0)
     body = [[f"`{s}`", *[v.get(x, "–") for x in fracs]] for s, v in by.items()]
-    marg = read_csv("clock-margin/clock.csv")
     mj = read_json("clock-margin/clock.json")
-    total = sum(int(r["violations"]) for r in marg)
-    ncases = sum(int(r["cases"]) for r in marg)
+    cm = facts("clock")
+    total, ncases = cm["margin_violations"], cm["margin_cases"]
     margin = mj["params"]["margin"]
     return (
         f"Violations (the client still believes it holds a grant the server reassigned) out of {cases} cases per point, "
@@ -662,14 +668,12 @@ def peer_run_line(here: Path, m: dict) -> str:
 
 def gen_peer_ceiling(here: Path) -> str:
     """Grants against the store directory's fsync ceiling (data/peer-limits/)."""
-    rows = read_run("peer-limits", "peer.csv")
     m = read_run("peer-limits", "manifest.json")
     out = []
-    for (lab, conc), st in ceiling_stats(rows).items():
-        per, of, fsy, gs, wtx, free = (st[k] for k in ("per", "of", "fsy", "gs", "wtx", "free"))
-        mm = lambda v, d: f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
-        out.append([lab, str(conc), str(len(per)), mm(gs, 0), mm(fsy, 0), mm(per, 2),
-                    mm(wtx, 2) if wtx else "–", mm(of, 2), mm(free, 2) if free else "–"])
+    for x in facts("peer_ceiling"):
+        out.append([x["label"], str(x["conc"]), str(x["grants_per_fsync"]["n"]), mm(x["grants_per_s"], 0),
+                    mm(x["fsync_per_s"], 0), mm(x["grants_per_fsync"]), mm(x["writes_per_tx"]),
+                    mm(x["of_ceiling"]), mm(x["free_share"])])
     return (
         table(["system", "clients", "repeats", "grants/s", "fsyncs/s of its directory", "grants per flush",
                "writes per transaction", "share of the ceiling",
@@ -679,42 +683,10 @@ def gen_peer_ceiling(here: Path) -> str:
     )
 
 
-def ceiling_stats(rows: list[dict]) -> dict[tuple[str, int], dict[str, list[float]]]:
-    """Per (system, clients) of a `bench peer` run, over its repeats: grants per flush (`per`), share of the
-    fsync ceiling (`of`), fsyncs/s (`fsy`), grants/s (`gs`), writes per transaction (`wtx`) and the share a
-    store that cost nothing would reach (`free`)."""
-    fs = {(f"{r['system']}/{r['store']}", r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "fsync"}
-    floor = {(peer_label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
-    keys = sorted({(peer_label(r), int(r["conc"])) for r in rows if r["op"] == "grant"}, key=lambda k: (k[1], k[0]))
-    stats = {}
-    for lab, conc in keys:
-        per, of, fsy, gs, wtx, free = [], [], [], [], [], []
-        for r in rows:
-            if r["op"] != "grant" or peer_label(r) != lab or int(r["conc"]) != conc:
-                continue
-            f_ = fs.get((f"{r['system']}/{r['store']}", r["repeat"]))
-            tx = int(r["store_tx"]) if r.get("store_tx") else 0
-            if not f_ or tx <= 0:
-                continue
-            g = int(r["ops"]) / tx
-            per.append(g); fsy.append(f_); gs.append(num(r["ops_per_s"])); of.append(num(r["ops_per_s"]) / (f_ * g))
-            if r.get("store_writes"):
-                wtx.append(int(r["store_writes"]) / tx)
-            # A grant is two requests (L4, L6): with a store that cost nothing,
-            # grants/s could reach at most half the floor's requests/s.
-            fl = floor.get((lab, r["conc"], r["repeat"]))
-            if fl:
-                free.append(min(1.0, fl / 2 / (f_ * g)))
-        if per:
-            stats[(lab, conc)] = {"per": per, "of": of, "fsy": fsy, "gs": gs, "wtx": wtx, "free": free}
-    return stats
-
-
 def gen_peer_wrk(here: Path) -> str:
     """wrk on L2 and /healthz in interleaved pairs, and the profiles (data/peer-limits/)."""
     pairs = read_run("peer-limits", "wrk-pairs.csv")
-    ratios = [num(r["ratio"]) for r in pairs]
-    med, lo, hi, _ = spread(ratios)
+    sp = facts("peer_wrk")["ratio"]
     rows = [[r["pair"], f(num(r["heartbeat_per_s"]), 0), f(num(r["healthz_per_s"]), 0), f"{num(r['ratio']):.2f}"]
             for r in pairs]
     shares = []
@@ -730,7 +702,7 @@ def gen_peer_wrk(here: Path) -> str:
         shares.append([name, dso.get("lock-server", "–"), dso.get("libc.so.6", "–"), dso.get("[kernel.kallsyms]", "–")])
     return (
         table(["pair", "heartbeat requests/s", "healthz requests/s", "heartbeat ÷ healthz"], rows, ["r", "r", "r", "r"])
-        + f"\n\nMedian {med:.2f} ({lo:.2f}–{hi:.2f}) over {len(ratios)} interleaved pairs.\n\n"
+        + f"\n\nMedian {mm(sp)} over {sp['n']} interleaved pairs.\n\n"
         + table(["profiled load", "lock-server code", "libc", "kernel"], shares, ["l", "r", "r", "r"])
         + "\n\nShare of the lock-server process's CPU samples (perf, software clock) under each load. "
         "`scripts/profile-heartbeat.sh` (release lock-server on `memory:`, `wrk -t1 -c16`). Source: "
@@ -793,39 +765,30 @@ def gen_peer_pg_floor(here: Path) -> str:
     first, recs = read_commented_csv(rel)
     if not recs:
         raise Missing(f"{rel}: no pairs")
+    pf = facts("peer_pg_floor")
     cols = [("pgbench_grants_per_s", "PostgreSQL alone, autocommitted"),
             ("pgbench_fenced_grants_per_s", "PostgreSQL alone, the leader's fenced transactions"),
             ("pgbench_fenced_one_grants_per_s", "PostgreSQL alone, the leader's one-statement writes"),
             ("fencepost_postgres_grants_per_s", "fencepost/postgres (lock-server, SDK client)"),
             ("etcd_grants_per_s", "etcd/bbolt")]
     rows = [[r["pair"]] + [f(num(r[c]), 0) for c, _ in cols] for r in recs]
-    def ratio(a, b):
-        m, lo, hi, _ = spread([num(r[a]) / num(r[b]) for r in recs])
-        return f"**{m:.2f}×** ({lo:.2f}–{hi:.2f})"
+    ratio = lambda k: f"**{pf['ratios'][k]['median']:.2f}×** ({minmax(pf['ratios'][k])})"
     ratios = [
-        ["fencepost/postgres ÷ etcd (target ≥ 1.0)", ratio("fencepost_postgres_grants_per_s", "etcd_grants_per_s")],
-        ["PostgreSQL's floor for the leader's one-statement writes ÷ etcd",
-         ratio("pgbench_fenced_one_grants_per_s", "etcd_grants_per_s")],
-        ["fencepost/postgres ÷ that floor",
-         ratio("fencepost_postgres_grants_per_s", "pgbench_fenced_one_grants_per_s")],
+        [f"fencepost/postgres ÷ etcd (target ≥ {pf['target']:.1f})", ratio("fencepost_over_etcd")],
+        ["PostgreSQL's floor for the leader's one-statement writes ÷ etcd", ratio("floor_over_etcd")],
+        ["fencepost/postgres ÷ that floor", ratio("fencepost_over_floor")],
     ]
-    def ms(values):
-        m, lo, hi, _ = spread(values)
-        return f"{m:.3f} ({lo:.3f}–{hi:.3f})"
-    # One grant is two transactions (L4, L6): pgbench's ms per fenced one.
-    pg_tx = [1000 / (2 * num(r["pgbench_fenced_grants_per_s"])) for r in recs]
-    pg_one = [1000 / (2 * num(r["pgbench_fenced_one_grants_per_s"])) for r in recs]
+    ms = lambda k: mm(pf["hops_ms"][k], 3)
     hops = [
-        ["PostgreSQL alone: one of the leader's pipelined fenced transactions (pgbench)", ms(pg_tx)],
-        ["PostgreSQL alone: one of the leader's one-statement writes (pgbench), what L4 and L6 send", ms(pg_one)],
-        ["the lock-server's store transaction (`lock_store_commit_duration_seconds`)",
-         ms([num(r["split_store_commit_ms"]) for r in recs])],
+        ["PostgreSQL alone: one of the leader's pipelined fenced transactions (pgbench)", ms("pg_fenced_tx")],
+        ["PostgreSQL alone: one of the leader's one-statement writes (pgbench), what L4 and L6 send",
+         ms("pg_one_statement")],
+        ["the lock-server's store transaction (`lock_store_commit_duration_seconds`)", ms("store_commit")],
         ["the lock-server's L4 answer, store transaction included (`lock_grant_duration_seconds`)",
-         ms([num(r["split_server_l4_ms"]) for r in recs])],
-        ["the client's L4 round trip (Python `http.client`, keep-alive)",
-         ms([num(r["split_client_l4_ms"]) for r in recs])],
+         ms("server_l4")],
+        ["the client's L4 round trip (Python `http.client`, keep-alive)", ms("client_l4")],
     ]
-    store_over_pg = spread([num(r["split_store_commit_ms"]) / t for r, t in zip(recs, pg_one)])
+    so = pf["store_over_pg_one_statement"]
     return (
         table(["pair"] + [f"{w} grants/s" for _, w in cols], rows, ["r"] * (1 + len(cols)))
         + "\n\n"
@@ -834,7 +797,7 @@ def gen_peer_pg_floor(here: Path) -> str:
         + table(["one grant's transaction, hop by hop (means over each pair's window)", "ms, median (min–max)"],
                 hops, ["l", "r"])
         + f"\n\nThe lock-server's store transaction ÷ PostgreSQL's own one-statement write, within each pair: "
-        f"**{store_over_pg[0]:.2f}×** ({store_over_pg[1]:.2f}–{store_over_pg[2]:.2f}).\n\n"
+        f"**{so['median']:.2f}×** ({minmax(so)}).\n\n"
         f"From its file: {first}. Source: {link(here, rel)}."
     )
 
@@ -861,16 +824,11 @@ def gen_peer_ab(here: Path) -> str:
     rows, rels = [], []
     for name, what in runs:
         rel = f"data/peer-limits/ab/{name}.csv"
-        first, pairs = read_ab_pairs(rel)
-        speed = [num(p["b"]["heartbeat_per_s"]) / num(p["a"]["heartbeat_per_s"]) for p in pairs]
-        ratio = {b: [num(p[b]["heartbeat_over_healthz"]) for p in pairs] for b in "ab"}
-        sm, slo, shi, _ = spread(speed)
-        verdict = "kept: every pair faster" if slo > 1 else "dropped: not shown in every pair"
-        def mmm(v):
-            m, lo, hi, _ = spread(v)
-            return f"{m:.2f} ({lo:.2f}–{hi:.2f})"
-        rows.append([what, str(len(pairs)), f"**{sm:.3f}×** ({slo:.3f}–{shi:.3f})",
-                     mmm(ratio["a"]), mmm(ratio["b"]), verdict])
+        first, _ = read_ab_pairs(rel)
+        ab = facts("peer_ab")[name]
+        sp = ab["b_over_a"]["heartbeat_per_s"]
+        rows.append([what, str(ab["pairs"]), f"**{sp['median']:.3f}×** ({minmax(sp, 3)})",
+                     mm(ab["a"]["heartbeat_over_healthz"]), mm(ab["b"]["heartbeat_over_healthz"]), ab["verdict"]])
         rels.append((rel, first))
     return (
         table(["change (B against A)", "pairs", "B ÷ A heartbeats/s", "A heartbeat ÷ healthz", "B heartbeat ÷ healthz", "verdict"],
@@ -891,13 +849,11 @@ def gen_peer_ab_grants(here: Path) -> str:
     rows, rels = [], []
     for name, what in runs:
         rel = f"data/peer-limits/ab/{name}.csv"
-        first, pairs = read_ab_pairs(rel)
-        def ratio(col):
-            return spread([num(p["b"][col]) / num(p["a"][col]) for p in pairs])
-        g, tx = ratio("grants_per_s"), ratio("store_commit_ms")
-        verdict = "kept: every pair faster" if g[1] > 1 else "dropped: not shown in every pair"
-        rows.append([what, str(len(pairs)), f"**{g[0]:.3f}×** ({g[1]:.3f}–{g[2]:.3f})",
-                     f"{tx[0]:.3f}× ({tx[1]:.3f}–{tx[2]:.3f})", verdict])
+        first, _ = read_ab_pairs(rel)
+        ab = facts("peer_ab")[name]
+        g, tx = ab["b_over_a"]["grants_per_s"], ab["b_over_a"]["store_commit_ms"]
+        rows.append([what, str(ab["pairs"]), f"**{g['median']:.3f}×** ({minmax(g, 3)})",
+                     mm(tx, 3, "×"), ab["verdict"]])
         rels.append((rel, first))
     return (
         table(["change (B, against A)", "pairs", "B ÷ A grants/s, median (min–max)",
@@ -908,93 +864,14 @@ def gen_peer_ab_grants(here: Path) -> str:
     )
 
 
-def heartbeat_floor_pairs(rows: list[dict]) -> dict[tuple[str, int], list[tuple[float, float]]]:
-    """(heartbeat ops/s, floor ops/s) of each repeat, by (system, clients), from a `bench peer` run."""
-    floor = {(peer_label(r), r["conc"], r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "floor"}
-    keys = sorted({(peer_label(r), int(r["conc"])) for r in rows if r["op"] == "heartbeat"},
-                  key=lambda k: (k[1], k[0]))
-    out = {}
-    for lab, conc in keys:
-        pairs = [(num(r["ops_per_s"]), floor[(lab, r["conc"], r["repeat"])]) for r in rows
-                 if r["op"] == "heartbeat" and peer_label(r) == lab and int(r["conc"]) == conc
-                 and (lab, r["conc"], r["repeat"]) in floor]
-        if pairs:
-            out[(lab, conc)] = pairs
-    return out
-
-
-def target_verdict(values: list[float], target: float, most: bool = False) -> str:
-    """A performance target over repeats (or pairs): met in all of them, met by the median only, or not met;
-    `most` makes it an upper bound."""
-    ok = (lambda x: x <= target) if most else (lambda x: x >= target)
-    if all(ok(x) for x in values):
-        return f"met in all {len(values)}"
-    if ok(statistics.median(values)):
-        return f"median met; not in {sum(not ok(x) for x in values)} of {len(values)}"
-    return "**not met**"
-
-
-def self_test() -> None:
-    """The verdicts' own checks (run by --check): each case must give its verdict, or the docs would say
-    "met" where a run did not."""
-    cases = [
-        (([0.95, 0.91, 1.2], 0.9, False), "met in all 3"),
-        (([0.95, 0.85, 1.2], 0.9, False), "median met; not in 1 of 3"),
-        (([0.80, 0.85, 0.95], 0.9, False), "**not met**"),
-        (([1.9, 2.1, 1.0], 2.0, True), "median met; not in 1 of 3"),
-        (([2.5, 2.1, 1.0], 2.0, True), "**not met**"),
-        (([0.7, 1.2], 2.0, True), "met in all 2"),
-    ]
-    for (values, target, most), want in cases:
-        got = target_verdict(values, target, most)
-        if got != want:
-            raise AssertionError(f"target_verdict({values}, {target}, most={most}) = {got!r}, not {want!r}")
-
-
 def gen_peer_targets(here: Path) -> str:
     """The performance targets, each with its measured value and a verdict, from the runs below it."""
-    def mm(v):
-        return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"
-
-    rows = read_run("peer-limits", "peer.csv")
     out = []
-    pairs = heartbeat_floor_pairs(rows)
-    for lab in ("fencepost/sqlite", "fencepost/postgres", "etcd/bbolt"):
-        v = [h / fl for h, fl in pairs.get((lab, 16), [])]
-        if v:
-            mine = lab.startswith("fencepost")
-            out.append([f"heartbeat ÷ floor, 16 clients, `bench peer`: ≥ 0.9" if mine else "the same, etcd beside it",
-                        lab, mm(v), target_verdict(v, 0.9) if mine else "no target"])
-    wrk = [num(r["ratio"]) for r in read_run("peer-limits", "wrk-pairs.csv")]
-    out.append(["heartbeat ÷ healthz, `wrk -t1 -c16`: ≥ 0.9", "fencepost/memory", mm(wrk), target_verdict(wrk, 0.9)])
-    ceil = ceiling_stats(rows)
-    for lab in ("fencepost/sqlite", "fencepost/postgres"):
-        st = ceil.get((lab, 64))
-        if not st:
-            continue
-        out.append(["grants per flush, 64 clients: ≥ 8", lab, mm(st["per"]), target_verdict(st["per"], 8)])
-        v = target_verdict(st["of"], 0.5)
-        if st["free"] and max(st["free"]) < 0.5:
-            v += f"; a store that cost nothing would reach {mm(st['free'])} (the requests bound it)"
-        out.append(["grants/s ÷ (fsyncs/s × grants per flush), 64 clients: ≥ 0.5 (within 2×)", lab,
-                    mm(st["of"]), v])
-    _, floor_recs = read_commented_csv("data/peer-limits/pg-floor.csv")
-    v = [num(r["fencepost_postgres_grants_per_s"]) / num(r["etcd_grants_per_s"]) for r in floor_recs]
-    out.append(["one client's grants ÷ etcd's, interleaved pairs of `scripts/pg-floor.sh`: ≥ 1.0",
-                "fencepost/postgres", mm(v), target_verdict(v, 1.0)])
-    g1 = {(peer_label(r), r["repeat"]): num(r["ops_per_s"]) for r in rows if r["op"] == "grant" and r["conc"] == "1"}
-    v = [g1[(lab, rep)] / g1[("etcd/bbolt", rep)] for (lab, rep) in g1
-         if lab == "fencepost/postgres" and ("etcd/bbolt", rep) in g1]
-    if v:
-        out.append(["the same in the `bench peer` run's repeats: ≥ 1.0", "fencepost/postgres", mm(v), target_verdict(v, 1.0)])
-    srows, _ = sessions_rows()
-    for lab in ("fencepost/sqlite", "fencepost/postgres", "etcd/bbolt"):
-        v, thin = sessions_p99_ratios(srows, lab, 100, 10_000, 1000)
-        if not v:
-            continue
-        mine = lab.startswith("fencepost")
-        out.append(["heartbeat p99 at 10,000 sessions ÷ at 100: ≤ 2" if mine else "the same, etcd beside it", lab,
-                    mm(v), ("insufficient data" if thin else target_verdict(v, 2.0, most=True)) if mine else "no target"])
+    for x in facts("peer_targets"):
+        verdict = bold_not_met(x["verdict"])
+        if x.get("bound_by_requests"):
+            verdict += f"; a store that cost nothing would reach {mm(x['bound_by_requests'])} (the requests bound it)"
+        out.append([x["target"], x["system"], mm(x["measured"]), verdict])
     return (
         table(["performance target", "system", "measured, median (min–max)", "verdict over repeats or pairs"],
               out, ["l", "l", "r", "l"])
@@ -1008,16 +885,12 @@ def gen_peer_targets(here: Path) -> str:
 
 def gen_peer_floor(here: Path) -> str:
     """Heartbeat ÷ floor per system and clients (data/peer-limits/)."""
-    rows = read_run("peer-limits", "peer.csv")
     m = read_run("peer-limits", "manifest.json")
-    c = m["config"]
-
     out = []
-    for (lab, conc), pairs in heartbeat_floor_pairs(rows).items():
-        med, lo, hi, ci = spread([h / fl for h, fl in pairs])
-        out.append([lab, str(conc), str(len(pairs)), f(statistics.median(h for h, _ in pairs), 0),
-                    f(statistics.median(fl for _, fl in pairs), 0), f"**{med:.2f}**", f"{lo:.2f}–{hi:.2f}",
-                    f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "–"])
+    for x in facts("peer_floor"):
+        r = x["ratio"]
+        out.append([x["label"], str(x["conc"]), str(r["n"]), f(x["heartbeat_ops_median"], 0),
+                    f(x["floor_ops_median"], 0), f"**{r['median']:.2f}**", minmax(r), ci95(r)])
     return (
         table(["system", "clients", "repeats", "heartbeat ops/s (median)", "floor ops/s (median)",
                "heartbeat ÷ floor (median)", "min–max", "95 % t-interval of the mean"],
@@ -1079,35 +952,14 @@ def gen_proxy_overhead(here: Path) -> str:
 
 def gen_http_client(here: Path) -> str:
     """The SDK's HTTP client ÷ hyper's pooled client, per (op, clients), per repeat."""
-    rows = read_run("http-client", "peer.csv")
     m = read_run("http-client", "manifest.json")
     c = m["config"]
-
-    def per_cpu(r: dict) -> float:
-        cpu = num(r["cpu_bench_s"])
-        return num(r["ops"]) / cpu if cpu > 0 else math.nan
-
-    fp = [r for r in rows if r["system"] == "fencepost"]
-    hyper = {(r["store"], r["op"], r["conc"], r["repeat"]): r for r in fp if r["client"] == "hyper-legacy"}
-    keys = sorted({(r["store"], r["op"], int(r["conc"])) for r in fp}, key=lambda k: (k[1], k[2], k[0]))
     out = []
-    for store, op, conc in keys:
-        pairs = [(r, hyper[(store, op, r["conc"], r["repeat"])]) for r in fp
-                 if r["client"] == "sdk" and r["store"] == store and r["op"] == op
-                 and int(r["conc"]) == conc and (store, op, r["conc"], r["repeat"]) in hyper]
-        if not pairs:
-            continue
-        cpu = [per_cpu(a) / per_cpu(b) for a, b in pairs]
-        ops = [num(a["ops_per_s"]) / num(b["ops_per_s"]) for a, b in pairs]
-        us = lambda rs: statistics.median(num(r["cpu_bench_s"]) * 1e6 / num(r["ops"]) for r in rs)
-        med, lo, hi, ci = spread(cpu)
-        omed, olo, ohi, _ = spread(ops)
-        verdict = ("the SDK's client is measurably better" if ci and ci[0] > 1 else
-                   "hyper's pooled client is measurably better" if ci and ci[1] < 1 else
-                   f"not resolved at {len(cpu)} repeats")
-        out.append([op, store, str(conc), str(len(cpu)), f(us([a for a, _ in pairs]), 1),
-                    f(us([b for _, b in pairs]), 1), f"**{med:.2f}×**", f"{lo:.2f}–{hi:.2f}",
-                    f"{ci[0]:.2f}–{ci[1]:.2f}" if ci else "–", f"{omed:.2f}× ({olo:.2f}–{ohi:.2f})", verdict])
+    for x in facts("http_client"):
+        cpu, ops = x["per_client_cpu"], x["throughput"]
+        out.append([x["op"], x["store"], str(x["conc"]), str(cpu["n"]), f(num(x["sdk_cpu_us_per_op"]), 1),
+                    f(num(x["hyper_cpu_us_per_op"]), 1), f"**{cpu['median']:.2f}×**", minmax(cpu), ci95(cpu),
+                    mm(ops, 2, "×"), x["verdict"]])
     return (
         table(["op", "store", "clients", "repeats", "SDK client CPU µs/op", "hyper client CPU µs/op",
                "SDK ÷ hyper, ops per client CPU-s (median)", "min–max", "95 % t-interval",
@@ -1127,34 +979,17 @@ def gen_sessions(here: Path) -> str:
     base = ROOT / "data" / "sessions"
     if not base.is_dir():
         raise Missing("data/sessions/")
-    runs = []
-    for d in sorted(p for p in base.iterdir() if p.is_dir()):
-        rows = read_run(f"sessions/{d.name}", "results.csv")
-        m = read_run(f"sessions/{d.name}", "manifest.json")
-        runs.append((d.name, rows[0], m))
+    runs = [(d.name, None, read_run(f"sessions/{d.name}", "manifest.json"))
+            for d in sorted(p for p in base.iterdir() if p.is_dir())]
     if not runs:
         raise Missing("data/sessions/*/results.csv")
-
-    def mmm(vals: list[float], digits: int) -> str:
-        vals = sorted(vals)
-        return f"{f(statistics.median(vals), digits)} ({f(vals[0], digits)}–{f(vals[-1], digits)})"
-
     out = []
-    for n in sorted({int(r["idle_sessions"]) for _, r, _ in runs}):
-        rs = [r for _, r, _ in runs if int(r["idle_sessions"]) == n]
-        dur = [num(r["duration_s"]) for r in rs]
+    for x in facts("sessions"):
         out.append([
-            f(n, 0), str(len(rs)),
-            mmm([num(r["hb_corrected_count"]) for r in rs], 0),
-            mmm([num(r["hb_attempts"]) / num(r["duration_s"]) for r in rs], 0),
-            mmm([num(r["hb_rtt_corrected_p50_us"]) / 1e3 for r in rs], 2),
-            mmm([num(r["hb_rtt_corrected_p99_us"]) / 1e3 for r in rs], 1),
-            mmm([num(r["hb_timeouts"]) for r in rs], 0),
-            mmm([num(r["session_lost"]) for r in rs], 0),
-            mmm([num(r["cpu_lock_server_s"]) / d for r, d in zip(rs, dur)], 2),
-            mmm([num(r["cpu_bench_s"]) / d for r, d in zip(rs, dur)], 2),
-            mmm([num(r["lock_server_rss_peak_kb"]) / 1024 for r in rs], 1),
-            str(sum(int(r["duplicate_attempted"]) + int(r["paid_twice"]) for r in rs)),
+            f(x["idle_sessions"], 0), str(x["runs"]), mm(x["corrected_samples"], 0), mm(x["heartbeats_per_s"], 0),
+            mm(x["corrected_p50_ms"], 2), mm(x["corrected_p99_ms"], 1), mm(x["timeouts"], 0),
+            mm(x["sessions_lost"], 0), mm(x["lock_server_cores"], 2), mm(x["bench_cores"], 2),
+            mm(x["lock_server_rss_peak_mib"], 1), str(x["duplicates"]),
         ])
     first = runs[0][2]
     argv = " ".join(["bench"] + first["argv"][1:])
@@ -1176,111 +1011,34 @@ def gen_sessions(here: Path) -> str:
     )
 
 
-def sessions_rows() -> tuple[list[dict], dict]:
-    return read_run("peer-sessions", "peer_sessions.csv"), read_run("peer-sessions", "manifest.json")
-
-
-def at_most(values: list[float], target: float) -> str:
-    """The verdict of "at most `target`" as `bench peer` gives it: only where the interval decides."""
-    med, _, _, ci = spread(values)
-    if ci is None:
-        return ("met" if med <= target else "not met") + " (1 repeat, no interval)"
-    if ci[1] <= target:
-        return "met"
-    if ci[0] > target:
-        return "not met"
-    return f"not resolved at {len(values)} repeats"
-
-
-def sessions_p99_ratios(rows: list[dict], lab: str, base: int, at: int,
-                        min_samples: int) -> tuple[list[float], tuple[int, int] | None]:
-    """Corrected p99 at `at` sessions ÷ at `base`, within each repeat of a `bench peer --sessions` run, for one
-    system; and the thinnest (sessions, samples) below `min_samples`, if any."""
-    ratios, thin = [], None
-    for rep in sorted({r["repeat"] for r in rows}):
-        b = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == base]
-        a = [r for r in rows if peer_label(r) == lab and r["repeat"] == rep and int(r["sessions"]) == at]
-        if not b or not a:
-            continue
-        for r in (b[0], a[0]):
-            if int(r["samples"]) < min_samples and (thin is None or int(r["samples"]) < thin[1]):
-                thin = (int(r["sessions"]), int(r["samples"]))
-        if num(b[0]["p99_corrected_us"]) > 0:
-            ratios.append(num(a[0]["p99_corrected_us"]) / num(b[0]["p99_corrected_us"]))
-    return ratios, thin
-
-
 def gen_peer_sessions(here: Path) -> str:
     """Cost against live sessions, fencepost's sessions against etcd's leases (data/peer-sessions/)."""
-    rows, m = sessions_rows()
-    min_samples = 1000
-    mm = lambda v, d: "–" if not v else f"{statistics.median(v):,.{d}f} ({min(v):,.{d}f}–{max(v):,.{d}f})"
-    keys = sorted({(int(r["sessions"]), peer_label(r)) for r in rows})
+    m = read_run("peer-sessions", "manifest.json")
+    ps = facts("peer_sessions")
     out = []
-    for n, lab in keys:
-        g = [r for r in rows if int(r["sessions"]) == n and peer_label(r) == lab]
-        thin = min(int(r["samples"]) for r in g)
-        p99 = [num(r["p99_corrected_us"]) / 1e3 for r in g if int(r["samples"]) > 0]
-        raw = [num(r["p99_us"]) / 1e3 for r in g if int(r["ok"]) > 0]
-        ach = [num(r["hb_per_s"]) / num(r["scheduled_per_s"]) for r in g if num(r["scheduled_per_s"]) > 0]
-        cpu = [(num(r["cpu_server_s"]) + (num(r["cpu_store_s"]) if r["cpu_store_s"] else 0.0)) / num(r["seconds"]) / (n / 1e3)
-               for r in g if r["cpu_server_s"] and num(r["seconds"]) > 0]
-        rss = [(num(r["rss_end_kb"]) - num(r["rss_base_kb"])) / 1024.0 / (n / 1e3)
-               for r in g if r["rss_end_kb"] and r["rss_base_kb"]]
-        drv = [num(r["cpu_bench_s"]) / num(r["seconds"]) for r in g if r["cpu_bench_s"] and num(r["seconds"]) > 0]
-        bound = sorted({r["bound_by"] for r in g if r["bound_by"]})
-        failed = sum(int(r["errors"]) + int(r["timeouts"]) + int(r["missed"]) + int(r["open_failed"]) for r in g)
-        p99c = mm(p99, 2) if thin >= min_samples else f"insufficient data ({thin:,} samples)"
-        rawc = mm(raw, 2) if thin >= min_samples else "–"
-        out.append([f"{n:,}", lab, str(len(g)), p99c, rawc, mm(ach, 3), mm(cpu, 4), mm(rss, 2), mm(drv, 2),
-                    f"{failed:,}", "; ".join(bound) or "–"])
+    for x in ps["rows"]:
+        p99 = mm(x["p99_ms"]) if x["enough_samples"] else f"insufficient data ({x['min_samples']:,} samples)"
+        raw = mm(x["p99_raw_ms"]) if x["enough_samples"] else "–"
+        out.append([f"{x['sessions']:,}", x["label"], str(x["repeats"]), p99, raw, mm(x["achieved"], 3),
+                    mm(x["cpu_per_1k"], 4), mm(x["rss_per_1k_mib"]), mm(x["driver_cores"]),
+                    f"{x['failures']:,}", "; ".join(x["bound_by"]) or "–"])
     body = table(["sessions", "system", "repeats", "heartbeat p99 ms", "raw p99 ms", "achieved ÷ scheduled",
                   "server CPU-s/s per 1,000 sessions", "server RSS MiB per 1,000 sessions", "driver cores",
                   "failed ticks", "bound by"], out, ["r", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l"])
     # The target: p99 at 10,000 ÷ p99 at 100, within each repeat.
-    base, at, target = 100, 10_000, 2.0
-    ratio_rows = []
-    for lab in sorted({peer_label(r) for r in rows}):
-        ratios, thin = sessions_p99_ratios(rows, lab, base, at, min_samples)
-        if not ratios:
-            verdict = "not measured"
-        elif thin:
-            verdict = f"insufficient data ({thin[1]:,} samples at {thin[0]:,} sessions)"
-        else:
-            verdict = at_most(ratios, target)
-        tgt = f"≤ {target:g}×" if lab.startswith("fencepost") else "–"
-        ratio_rows.append([lab, str(len(ratios)), mm(ratios, 2) + ("×" if ratios else ""), tgt,
-                           verdict if lab.startswith("fencepost") else verdict + " (no target)"])
-    body += "\n\n" + table(["system", "repeats", f"p99 at {at:,} ÷ p99 at {base}", "target", "verdict"],
+    sc = ps["scale"]
+    ratio_rows = [[x["label"], str(x["repeats"]), mm(x["ratio"]) + ("×" if x["ratio"] else ""),
+                   f"≤ {sc['target']:g}×" if x["fencepost"] else "–",
+                   x["verdict"] if x["fencepost"] else x["verdict"] + " (no target)"]
+                  for x in sc["rows"]]
+    body += "\n\n" + table(["system", "repeats", f"p99 at {sc['at']:,} ÷ p99 at {sc['base']}", "target", "verdict"],
                             ratio_rows, ["l", "r", "r", "r", "l"])
     # The counts not reached: CPU and RSS on the least-squares line through the reached rows.
-    ex_rows = []
-    counts = sorted({int(r["sessions"]) for r in rows})
-    for lab in sorted({peer_label(r) for r in rows}):
-        mine = [r for r in rows if peer_label(r) == lab]
-        reached = [r for r in mine if not r["bound_by"]]
-        cpu_pts = [(int(r["sessions"]), (num(r["cpu_server_s"]) + (num(r["cpu_store_s"]) if r["cpu_store_s"] else 0.0)) / num(r["seconds"]))
-                   for r in reached if r["cpu_server_s"] and num(r["seconds"]) > 0]
-        rss_pts = [(int(r["sessions"]), (num(r["rss_end_kb"]) - num(r["rss_base_kb"])) / 1024.0)
-                   for r in reached if r["rss_end_kb"] and r["rss_base_kb"]]
-
-        def fit(pts):
-            if len({p[0] for p in pts}) < 2:
-                return None
-            mx = statistics.fmean(p[0] for p in pts)
-            my = statistics.fmean(p[1] for p in pts)
-            sxx = sum((p[0] - mx) ** 2 for p in pts)
-            slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
-            return my - slope * mx, slope, max(p[0] for p in pts)
-
-        lc, lr = fit(cpu_pts), fit(rss_pts)
-        for n in counts:
-            if any(int(r["sessions"]) == n and not r["bound_by"] for r in mine):
-                continue
-            at_n = lambda l: "–" if l is None else f(l[0] + l[1] * n, 2)
-            ex_rows.append([lab, f"{n:,}", at_n(lc), "–" if lc is None else f(lc[1] * 1e3, 4), at_n(lr),
-                            "–" if lr is None else f(lr[1] * 1e3, 2),
-                            "–" if lc is None else f"{len(cpu_pts)} rows up to {lc[2]:,} sessions"])
+    opt = lambda v, d: "–" if v is None else f(v, d)
+    ex_rows = [[x["label"], f"{x['sessions']:,}", opt(x["cpu_cores"], 2), opt(x["cpu_per_1k"], 4),
+                opt(x["rss_mib"], 2), opt(x["rss_mib_per_1k"], 2),
+                "–" if x["fitted_rows"] is None else f"{x['fitted_rows']} rows up to {x['fitted_up_to']:,} sessions"]
+               for x in ps["extrapolated"]]
     if ex_rows:
         body += "\n\nExtrapolated on paper, not measured, to the counts no repeat reached on schedule:\n\n" + table(
             ["system", "sessions", "server CPU, cores", "slope per 1,000 sessions", "server RSS grown, MiB",
@@ -1301,38 +1059,25 @@ def gen_peer_sessions(here: Path) -> str:
         + link(here, "data/peer-sessions/report.md") + "."
     )
     return body
+
+
 def gen_tls(here: Path) -> str:
     """Plain HTTP vs TLS on the heartbeat, interleaved pairs of one seed each (data/tls/)."""
     base = ROOT / "data" / "tls"
     if not base.is_dir():
         raise Missing("data/tls/")
-    runs = []
-    for d in sorted(p for p in base.iterdir() if p.is_dir()):
-        rows = read_run(f"tls/{d.name}", "results.csv")
-        m = read_run(f"tls/{d.name}", "manifest.json")
-        runs.append((d.name, rows[0], m))
+    runs = [(d.name, None, read_run(f"tls/{d.name}", "manifest.json"))
+            for d in sorted(p for p in base.iterdir() if p.is_dir())]
     if not runs:
         raise Missing("data/tls/*/results.csv")
-
-    def mmm(vals: list[float], digits: int) -> str:
-        vals = sorted(vals)
-        return f"{f(statistics.median(vals), digits)} ({f(vals[0], digits)}–{f(vals[-1], digits)})"
-
+    t = facts("tls")
+    label = {"none": "plain HTTP", "tls": "TLS"}
     out = []
-    for mode, label in (("none", "plain HTTP"), ("tls", "TLS")):
-        rs = [r for _, r, _ in runs if r.get("tls", "none") == mode]
-        if not rs:
-            raise Missing(f"data/tls/*: no run with tls={mode}")
+    for x in t["transports"]:
         out.append([
-            label, str(len(rs)),
-            mmm([num(r["hb_rtt_p50_us"]) / 1e3 for r in rs], 2),
-            mmm([num(r["hb_rtt_p99_us"]) / 1e3 for r in rs], 2),
-            mmm([num(r["hb_rtt_corrected_p50_us"]) / 1e3 for r in rs], 2),
-            mmm([num(r["hb_rtt_corrected_p99_us"]) / 1e3 for r in rs], 2),
-            mmm([num(r["hb_replies"]) / num(r["duration_s"]) for r in rs], 0),
-            mmm([num(r["throughput_per_s"]) for r in rs], 1),
-            mmm([num(r["hb_timeouts"]) for r in rs], 0),
-            str(sum(int(r["duplicate_attempted"]) + int(r["paid_twice"]) for r in rs)),
+            label[x["tls"]], str(x["runs"]), mm(x["raw_p50_ms"], 2), mm(x["raw_p99_ms"], 2),
+            mm(x["corrected_p50_ms"], 2), mm(x["corrected_p99_ms"], 2), mm(x["heartbeats_per_s"], 0),
+            mm(x["payouts_per_s"], 1), mm(x["timeouts"], 0), str(x["duplicates"]),
         ])
     first = runs[0][2]
     argv = " ".join(a for a in ["bench"] + first["argv"][1:])
@@ -1340,7 +1085,7 @@ def gen_tls(here: Path) -> str:
     argv = re.sub(r"--seed \d+", "--seed S", argv)
     seeds = sorted({m["seed"] for _, _, m in runs})
     order = ", ".join(name for name, _, _ in sorted(runs, key=lambda x: x[2]["started_at"]))
-    loads = sorted(num((m.get("machine_load") or {}).get("busy_cores")) for _, _, m in runs)
+    loads = t["busy_cores"] or [math.nan, math.nan]
     busy = f"{f(loads[0], 1)}–{f(loads[-1], 1)}"
     return (
         table(["transport", "runs", "raw p50 ms", "raw p99 ms", "corrected p50 ms",
@@ -1432,8 +1177,6 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"usage: {argv[0]} [--check]", file=sys.stderr)
         return 2
-    if check:
-        self_test()
     stale: list[str] = []
     errors: list[str] = []
     total = 0

@@ -145,6 +145,10 @@ pub enum Command {
     /// The ADR-006 revision pack: the evidence plan end to end (sweeps, the
     /// experiments, etcd), then adr-006-evidence.md from the files alone.
     Adr(crate::adr::AdrArgs),
+    /// Write DATA/docs-facts.json: every number the docs' generated blocks
+    /// compute or decide (medians, intervals, ratios, verdicts), from the
+    /// committed runs under DATA, for scripts/gen-docs.py to format.
+    Docs(DocsArgs),
 }
 
 /// The options of `triggers`.
@@ -563,4 +567,17 @@ pub struct RunArgs {
     /// `bench rules` at both to try the alerts on a live run (docs/alerts.md).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+}
+
+/// The options of `docs`.
+#[derive(Debug, Args, Clone)]
+pub struct DocsArgs {
+    /// The directory of the committed runs (the repository's data/).
+    #[arg(default_value = "data")]
+    pub data: PathBuf,
+
+    /// Write nothing: exit 0 when DATA/docs-facts.json is what this command
+    /// would write now, 1 when it is not.
+    #[arg(long)]
+    pub check: bool,
 }

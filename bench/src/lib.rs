@@ -20,6 +20,7 @@
 
 pub mod adr;
 pub mod cli;
+pub mod docs;
 pub mod drive;
 pub mod peer;
 pub mod peer_sessions;

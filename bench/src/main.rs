@@ -43,6 +43,13 @@ fn main() {
         },
         Command::Adr(args) => adr(&args),
         Command::Triggers(args) => triggers(&args),
+        Command::Docs(args) => match bench::docs::run(&args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("bench docs: {}", Chain(&e));
+                2
+            }
+        },
         Command::Rules(args) => match bench::prometheus::run_rules(&args) {
             Ok(()) => 0,
             Err(e) => {

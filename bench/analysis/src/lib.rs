@@ -16,7 +16,9 @@
 //! - [`peer`]: `bench peer`'s rows, ratios and verdicts; [`peer_plan`]: its
 //!   plan; [`peer_limits`]: the physical limits; [`peer_sessions`]: the
 //!   live-sessions dimension (`peer_sessions.csv`, the scale verdict) and
-//!   [`peer_sessions_fit`]: its extrapolation to the counts not reached.
+//!   [`peer_sessions_fit`]: its extrapolation to the counts not reached;
+//!   [`peer_csv`]: `peer.csv` read back; [`targets`]: a performance target
+//!   judged over repeats one by one, and the A/B rule of a change.
 //!
 //! It depends on the shared vocabulary ([`bench_core`]) only, never on the
 //! driver that produced the results.
@@ -24,6 +26,7 @@
 pub mod frame;
 pub mod manifest;
 pub mod peer;
+pub mod peer_csv;
 pub mod peer_limits;
 pub mod peer_plan;
 pub mod peer_sessions;
@@ -35,5 +38,6 @@ pub mod recommend;
 pub mod results;
 pub mod stats;
 pub mod summary;
+pub mod targets;
 pub mod triggers;
 pub mod verdict;

@@ -209,7 +209,8 @@ pub fn write_csv(dir: &Path, rows: &[PeerRow]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Median, min, max and a 95 % t-interval of the mean of some repeats.
+/// Median, min, max and a 95 % t-interval of the mean of some repeats
+/// (`t` from [`crate::stats::t975`], the one table every interval uses).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
     /// How many values.
@@ -222,16 +223,6 @@ pub struct Spread {
     pub max: f64,
     /// 95 % t-interval of the mean (`None` below 2 values).
     pub ci95: Option<(f64, f64)>,
-}
-
-/// Student's t, two-sided 95 %, for `df` degrees of freedom (1.96 beyond 30).
-fn t95(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    T.get(df.wrapping_sub(1)).copied().unwrap_or(1.96)
 }
 
 impl Spread {
@@ -251,7 +242,7 @@ impl Spread {
         let ci95 = (n >= 2).then(|| {
             let mean = v.iter().sum::<f64>() / n as f64;
             let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-            let half = t95(n - 1) * (var / n as f64).sqrt();
+            let half = crate::stats::t975(n - 1) * (var / n as f64).sqrt();
             (mean - half, mean + half)
         });
         Some(Spread {
@@ -286,6 +277,9 @@ pub struct Ratio {
     pub conc: usize,
     /// fencepost ops/s ÷ etcd ops/s, one per repeat that measured both.
     pub spread: Spread,
+    /// Those ratios, in repeat order (a target judged repeat by repeat,
+    /// [`crate::targets::over_repeats`]).
+    pub values: Vec<f64>,
 }
 
 /// The ratios, per (store, op, conc), each taken within a repeat, with
@@ -317,6 +311,7 @@ pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
                 op,
                 conc,
                 spread,
+                values: v,
             })
         })
         .collect()
@@ -371,6 +366,7 @@ pub fn cpu_ratios(rows: &[PeerRow]) -> Vec<(Ratio, Option<Spread>)> {
                         op,
                         conc,
                         spread,
+                        values: svc,
                     },
                     Spread::of(&drv),
                 )
@@ -525,6 +521,18 @@ mod tests {
     use super::*;
 
     use super::{test_row as row, test_row_with as row_with};
+
+    #[test]
+    fn a_spread_takes_the_one_t_table_beyond_thirty_degrees_of_freedom() {
+        // 41 values, 40 degrees of freedom: t = 1.96 + 2.4 / 40, as every interval.
+        let v: Vec<f64> = (0..41).map(f64::from).collect();
+        let (lo, hi) = Spread::of(&v).unwrap().ci95.unwrap();
+        let i = crate::stats::Interval::of(&v, f64::NEG_INFINITY, f64::INFINITY);
+        assert!((lo - i.lo).abs() < 1e-12 && (hi - i.hi).abs() < 1e-12);
+        // The sample variance of 0..=40 is 143.5.
+        let half = crate::stats::t975(40) * (143.5_f64 / 41.0).sqrt();
+        assert!((hi - 20.0 - half).abs() < 1e-9, "{hi} vs {}", 20.0 + half);
+    }
 
     #[test]
     fn cpu_ratios_compare_service_and_client_cpu_per_operation() {

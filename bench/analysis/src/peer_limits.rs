@@ -33,6 +33,10 @@ pub const GRANTS_PER_FSYNC_TARGET: f64 = 8.0;
 /// The concurrency at which grants are judged against the fsync ceiling.
 pub const CEILING_CONCURRENCY: usize = 64;
 
+/// The share of the fsync ceiling grants/s must reach at
+/// [`CEILING_CONCURRENCY`] clients: within 2× of it.
+pub const OF_CEILING_TARGET: f64 = 0.5;
+
 /// One store's grants against its directory's fsync ceiling, for one concurrency.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CeilingRow {
@@ -53,17 +57,33 @@ pub struct CeilingRow {
     pub grants_per_s: Spread,
 }
 
+/// One store's grants against its directory's fsync ceiling, per repeat
+/// (what [`CeilingRow`] spreads).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CeilingValues {
+    /// The store directory's fdatasyncs/s.
+    pub fsync_per_s: Vec<f64>,
+    /// Grants per flush.
+    pub grants_per_fsync: Vec<f64>,
+    /// Writes per store transaction (where the server counted them).
+    pub writes_per_tx: Vec<f64>,
+    /// Grants/s ÷ (fsyncs/s × grants per flush).
+    pub of_ceiling: Vec<f64>,
+    /// Grants/s.
+    pub grants_per_s: Vec<f64>,
+}
+
 /// Each store's grant rows against the fsync ceiling its repeat measured:
 /// grants per flush are the window's grants ÷ the server's own flush count
 /// over the same window, the ceiling the directory's fdatasyncs/s × that.
-pub fn ceiling_rows(rows: &[PeerRow]) -> Vec<CeilingRow> {
+/// Per (system, concurrency), the values of each repeat.
+pub fn ceiling_values(rows: &[PeerRow]) -> BTreeMap<(String, usize), CeilingValues> {
     let fsync: BTreeMap<(String, u32), f64> = rows
         .iter()
         .filter(|r| r.op == PeerOp::Fsync && r.ops_per_s > 0.0)
         .map(|r| ((format!("{}/{}", r.system, r.store), r.repeat), r.ops_per_s))
         .collect();
-    type Acc = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
-    let mut per: BTreeMap<(String, usize), Acc> = BTreeMap::new();
+    let mut per: BTreeMap<(String, usize), CeilingValues> = BTreeMap::new();
     for r in rows
         .iter()
         .filter(|r| r.op == PeerOp::Grant && r.is_native())
@@ -76,49 +96,104 @@ pub fn ceiling_rows(rows: &[PeerRow]) -> Vec<CeilingRow> {
         };
         let per_flush = r.ops as f64 / tx as f64;
         let e = per.entry((r.label(), r.conc)).or_default();
-        e.0.push(f);
-        e.1.push(per_flush);
+        e.fsync_per_s.push(f);
+        e.grants_per_fsync.push(per_flush);
         if let Some(w) = r.store_writes {
-            e.2.push(w as f64 / tx as f64);
+            e.writes_per_tx.push(w as f64 / tx as f64);
         }
-        e.3.push(r.ops_per_s / (f * per_flush));
-        e.4.push(r.ops_per_s);
+        e.of_ceiling.push(r.ops_per_s / (f * per_flush));
+        e.grants_per_s.push(r.ops_per_s);
     }
-    per.into_iter()
-        .filter_map(|((label, conc), (f, g, w, c, gs))| {
+    per
+}
+
+/// [`ceiling_values`] spread over the repeats, one row per (system, concurrency).
+pub fn ceiling_rows(rows: &[PeerRow]) -> Vec<CeilingRow> {
+    ceiling_values(rows)
+        .into_iter()
+        .filter_map(|((label, conc), v)| {
             Some(CeilingRow {
                 label,
                 conc,
-                fsync_per_s: Spread::of(&f)?,
-                grants_per_fsync: Spread::of(&g)?,
-                writes_per_tx: Spread::of(&w),
-                of_ceiling: Spread::of(&c)?,
-                grants_per_s: Spread::of(&gs)?,
+                fsync_per_s: Spread::of(&v.fsync_per_s)?,
+                grants_per_fsync: Spread::of(&v.grants_per_fsync)?,
+                writes_per_tx: Spread::of(&v.writes_per_tx),
+                of_ceiling: Spread::of(&v.of_ceiling)?,
+                grants_per_s: Spread::of(&v.grants_per_s)?,
             })
         })
         .collect()
 }
 
-/// Heartbeat ÷ floor per system and concurrency, each taken within a repeat
-/// (the two ran as neighbours in the interleaved order of that repeat).
-pub fn floor_ratios(rows: &[PeerRow]) -> Vec<FloorRatio> {
+/// Per (system, concurrency) of the grant rows: the share of the fsync
+/// ceiling a store that cost nothing would reach, per repeat. A grant is two
+/// requests (L4, L6), so such a store could serve at most half the floor's
+/// requests/s as grants: min(1, floor ÷ 2 ÷ ceiling), the ceiling as in
+/// [`ceiling_rows`] (the directory's fdatasyncs/s × grants per flush). A
+/// repeat without the system's floor, fsync or flush count gives none.
+pub fn free_store_shares(rows: &[PeerRow]) -> BTreeMap<(String, usize), Spread> {
+    let fsync: BTreeMap<(String, u32), f64> = rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Fsync && r.ops_per_s > 0.0)
+        .map(|r| ((format!("{}/{}", r.system, r.store), r.repeat), r.ops_per_s))
+        .collect();
+    let floor: BTreeMap<(String, usize, u32), f64> = rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Floor && r.ops_per_s > 0.0)
+        .map(|r| ((r.label(), r.conc, r.repeat), r.ops_per_s))
+        .collect();
+    let mut per: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| r.op == PeerOp::Grant && r.is_native())
+    {
+        let (Some(&f), Some(tx), Some(&fl)) = (
+            fsync.get(&(format!("{}/{}", r.system, r.store), r.repeat)),
+            r.store_tx.filter(|t| *t > 0),
+            floor.get(&(r.label(), r.conc, r.repeat)),
+        ) else {
+            continue;
+        };
+        let ceiling = f * (r.ops as f64 / tx as f64);
+        per.entry((r.label(), r.conc))
+            .or_default()
+            .push((fl / 2.0 / ceiling).min(1.0));
+    }
+    per.into_iter()
+        .filter_map(|(k, v)| Some((k, Spread::of(&v)?)))
+        .collect()
+}
+
+/// Heartbeat ÷ floor per (system, fencepost or not, concurrency), each
+/// taken within a repeat (the two ran as neighbours in the interleaved order
+/// of that repeat): the ratios of each repeat, with the heartbeat and floor
+/// ops/s they were taken from.
+pub fn floor_pairs(rows: &[PeerRow]) -> BTreeMap<(String, bool, usize), Vec<(f64, f64)>> {
     let floor: BTreeMap<(String, usize, u32), f64> = rows
         .iter()
         .filter(|r| r.op == PeerOp::Floor)
         .map(|r| ((r.label(), r.conc, r.repeat), r.ops_per_s))
         .collect();
-    let mut per: BTreeMap<(String, bool, usize), Vec<f64>> = BTreeMap::new();
+    let mut per: BTreeMap<(String, bool, usize), Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.op == PeerOp::Heartbeat) {
         if let Some(&f) = floor.get(&(r.label(), r.conc, r.repeat))
             && f > 0.0
         {
             per.entry((r.label(), r.system == "fencepost", r.conc))
                 .or_default()
-                .push(r.ops_per_s / f);
+                .push((r.ops_per_s, f));
         }
     }
-    per.into_iter()
-        .filter_map(|((label, fencepost, conc), v)| {
+    per
+}
+
+/// Heartbeat ÷ floor per system and concurrency, each taken within a repeat
+/// ([`floor_pairs`]).
+pub fn floor_ratios(rows: &[PeerRow]) -> Vec<FloorRatio> {
+    floor_pairs(rows)
+        .into_iter()
+        .filter_map(|((label, fencepost, conc), pairs)| {
+            let v: Vec<f64> = pairs.iter().map(|(h, f)| h / f).collect();
             Spread::of(&v).map(|spread| FloorRatio {
                 label,
                 fencepost,
@@ -159,6 +234,24 @@ mod tests {
         assert_eq!((c.of_ceiling.min, c.of_ceiling.max), (0.25, 1.0));
         let w = c.writes_per_tx.unwrap();
         assert_eq!((w.min, w.max), (8.0, 32.0));
+    }
+
+    #[test]
+    fn a_free_store_reaches_half_the_floor_as_grants_capped_at_the_ceiling() {
+        let fs = row("fencepost", "sqlite", PeerOp::Fsync, 1, 1, 1_000.0);
+        let mut g = row("fencepost", "sqlite", PeerOp::Grant, 64, 1, 4_000.0);
+        // 16,000 grants over 1,000 flushes: 16 per flush, ceiling 16,000/s.
+        g.store_tx = Some(1_000);
+        let floor = row("fencepost", "sqlite", PeerOp::Floor, 64, 1, 8_000.0);
+        let s = free_store_shares(&[fs.clone(), g.clone(), floor]);
+        let got = s[&("fencepost/sqlite".to_string(), 64)];
+        // 8,000 requests/s = 4,000 grants/s of a 16,000/s ceiling.
+        assert_eq!((got.n, got.median), (1, 0.25));
+        let fast = row("fencepost", "sqlite", PeerOp::Floor, 64, 1, 64_000.0);
+        let capped = free_store_shares(&[fs.clone(), g.clone(), fast]);
+        assert_eq!(capped[&("fencepost/sqlite".to_string(), 64)].median, 1.0);
+        // Without the floor of that repeat: nothing, rather than a guess.
+        assert!(free_store_shares(&[fs, g]).is_empty());
     }
 
     #[test]

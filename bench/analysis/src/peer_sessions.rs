@@ -455,6 +455,10 @@ pub struct ScaleRatio {
     pub fencepost: bool,
     /// p99(at) ÷ p99(base), corrected, one per repeat that measured both.
     pub spread: Option<Spread>,
+    /// Those ratios, in repeat order.
+    pub values: Vec<f64>,
+    /// The thinnest (sessions, samples) below [`MIN_P99_SAMPLES`], if any.
+    pub thin: Option<(usize, u64)>,
     /// `met`, `not met`, `not resolved at N repeats`, `insufficient data
     /// (...)` or `not measured`.
     pub verdict: String,
@@ -505,6 +509,8 @@ pub fn scale_ratios(rows: &[SessionRow], base: usize, at: usize, target: f64) ->
                 fencepost,
                 spread,
                 verdict,
+                values: ratios,
+                thin,
             }
         })
         .collect()

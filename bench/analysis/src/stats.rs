@@ -259,6 +259,15 @@ mod tests {
     }
 
     #[test]
+    fn t_beyond_thirty_degrees_of_freedom_approaches_the_normal_quantile() {
+        assert_eq!(t975(30), 2.042);
+        // Exact: t(0.975, 40) = 2.021, t(0.975, 120) = 1.980.
+        assert!((t975(40) - 2.02).abs() < 1e-12);
+        assert!((t975(120) - 1.98).abs() < 1e-12);
+        assert!(t975(0).is_infinite());
+    }
+
+    #[test]
     fn intervals_separate_only_when_both_are_known_and_disjoint() {
         let a = Interval::of(&[10.0, 10.1, 9.9], 0.0, f64::INFINITY);
         let b = Interval::of(&[20.0, 20.1, 19.9], 0.0, f64::INFINITY);

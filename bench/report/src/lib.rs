@@ -2,13 +2,15 @@
 //! directory: [`plots`] (SVG and PNG with plotters), [`report`] (`report.md`
 //! of a run, `bench report`), [`compare`] (fencepost and etcd side by side),
 //! [`peer`] (`bench peer`'s section, summary and plot), [`peer_sessions`]
-//! (`bench peer --sessions`: cost against live sessions) and [`adr`] (the
-//! ADR-006 evidence document and the revision it proposes).
+//! (`bench peer --sessions`: cost against live sessions), [`adr`] (the
+//! ADR-006 evidence document and the revision it proposes) and
+//! [`docs_facts`] (`bench docs`: the computed numbers the docs quote).
 //!
 //! It reads results through [`bench_analysis`] and never imports the driver.
 
 pub mod adr;
 pub mod compare;
+pub mod docs_facts;
 pub mod peer;
 pub mod peer_sessions;
 pub mod plots;

@@ -37,6 +37,19 @@ fn spread_columns(s: &Spread) -> String {
 /// The report section (`report.md` of the peer run).
 pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     let mut t = String::new();
+    intro(&mut t, plan);
+    ratios_section(&mut t, rows);
+    floor_section(&mut t, rows);
+    ceiling_section(&mut t, rows);
+    client_section(&mut t, rows);
+    per_system_section(&mut t, rows);
+    cpu_ratio_section(&mut t, rows);
+    every_measurement(&mut t, rows);
+    t
+}
+
+/// The title, the plan and how the systems are driven.
+fn intro(t: &mut String, plan: &PeerPlan) {
     let _ = writeln!(t, "# bench peer: fencepost vs etcd on one machine\n");
     let _ = writeln!(
         t,
@@ -72,7 +85,10 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     for s in &plan.skipped {
         let _ = writeln!(t, "Skipped: {s}.\n");
     }
+}
 
+/// fencepost ÷ etcd per (store, op, conc), with the target's verdict.
+fn ratios_section(t: &mut String, rows: &[PeerRow]) {
     let _ = writeln!(
         t,
         "## Ratios: fencepost ÷ etcd (ops/s, per repeat)\n\n\
@@ -101,9 +117,10 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
         );
     }
     t.push('\n');
-    floor_section(&mut t, rows);
-    ceiling_section(&mut t, rows);
-    client_section(&mut t, rows);
+}
+
+/// Throughput, latency and CPU per system, median of repeats.
+fn per_system_section(t: &mut String, rows: &[PeerRow]) {
     let _ = writeln!(
         t,
         "## Throughput, latency and CPU per system (median of repeats)\n\n\
@@ -135,6 +152,10 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             g.iter().map(|r| r.errors).sum::<u64>(),
         );
     }
+}
+
+/// CPU per operation, etcd ÷ fencepost: service and client.
+fn cpu_ratio_section(t: &mut String, rows: &[PeerRow]) {
     let _ = writeln!(
         t,
         "\n## Where the ratio comes from: CPU per operation, etcd ÷ fencepost\n\n\
@@ -160,6 +181,10 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             drv.as_ref().map_or_else(|| "-".into(), cell),
         );
     }
+}
+
+/// The plot, then every row of `peer.csv`.
+fn every_measurement(t: &mut String, rows: &[PeerRow]) {
     let _ = writeln!(
         t,
         "\n![throughput](peer_throughput.png)\n\n## Every measurement (`peer.csv`)\n"
@@ -186,7 +211,6 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
             fmt_opt(r.cpu_bench_s, 2),
         );
     }
-    t
 }
 
 /// The SDK's HTTP client against hyper's pooled client, when the run drove

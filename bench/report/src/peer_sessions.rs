@@ -69,6 +69,14 @@ pub fn render(plan: &PeerPlan, rows: &[SessionRow]) -> String {
 
 /// The section: the table, the verdict, the extrapolation, every row.
 pub fn section(t: &mut String, rows: &[SessionRow]) {
+    per_count_table(t, rows);
+    scale_target_section(t, rows);
+    extrapolation_section(t, rows);
+    every_measurement(t, rows);
+}
+
+/// How the sessions are driven, then per (N, system) the summary over repeats.
+fn per_count_table(t: &mut String, rows: &[SessionRow]) {
     let _ = writeln!(
         t,
         "Each fencepost session (L1, then L2 at the period) and each etcd lease (LeaseGrant, \
@@ -119,6 +127,10 @@ pub fn section(t: &mut String, rows: &[SessionRow]) {
          cores or more (it then measured itself), `errors`, `open_failed`, `fd_limit`.\n",
         MISSED_TOLERANCE * 100.0
     );
+}
+
+/// The scale target: p99 at SCALE_AT ÷ p99 at SCALE_BASE, per system.
+fn scale_target_section(t: &mut String, rows: &[SessionRow]) {
     let _ = writeln!(
         t,
         "## The scale target: p99 at {SCALE_AT} sessions ÷ p99 at {SCALE_BASE}\n\n\
@@ -154,6 +166,10 @@ pub fn section(t: &mut String, rows: &[SessionRow]) {
             r.label, r.verdict
         );
     }
+}
+
+/// CPU and RSS on paper at the counts no repeat reached.
+fn extrapolation_section(t: &mut String, rows: &[SessionRow]) {
     let counts: Vec<usize> = {
         let mut c: Vec<usize> = rows.iter().map(|r| r.sessions).collect();
         c.sort_unstable();
@@ -198,6 +214,10 @@ pub fn section(t: &mut String, rows: &[SessionRow]) {
         }
         t.push('\n');
     }
+}
+
+/// The plot, then every row of `peer_sessions.csv`.
+fn every_measurement(t: &mut String, rows: &[SessionRow]) {
     let _ = writeln!(
         t,
         "![cost against sessions](peer_sessions.png)\n\n## Every measurement (`peer_sessions.csv`)\n"

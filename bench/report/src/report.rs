@@ -226,13 +226,27 @@ pub fn projection_of(
 /// over repeats, the projection; the run's configuration last. Pure: no I/O,
 /// no clock.
 pub fn render_report(input: &ReportInput<'_>) -> String {
-    let (rows, manifest, triggers, recs) = (
-        input.rows,
-        input.manifest,
-        input.triggers,
-        input.recommendations,
-    );
+    let (rows, triggers) = (input.rows, input.triggers);
     let mut md = String::new();
+    title(&mut md, rows);
+    verdict_and_recommendation(&mut md, input);
+    how_to_read(&mut md, rows);
+    results_table(&mut md, rows);
+    md.push_str(&measurement_tables(rows));
+    triggers_section(&mut md, triggers);
+    if let Some(section) = crate::compare::markdown_comparison(rows, triggers) {
+        md.push_str(&section);
+    }
+    plots_section(&mut md, input.skipped_cells);
+    repeats_section(&mut md);
+    md.push_str(&summary_table(input.summary));
+    md.push_str(&projection_section(input.projection));
+    md.push_str(&manifest_section(input));
+    md
+}
+
+/// The title and what the sweep covered.
+fn title(md: &mut String, rows: &[CellRow]) {
     let _ = writeln!(md, "# fencepost bench report\n");
     let _ = writeln!(
         md,
@@ -245,10 +259,14 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
         distinct(rows, |r| r.workers.to_string()),
         distinct(rows, |r| format!("`{}`", r.rail_latency)),
     );
-    let production = production_of(manifest);
+}
+
+/// The verdict, then the recommended margin per TTL with its rule and figure.
+fn verdict_and_recommendation(md: &mut String, input: &ReportInput<'_>) {
+    let production = production_of(input.manifest);
     let verdict = verdict_lines(&VerdictInput {
-        rows,
-        recommendations: recs,
+        rows: input.rows,
+        recommendations: input.recommendations,
         projection: input.projection,
         production: &production,
     });
@@ -269,7 +287,7 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          resolved at N repeats\"). Trigger 2 is evaluated on the sweep: `1 − T(m) / T(best)`. \
          *Provisional*: the margin needed rests on fewer than 10,000 samples.\n"
     );
-    md.push_str(&markdown_recommendations(recs));
+    md.push_str(&markdown_recommendations(input.recommendations));
     let _ = writeln!(
         md,
         "\n![Corrected heartbeat RTT p99 against trigger 1's budget per margin, scaled and at \
@@ -277,6 +295,10 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          against `min(lease, session TTL) × m / 3` at each TTL (lines) and at production \
          (dashed); ADR-006's 0.30 is marked. Every plot is under [Plots](#plots).*"
     );
+}
+
+/// The time base, the measurement window and how payouts are counted.
+fn how_to_read(md: &mut String, rows: &[CellRow]) {
     let _ = writeln!(
         md,
         "\n**Time base.** Leases, session TTLs, rail latency and timeouts are scaled by \
@@ -303,6 +325,10 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
             .max()
             .unwrap_or(0)
     );
+}
+
+/// One row per cell: RTTs, throughput, lost work, the ledger.
+fn results_table(md: &mut String, rows: &[CellRow]) {
     let _ = writeln!(md, "\n## Results\n");
     let _ = writeln!(
         md,
@@ -345,9 +371,10 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
             },
         );
     }
+}
 
-    md.push_str(&measurement_tables(rows));
-
+/// The §6.5 triggers on every cell, their rules and the ADR's actions.
+fn triggers_section(md: &mut String, triggers: &[TriggerResult]) {
     let fired = triggers.iter().filter(|t| t.fired).count();
     let count = |v: Verdict| triggers.iter().filter(|t| t.verdict == v).count();
     let _ = writeln!(md, "\n## ADR-006 §6.5 revisit triggers\n");
@@ -390,11 +417,10 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          `abandoned_lost`), which makes the rule err towards not firing.",
         fmt_value(bench_analysis::triggers::LOST_WORK_MIN * 100.0)
     );
+}
 
-    if let Some(section) = crate::compare::markdown_comparison(rows, triggers) {
-        md.push_str(&section);
-    }
-
+/// Every plot with its caption, and the cells the RTT CDF lacks.
+fn plots_section(md: &mut String, skipped_cells: &[(String, String)]) {
     let _ = writeln!(md, "\n## Plots\n");
     let captions = [
         "Heartbeat RTT CDF pooled per condition, raw (solid) and corrected (dashed), the band the 5–95 % of its cells (log x, from hgrm/*.hdr)",
@@ -409,14 +435,17 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
             "### {caption}\n\n![{caption}]({stem}.svg)\n\nPNG: [{stem}.png]({stem}.png)\n"
         );
     }
-    if !input.skipped_cells.is_empty() {
+    if !skipped_cells.is_empty() {
         let _ = writeln!(md, "Cells missing from the RTT CDF:\n");
-        for (cell, why) in input.skipped_cells {
+        for (cell, why) in skipped_cells {
             let _ = writeln!(md, "- `{cell}`: {why}");
         }
         md.push('\n');
     }
+}
 
+/// The heading and method of the summary over repeats.
+fn repeats_section(md: &mut String) {
     let _ = writeln!(md, "## Repeats: median and 95 % interval per point\n");
     let _ = writeln!(
         md,
@@ -430,10 +459,6 @@ pub fn render_report(input: &ReportInput<'_>) -> String {
          `quantile_ci_method` says which; dependent samples, such as the heartbeats of one \
          stall, widen it). `summary.csv` has every column.\n"
     );
-    md.push_str(&summary_table(input.summary));
-    md.push_str(&projection_section(input.projection));
-    md.push_str(&manifest_section(input));
-    md
 }
 
 /// The run's configuration, last in the report: seeds, the manifest's

@@ -148,6 +148,22 @@ impl Verdict {
     pub(super) fn of(cond: bool) -> Verdict {
         if cond { Verdict::Fired } else { Verdict::Ok }
     }
+
+    /// Every verdict, the worst first: the order a headline over many
+    /// cells ranks them in (fired > insufficient_data > ok > not_evaluated).
+    pub const WORST_FIRST: [Verdict; 4] = [
+        Verdict::Fired,
+        Verdict::InsufficientData,
+        Verdict::Ok,
+        Verdict::NotEvaluated,
+    ];
+
+    /// The headline of some cells' verdicts: the worst of them
+    /// ([`Verdict::WORST_FIRST`]); `None` without cells.
+    pub fn worst(verdicts: impl IntoIterator<Item = Verdict>) -> Option<Verdict> {
+        let seen: Vec<Verdict> = verdicts.into_iter().collect();
+        Verdict::WORST_FIRST.into_iter().find(|v| seen.contains(v))
+    }
 }
 
 /// One trigger evaluated on one cell; an element of `triggers.json`.
@@ -178,4 +194,25 @@ pub struct TriggerResult {
 /// Looks a trigger up by id.
 pub fn trigger(id: &str) -> Option<&'static Trigger> {
     TRIGGERS.iter().find(|t| t.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_headline_is_the_worst_verdict_of_any_cell() {
+        use Verdict::*;
+        assert_eq!(Verdict::worst([Ok, NotEvaluated, Ok]), Some(Ok));
+        assert_eq!(
+            Verdict::worst([Ok, InsufficientData]),
+            Some(InsufficientData)
+        );
+        assert_eq!(
+            Verdict::worst([NotEvaluated, Fired, InsufficientData]),
+            Some(Fired)
+        );
+        assert_eq!(Verdict::worst([NotEvaluated]), Some(NotEvaluated));
+        assert_eq!(Verdict::worst([]), None);
+    }
 }

@@ -204,34 +204,6 @@ pub fn conditions(ev: &Evidence) -> Vec<Condition> {
 /// and the freeze cells with production's projection inputs.
 pub fn inputs(ev: &Evidence) -> Inputs {
     let mut out = Vec::new();
-    // Every condition pools its cells' histograms (bench_analysis::pool):
-    // p50 of the pool, p99 at the upper end of its 95 % interval,
-    // samples = the pool's.
-    let of = |name: String, source: String, step: &SweepData, rows: &[&CellRow], binding: bool| {
-        let p = step.pooled(rows.iter().copied());
-        // The load the condition was measured under is part of its name.
-        let name = format!("{name}{}", load_of(rows));
-        let ms = |us: u64| us as f64 / 1e3;
-        let h = &p.corrected;
-        let p99 = p.quantile(0.99);
-        Condition {
-            name,
-            source,
-            base_ms: rows
-                .iter()
-                .map(|r| r.lease_ms.min(r.session_ttl_ms))
-                .min()
-                .unwrap_or(0) as f64,
-            hop_ms: rows.iter().map(|r| r.worst_case_hop_ms).max().unwrap_or(0) as f64,
-            p50_ms: ms(h.value_at_quantile(0.5)),
-            p99_ms: p99.map_or(0.0, |c| ms(c.hi_us.max(c.value_us))),
-            p99_point_ms: p99.map_or((0.0, 0.0), |c| (ms(c.value_us), ms(c.lo_us))),
-            samples: p.count(),
-            censored: rows.iter().map(|r| r.hb_timeouts).sum(),
-            cells: p.cells,
-            binding,
-        }
-    };
     let fixed = ev.fixed_rows();
     let Some(sweep) = ev.sweeps.get("sweep") else {
         return Inputs {
@@ -245,7 +217,7 @@ pub fn inputs(ev: &Evidence) -> Inputs {
     let delay = fixed.first().map_or(String::new(), |r| r.net_delay.clone());
     for t in &ttls {
         let rows: Vec<&CellRow> = fixed.iter().copied().filter(|r| r.lease_ms == *t).collect();
-        out.push(of(
+        out.push(pooled(
             format!("TTL {} (sweep, net delay {delay}; scaled)", human_ms(*t)),
             "sweep/results.csv".into(),
             sweep,
@@ -253,12 +225,59 @@ pub fn inputs(ev: &Evidence) -> Inputs {
             false,
         ));
     }
+    out.extend(production_condition(ev, sweep, &fixed));
+    out.extend(throttled_condition(ev));
+    let production_rtt_ms = out.iter().find(|c| c.binding).map_or(0.0, |c| c.p99_ms);
+    Inputs {
+        freezes: freeze_inputs(ev, sweep, &fixed, production_rtt_ms),
+        conditions: out,
+    }
+}
+
+/// A condition pooled from `rows` of `step`: p50 of the pool, p99 at the
+/// upper end of its 95 % interval, the pool's samples.
+fn pooled(
+    name: String,
+    source: String,
+    step: &SweepData,
+    rows: &[&CellRow],
+    binding: bool,
+) -> Condition {
+    let p = step.pooled(rows.iter().copied());
+    // The load the condition was measured under is part of its name.
+    let name = format!("{name}{}", load_of(rows));
+    let ms = |us: u64| us as f64 / 1e3;
+    let h = &p.corrected;
+    let p99 = p.quantile(0.99);
+    Condition {
+        name,
+        source,
+        base_ms: rows
+            .iter()
+            .map(|r| r.lease_ms.min(r.session_ttl_ms))
+            .min()
+            .unwrap_or(0) as f64,
+        hop_ms: rows.iter().map(|r| r.worst_case_hop_ms).max().unwrap_or(0) as f64,
+        p50_ms: ms(h.value_at_quantile(0.5)),
+        p99_ms: p99.map_or(0.0, |c| ms(c.hi_us.max(c.value_us))),
+        p99_point_ms: p99.map_or((0.0, 0.0), |c| (ms(c.value_us), ms(c.lo_us))),
+        samples: p.count(),
+        censored: rows.iter().map(|r| r.hb_timeouts).sum(),
+        cells: p.cells,
+        binding,
+    }
+}
+
+/// Production: the RTTs measured in production when the pack has them, else
+/// the sweep's measured network, unscaled (absolute times), on 30 s / 15 s
+/// and a 7 s hop.
+fn production_condition(ev: &Evidence, sweep: &SweepData, fixed: &[&CellRow]) -> Option<Condition> {
     if let Some(p) = &ev.production_rtt {
-        out.push(measured_production(p));
+        Some(measured_production(p))
     } else if !fixed.is_empty() {
         // Production: the measured network, unscaled (absolute times), on
         // 30 s / 15 s and a 7 s hop.
-        let mut c = of(
+        let mut c = pooled(
             format!(
                 "production {} lease / {} session, 7 s hop (projected from the sweep's RTTs)",
                 human_ms(PRODUCTION_LEASE_MS),
@@ -266,13 +285,19 @@ pub fn inputs(ev: &Evidence) -> Inputs {
             ),
             "sweep/results.csv".into(),
             sweep,
-            &fixed,
+            fixed,
             true,
         );
         c.base_ms = PRODUCTION_LEASE_MS.min(PRODUCTION_SESSION_MS) as f64;
         c.hop_ms = PRODUCTION_HOP_MS as f64;
-        out.push(c);
+        Some(c)
+    } else {
+        None
     }
+}
+
+/// Production with the workers under a CPU quota, from the throttle run.
+fn throttled_condition(ev: &Evidence) -> Option<Condition> {
     if let Some(s) = ev.sweeps.get("throttle") {
         let rows: Vec<&CellRow> = s
             .rows
@@ -284,7 +309,7 @@ pub fn inputs(ev: &Evidence) -> Inputs {
         if !rows.is_empty() {
             // CPU throttling stalls are absolute time (the CFS period), not
             // scaled: projected onto production like the network.
-            let mut c = of(
+            let mut c = pooled(
                 format!(
                     "production, workers under a CPU quota ({}; projected from the throttle run)",
                     rows[0].cpu_quota
@@ -296,9 +321,20 @@ pub fn inputs(ev: &Evidence) -> Inputs {
             );
             c.base_ms = PRODUCTION_LEASE_MS.min(PRODUCTION_SESSION_MS) as f64;
             c.hop_ms = PRODUCTION_HOP_MS as f64;
-            out.push(c);
+            return Some(c);
         }
     }
+    None
+}
+
+/// The freeze cells with the lab RTT their prediction subtracts, and
+/// production's base and RTT (the first binding condition's p99).
+fn freeze_inputs(
+    ev: &Evidence,
+    sweep: &SweepData,
+    fixed: &[&CellRow],
+    production_rtt_ms: f64,
+) -> Option<FreezeInputs> {
     // The lab RTT a freeze prediction subtracts: the corrected p99 (interval
     // end) of the same TTL's non-freeze sweep cells; without them, the
     // freeze cells' own corrected p50.
@@ -323,17 +359,12 @@ pub fn inputs(ev: &Evidence) -> Inputs {
         }
     };
     let cells = freeze_cells(ev, lab_rtt);
-    let production = out.iter().find(|c| c.binding);
-    let freezes = (!cells.is_empty()).then(|| FreezeInputs {
+    (!cells.is_empty()).then(|| FreezeInputs {
         source: freeze_rows(ev)
             .first()
             .map_or(String::new(), |(n, _)| format!("{n}/results.csv")),
         cells,
         production_base_ms: PRODUCTION_LEASE_MS.min(PRODUCTION_SESSION_MS) as f64,
-        production_rtt_ms: production.map_or(0.0, |c| c.p99_ms),
-    });
-    Inputs {
-        conditions: out,
-        freezes,
-    }
+        production_rtt_ms,
+    })
 }

@@ -43,6 +43,6 @@ pub use model::{
 };
 pub use revision_doc::render_revision;
 pub use sections::ESSAY_SENTENCE;
-pub use sections::{DECISION_PLOT, TOLERANCE_FLAGS};
+pub use sections::{DECISION_PLOT, TOLERANCE_FLAGS, TriggerTally, not_imposed, trigger_tally};
 pub use table::{Pct, Table};
 pub use write::{WriteError, decision_map, write_pack};

@@ -124,6 +124,11 @@ pub(crate) fn clock_section(md: &mut String, ev: &Evidence) {
             )
         }
     );
+    margin_run(md, ev);
+}
+
+/// The clock run with ADR-006's client margin, then the figure.
+fn margin_run(md: &mut String, ev: &Evidence) {
     match ev.clocks.get("clock-margin") {
         Some(cm) => {
             let total: u64 = cm.rows.iter().map(|r| r.violations).sum();

@@ -26,4 +26,5 @@ pub(crate) use projection::projection_section;
 pub(crate) use proposal::revision_section;
 pub(crate) use server_pause::pause_condition_section;
 pub(crate) use sweep::{margin_section, rtt_section};
+pub use triggers::{TriggerTally, not_imposed, trigger_tally};
 pub(crate) use triggers::{triggers_appendix, triggers_section};

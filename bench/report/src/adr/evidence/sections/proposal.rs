@@ -24,7 +24,6 @@ fn cell(c: Option<&Check>) -> String {
 /// §11: the derivation.
 pub(crate) fn revision_section(md: &mut String, ev: &Evidence, d: &Derived) {
     let _ = writeln!(md, "## 11. The derivation\n");
-    let r = &d.revision;
     let _ = writeln!(
         md,
         "Derived in code (`bench_report::adr::revision`) from the files of this pack. For a \
@@ -46,6 +45,13 @@ pub(crate) fn revision_section(md: &mut String, ev: &Evidence, d: &Derived) {
          closest to 0.30 (ties to the larger) with its smallest divisor; else none.\n",
         d.tol.d4_refusal * 100.0
     );
+    conditions_table(md, ev, d);
+    grid_table(md, d);
+    reasoning(md, d);
+}
+
+/// The conditions with the margin each needs and D4's slack at ADR-006's margin.
+fn conditions_table(md: &mut String, ev: &Evidence, d: &Derived) {
     let _ = writeln!(
         md,
         "| condition | source | binding | base (ms) | hop (ms) | p50 (ms) | p99, interval end (ms) | samples | margin needed | D4 (sawtooth) slack at (0.30, U/3) (ms) | at (0.30, U/4) (ms) |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -73,6 +79,11 @@ pub(crate) fn revision_section(md: &mut String, ev: &Evidence, d: &Derived) {
             slack(ADR_DIVISOR + 1),
         );
     }
+}
+
+/// Every (margin, divisor) against every binding rule.
+fn grid_table(md: &mut String, d: &Derived) {
+    let r = &d.revision;
     // Every pair against every binding rule: the columns are the rules.
     let cols: Vec<(Rule, &'static str)> = {
         let mut v: Vec<(Rule, &'static str)> = Vec::new();
@@ -117,6 +128,11 @@ pub(crate) fn revision_section(md: &mut String, ev: &Evidence, d: &Derived) {
             cells.join(" | ")
         );
     }
+}
+
+/// How the proposal was picked, from the numbers.
+fn reasoning(md: &mut String, d: &Derived) {
+    let r = &d.revision;
     let _ = writeln!(md, "\nReasoning, from the numbers:\n");
     if let Some(p) = r.pair(ADR_MARGIN, ADR_DIVISOR) {
         for c in p.checks.iter().filter(|c| c.outcome != Outcome::Pass) {

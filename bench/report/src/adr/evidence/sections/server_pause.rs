@@ -10,7 +10,10 @@ use crate::adr::evidence::conditions::{FREEZE_STEPS, freeze_rows};
 use crate::adr::evidence::derived::Derived;
 use crate::adr::evidence::format::ms;
 use crate::adr::evidence::model::Evidence;
-use crate::adr::revision::Outcome;
+use crate::adr::revision::freeze::FreezeCell;
+use crate::adr::revision::{FreezeInputs, Outcome};
+use crate::adr::verdict::Tolerances;
+use bench_analysis::results::CellRow;
 
 /// §4: the freeze cells, their lost shares, and the ride-through predicted
 /// against measured.
@@ -26,6 +29,16 @@ pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence, d: &Derive
         .copied()
         .filter(|n| rows.iter().any(|(s, _)| s == n))
         .collect();
+    freeze_counts(md, ev, &rows, &steps);
+    let cells = lost_per_exposure_table(md, f, &d.tol);
+    ride_through_table(md, d, &cells);
+    let stem = format!("{}/rtt_cdf", steps.first().copied().unwrap_or("freeze"));
+    md.push_str(&ev.figure(&stem, "Heartbeat RTT CDF under the freezes"));
+    md.push('\n');
+}
+
+/// Where the freeze cells come from and what they counted over all of them.
+fn freeze_counts(md: &mut String, ev: &Evidence, rows: &[(&str, &CellRow)], steps: &[&str]) {
     let sources: Vec<String> = steps
         .iter()
         .map(|n| {
@@ -33,9 +46,7 @@ pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence, d: &Derive
             ev.link(&p, &p)
         })
         .collect();
-    let sum = |g: fn(&bench_analysis::results::CellRow) -> u64| {
-        rows.iter().map(|(_, r)| g(r)).sum::<u64>()
-    };
+    let sum = |g: fn(&CellRow) -> u64| rows.iter().map(|(_, r)| g(r)).sum::<u64>();
     let _ = writeln!(
         md,
         "The lock-server frozen for FOR every EVERY (`server_pause` column `EVERY:FOR`) under \
@@ -53,7 +64,11 @@ pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence, d: &Derive
         rows.iter().filter(|(_, r)| r.ledger_ok).count(),
         rows.len(),
     );
-    let tol = &d.tol;
+}
+
+/// Sessions lost per exposure, one line per (TTL, margin, divisor, freeze),
+/// with its verdict; the cells in that order.
+fn lost_per_exposure_table(md: &mut String, f: &FreezeInputs, tol: &Tolerances) -> Vec<FreezeCell> {
     let estimated = f.cells.iter().any(|c| c.estimated);
     let gaps = f.cells.iter().all(|c| c.from_gaps);
     let _ = writeln!(
@@ -109,6 +124,13 @@ pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence, d: &Derive
             }
         );
     }
+    cells
+}
+
+/// The largest freeze ridden through per (margin, divisor), predicted
+/// beside measured, and where the two disagree.
+fn ride_through_table(md: &mut String, d: &Derived, cells: &[FreezeCell]) {
+    let tol = &d.tol;
     let _ = writeln!(
         md,
         "\nThe largest freeze ridden through per (margin, divisor), predicted (U − U/k − RTT; \
@@ -199,7 +221,4 @@ pub(crate) fn pause_condition_section(md: &mut String, ev: &Evidence, d: &Derive
             disagree.join("; ")
         );
     }
-    let stem = format!("{}/rtt_cdf", steps.first().copied().unwrap_or("freeze"));
-    md.push_str(&ev.figure(&stem, "Heartbeat RTT CDF under the freezes"));
-    md.push('\n');
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use bench_analysis::triggers::{TRIGGERS, TriggerResult, Verdict};
+use bench_analysis::triggers::{TRIGGERS, Trigger, TriggerResult, Verdict};
 
 use crate::adr::evidence::conditions::FREEZE_STEPS;
 use crate::adr::evidence::derived::Derived;
@@ -99,6 +99,53 @@ fn headline(md: &mut String, d: &Derived) {
     md.push('\n');
 }
 
+/// One §6.5 trigger over every cell of the pack's results tables it is
+/// imposed on: what §3 counts and headlines, and `bench docs` quotes.
+#[derive(Clone, Debug)]
+pub struct TriggerTally<'a> {
+    /// The trigger, from the catalogue.
+    pub trigger: &'static Trigger,
+    /// (step, verdict) of each cell it is imposed on: every cell of every
+    /// results table, except trigger 1 on freeze cells ([`FREEZE_STEPS`]),
+    /// whose tail is the fault itself.
+    pub cells: Vec<(&'a str, &'a TriggerResult)>,
+}
+
+impl TriggerTally<'_> {
+    /// The cells with verdict `v`.
+    pub fn count(&self, v: Verdict) -> usize {
+        self.cells.iter().filter(|(_, r)| r.verdict == v).count()
+    }
+
+    /// The headline: the worst verdict of any cell ([`Verdict::worst`]).
+    pub fn headline(&self) -> Option<Verdict> {
+        Verdict::worst(self.cells.iter().map(|(_, r)| r.verdict))
+    }
+}
+
+/// Every trigger of the catalogue, in ADR order, over the pack's cells.
+pub fn trigger_tally(ev: &Evidence) -> Vec<TriggerTally<'_>> {
+    TRIGGERS
+        .iter()
+        .map(|t| TriggerTally {
+            trigger: t,
+            cells: ev
+                .sweeps
+                .values()
+                .flat_map(|s| s.triggers.iter().map(move |r| (s.name.as_str(), r)))
+                .filter(|(_, r)| r.trigger == t.id)
+                .filter(|(step, _)| !not_imposed(t.id, step))
+                .collect(),
+        })
+        .collect()
+}
+
+/// Whether trigger `id` is left out on the cells of `step`: trigger 1 on
+/// the freeze steps.
+pub fn not_imposed(id: &str, step: &str) -> bool {
+    id == bench_analysis::triggers::RTT_P99_VS_MARGIN && FREEZE_STEPS.contains(&step)
+}
+
 /// §3: the headline per binding condition, then every trigger's count and
 /// worst cell over the results tables (reported), then every verdict.
 pub(crate) fn triggers_section(md: &mut String, ev: &Evidence, d: &Derived) {
@@ -119,25 +166,11 @@ pub(crate) fn triggers_section(md: &mut String, ev: &Evidence, d: &Derived) {
         md,
         "| # | ADR-006 §6.5 trigger | verdict | fired / ok / insufficient / not evaluated | worst cell: observed vs threshold | ADR action | plot |\n|---|---|---|---|---|---|---|"
     );
-    for (i, t) in TRIGGERS.iter().enumerate() {
-        let all: Vec<(&str, &TriggerResult)> = ev
-            .sweeps
-            .values()
-            .flat_map(|s| s.triggers.iter().map(move |r| (s.name.as_str(), r)))
-            .filter(|(_, r)| r.trigger == t.id)
-            .filter(|(step, _)| {
-                t.id != bench_analysis::triggers::RTT_P99_VS_MARGIN || !FREEZE_STEPS.contains(step)
-            })
-            .collect();
-        let n = |v: Verdict| all.iter().filter(|(_, r)| r.verdict == v).count();
-        let verdict = [
-            Verdict::Fired,
-            Verdict::InsufficientData,
-            Verdict::Ok,
-            Verdict::NotEvaluated,
-        ]
-        .into_iter()
-        .find(|&v| n(v) > 0);
+    for (i, tally) in trigger_tally(ev).iter().enumerate() {
+        let t = tally.trigger;
+        let all = &tally.cells;
+        let n = |v: Verdict| tally.count(v);
+        let verdict = tally.headline();
         // Worst: a fired cell with the largest observed/threshold, else the
         // evaluated cell closest to firing.
         let ratio = |r: &TriggerResult| {
