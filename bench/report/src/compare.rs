@@ -1,4 +1,4 @@
-//! The report's backend comparison (issue 15): when a results table holds
+//! The report's backend comparison: when a results table holds
 //! cells of both backends (`bench sweep --backend fencepost,etcd`), the same
 //! grid cell on fencepost and on etcd side by side — throughput, heartbeat
 //! RTT, abandonment, losses, fences — and the §6.5 triggers on each, with

@@ -93,7 +93,7 @@ fn ratios_section(t: &mut String, rows: &[PeerRow]) {
         t,
         "## Ratios: fencepost ÷ etcd (ops/s, per repeat)\n\n\
          Median and min–max over repeats; 95 % interval: t on the mean of the per-repeat \
-         ratios. The verdict against the issue's target (heartbeat ≥ 2×, grant ≥ 1.5×, at \
+         ratios. The verdict against the performance target (heartbeat ≥ 2×, grant ≥ 1.5×, at \
          {TARGET_CONCURRENCY} clients) is given only where the interval decides it.\n"
     );
     let _ = writeln!(
@@ -252,7 +252,7 @@ fn client_section(t: &mut String, rows: &[PeerRow]) {
     t.push('\n');
 }
 
-/// Heartbeat ÷ floor per system (issue 27): how much of a heartbeat's
+/// Heartbeat ÷ floor per system: how much of a heartbeat's
 /// throughput the server's own work costs, beside the bare round trip of
 /// the same client to the same server.
 fn floor_section(t: &mut String, rows: &[PeerRow]) {
@@ -295,7 +295,7 @@ fn mmm(s: &Spread, digits: usize) -> String {
     format!("{:.d$} ({:.d$}–{:.d$})", s.median, s.min, s.max, d = digits)
 }
 
-/// Grants against the fsync ceiling (issue 27): the store directory's
+/// Grants against the fsync ceiling: the store directory's
 /// fdatasyncs/s, the grants each flush carried by the server's own
 /// counters, and grants/s as a share of the ceiling they make.
 fn ceiling_section(t: &mut String, rows: &[PeerRow]) {

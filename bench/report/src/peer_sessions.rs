@@ -134,7 +134,7 @@ fn scale_target_section(t: &mut String, rows: &[SessionRow]) {
     let _ = writeln!(
         t,
         "## The scale target: p99 at {SCALE_AT} sessions ÷ p99 at {SCALE_BASE}\n\n\
-         Issue 27 asks of fencepost that the heartbeat p99 at {SCALE_AT} live sessions be at \
+         The performance targets ask of fencepost that the heartbeat p99 at {SCALE_AT} live sessions be at \
          most {SCALE_TARGET}× its p99 at {SCALE_BASE}; etcd's figure is beside it. Each ratio \
          is taken within a repeat; the verdict is given only where the 95 % interval (t on the \
          mean of the per-repeat ratios) decides it, and never on a p99 of too few samples.\n"

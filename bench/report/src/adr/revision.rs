@@ -174,12 +174,12 @@ pub struct Check {
 
 /// The one definition of the margin trigger 1 needs: 3 × p99 / base.
 pub fn margin_needed(p99_ms: f64, base_ms: f64) -> f64 {
-    3.0 * p99_ms / base_ms.max(1e-9)
+    fencepost_api::buckets::TRIGGER1_DIVISOR * p99_ms / base_ms.max(1e-9)
 }
 
 /// Trigger 1 on `c` at margin `m`.
 pub fn trigger1(c: &Condition, m: f64) -> Check {
-    let budget = c.base_ms * m / 3.0;
+    let budget = fencepost_api::buckets::trigger1_budget(c.base_ms, m);
     let outcome = if c.samples < MIN_SAMPLES_BINDING {
         Outcome::Insufficient
     } else if c.p99_ms <= budget {

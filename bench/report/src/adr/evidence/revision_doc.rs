@@ -82,9 +82,9 @@ pub fn render_revision(d: &Derived) -> String {
         "| (1) heartbeat RTT | p99 RTT > min(lease, session TTL) × margin / 3 = {:.0} ms | \
          corrected p99 (95 % upper end, ≥ {} samples) > min(lease, session TTL) × margin / 3 \
          = **{:.0} ms**; margin needed = 3 × p99 / base | {} |",
-        p.base_ms * ADR_MARGIN / 3.0,
+        fencepost_api::buckets::trigger1_budget(p.base_ms, ADR_MARGIN),
         revision::MIN_SAMPLES_BINDING,
-        p.base_ms * m / 3.0,
+        fencepost_api::buckets::trigger1_budget(p.base_ms, m),
         at("3-the-five-adr-006-65-triggers", "§3 headline")
     );
     let _ = writeln!(

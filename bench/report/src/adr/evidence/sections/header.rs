@@ -177,7 +177,10 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, d: &Derived) {
                 "- **§6.5 (1)** corrected p99 > min(lease, session TTL) × margin / 3 (= {} ms at \
                  production); **(3)** hop + p50 > U − U/{k} (= {} ms at production) for more \
                  than {:.2} % of each heartbeat period; freezes longer than {} to ride through.\n",
-                p.map_or("—".into(), |c| format!("{:.0}", c.base_ms * m / 3.0)),
+                p.map_or("—".into(), |c| format!(
+                    "{:.0}",
+                    fencepost_api::buckets::trigger1_budget(c.base_ms, m)
+                )),
                 p.map_or("—".into(), |c| format!(
                     "{:.0}",
                     revision::sawtooth(c.base_ms, c.hop_ms, 0.0, m, k).bottom_ms

@@ -84,7 +84,7 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, d: &Derived) {
         let _ = writeln!(
             md,
             "| {m:.2} | {:.0} | {} | {:.0} | {:.1} | {} | {:.1} | {} |",
-            p.base_ms * m / 3.0,
+            fencepost_api::buckets::trigger1_budget(p.base_ms, m),
             if t1.outcome == Outcome::Pass {
                 "pass".to_owned()
             } else {
@@ -97,7 +97,7 @@ pub(crate) fn projection_section(md: &mut String, ev: &Evidence, d: &Derived) {
             refuses(sk.refusal),
         );
     }
-    let budget = p.base_ms * ADR_MARGIN / 3.0;
+    let budget = fencepost_api::buckets::trigger1_budget(p.base_ms, ADR_MARGIN);
     let s3 = revision::sawtooth(p.base_ms, p.hop_ms, p.p50_ms, ADR_MARGIN, ADR_DIVISOR);
     let _ = writeln!(
         md,
