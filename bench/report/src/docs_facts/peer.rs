@@ -234,6 +234,14 @@ pub(super) fn peer_targets(data: &Path) -> Result<Value, FactsError> {
             over_repeats(&r.values, ONE_CLIENT_GRANT_TARGET, Bound::AtLeast).words(),
         ));
     }
+    out.extend(session_targets(data)?);
+    Ok(Value::Array(out))
+}
+
+/// The live-sessions target's rows: the heartbeat p99 at many sessions ÷
+/// at few, per system (`data/peer-sessions/`).
+fn session_targets(data: &Path) -> Result<Vec<Value>, FactsError> {
+    let mut out = Vec::new();
     let (sessions_dir, name) = file(data, "peer-sessions");
     let sessions =
         bench_analysis::peer_sessions::read_csv(&sessions_dir).map_err(|e| FactsError::Bad {
@@ -272,7 +280,7 @@ pub(super) fn peer_targets(data: &Path) -> Result<Value, FactsError> {
             )
         });
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 /// The SDK's HTTP client ÷ hyper's pooled client per (op, clients)

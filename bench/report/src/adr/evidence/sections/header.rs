@@ -237,13 +237,19 @@ pub(crate) fn header(md: &mut String, ev: &Evidence, d: &Derived) {
         "Each (margin, divisor) against the binding rules; ADR-006's point and the proposal marked",
     ));
     md.push('\n');
-    if !ev.problems.is_empty() {
-        let _ = writeln!(md, "**Unreadable files:**\n");
-        for (f, e) in &ev.problems {
-            let _ = writeln!(md, "- `{f}`: {e}");
-        }
-        md.push('\n');
+    unreadable(md, ev);
+}
+
+/// The files of the pack that could not be read, if any.
+fn unreadable(md: &mut String, ev: &Evidence) {
+    if ev.problems.is_empty() {
+        return;
     }
+    let _ = writeln!(md, "**Unreadable files:**\n");
+    for (f, e) in &ev.problems {
+        let _ = writeln!(md, "- `{f}`: {e}");
+    }
+    md.push('\n');
 }
 
 /// The per-(margin, divisor) table: rows margins, columns divisors.
