@@ -416,6 +416,7 @@ mod tests {
                 outcome: at_ms.1.map(|_| outcome),
                 deadline_ns: None,
                 client_check: None,
+                key: None,
             });
             self.ops.last_mut().unwrap()
         }

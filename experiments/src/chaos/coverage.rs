@@ -259,6 +259,7 @@ mod tests {
             outcome: Some(Outcome::Ok),
             deadline_ns: None,
             client_check: None,
+            key: None,
         }
     }
 
