@@ -50,6 +50,25 @@ async fn a_long_hold_renews_and_pays_every_leg_once_in_order() {
         row.renewals > 0,
         "payouts outliving the lease renew: {row:?}"
     );
+    // Renewals are an exchange of their own: every one has one outcome,
+    // their RTTs are in their own histograms, never in the heartbeat's.
+    assert_eq!(
+        row.renew_attempts,
+        row.renewals + row.renew_refusals + row.renew_timeouts + row.renew_errors,
+        "{row:?}"
+    );
+    assert!(row.renew_count >= row.renewals, "{row:?}");
+    assert!(row.renew_rtt_p50_us > 0 && row.renew_rtt_p99_us >= row.renew_rtt_p50_us);
+    assert!(
+        row.renew_rtt_corrected_p99_us >= row.renew_rtt_p50_us,
+        "{row:?}"
+    );
+    assert_eq!(
+        row.hb_count,
+        row.hb_replies + row.hb_timeouts,
+        "L2 only: {row:?}"
+    );
+    assert!(row.renewals_per_payout > 0.0, "{row:?}");
     assert_eq!(
         (row.steps, row.hold.starts_with("lognormal:")),
         (STEPS, true)
