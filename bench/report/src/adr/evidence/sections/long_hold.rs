@@ -78,8 +78,8 @@ pub(crate) fn long_hold_section(md: &mut String, ev: &Evidence) {
     let _ = writeln!(
         md,
         "ADR-006 §6.3 names the margin's cost for long payouts: a renewal they would \
-         otherwise not need. Here every payout does `{}` of work (production time, scaled \
-         with the lease) in {} steps under one lock grant, each step claimed, checked (D4) \
+         otherwise not need. Here every payout does `{}` of work (the step's `--hold`, \
+         scaled with the lease like every production time) in {} steps under one lock grant, each step claimed, checked (D4) \
          and submitted on its own, so a share of payouts outlive their lease and finish only \
          on renewals (L5); a D4 refusal between two steps abandons the payout mid-way and a \
          later holder resumes it ({}). Summed over repeats per margin:\n",
