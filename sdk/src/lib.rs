@@ -64,7 +64,10 @@ pub use config::{ApiToken, ConfigError, LockClientConfig, MarginPolicy, TlsSetti
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
 pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary, PrometheusMetrics};
 pub use session::schedule;
-pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
+pub use session::{
+    HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, RenewalObserver, RenewalOutcome,
+    Session,
+};
 
 /// The rustls the SDK is built on (ring provider), so that an
 /// [`HttpClient::with_options`](http::HttpClient::with_options) caller builds

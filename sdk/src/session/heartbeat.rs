@@ -39,6 +39,7 @@ use tracing::{debug, error, warn};
 
 use super::handle::HandleShared;
 use super::mutex::lock;
+use super::renewals::{Observed, RenewalOutcome};
 use super::schedule::{self, Due};
 use super::shared::SessionShared;
 use crate::clock::{MonoTime, timer_now};
@@ -239,17 +240,19 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
         token: h.token,
     };
     let lag = tick.lag_now();
+    let observed = Observed::invoke(&s.renewals, &h.key, h.token);
     let reply = s
         .client
         .http
         .renew(clock, grant, &s.id, h.requested_ttl_ms, timeout)
         .await;
     record(&s, &reply, [reply.elapsed().saturating_add(lag)]);
-    match reply.result {
+    let outcome = match reply.result {
         Ok(g) if g.token != h.token => {
             // C1: renew never changes the token. Trust neither value.
             error!(key = %h.key, token = h.token, reply_token = g.token, "renew answered with another token");
             h.own.mark_lost(LostReason::LeaseLost);
+            RenewalOutcome::Refused
         }
         Ok(g) => {
             let grant = GrantReply {
@@ -258,22 +261,37 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
                 granted_ms: g.lease_ms,
             };
             match s.apply_renew(&h, grant) {
-                Ok(_) => s.client.metrics.renewal_ok(),
+                Ok(deadline) => {
+                    s.client.metrics.renewal_ok();
+                    RenewalOutcome::Acknowledged {
+                        lease: Duration::from_millis(g.lease_ms),
+                        deadline,
+                        remaining: lease::remaining(clock.now(), h.usable_deadline()),
+                    }
+                }
                 Err(refused) => {
                     debug!(key = %h.key, token = h.token, %refused, "renew reply refused");
                     h.own.mark_lost(LostReason::Deadline);
+                    RenewalOutcome::Refused
                 }
             }
         }
         Err(LockError::LockLost(_)) => {
             h.own.mark_lost(LostReason::LeaseLost);
+            RenewalOutcome::Refused
         }
-        Err(e) => match e.session_loss() {
-            Some(reason) => {
-                s.live.mark_lost(reason);
+        Err(e) => {
+            match e.session_loss() {
+                Some(reason) => {
+                    s.live.mark_lost(reason);
+                }
+                None => debug!(key = %h.key, error = %e, "renew failed; retrying next tick"),
             }
-            None => debug!(key = %h.key, error = %e, "renew failed; retrying next tick"),
-        },
+            RenewalOutcome::Unknown
+        }
+    };
+    if let Some(o) = observed {
+        o.complete(outcome);
     }
 }
 
