@@ -316,8 +316,8 @@ pub struct ChaosResult {
     pub stale_paid: u64,
     /// Grants whose token did not rise. Must be 0.
     pub token_regressions: u64,
-    /// Belief overlaps, unreported trigger-4 fence-outs and overlapping
-    /// grants (rules 4–6). Must be 0.
+    /// Belief overlaps, unreported trigger-4 fence-outs, overlapping
+    /// grants, late and shortening renewals (rules 4–8). Must be 0.
     pub history_violations: u64,
     /// Epochs two replicas both took (their logs' `leader_takeover`). Must be 0.
     #[serde(default)]
@@ -333,6 +333,16 @@ pub struct ChaosResult {
     /// grant was live (rule 6, lock-level). Must be 0.
     #[serde(default)]
     pub grant_overlaps: u64,
+    /// Of those, renewals acknowledged after a higher token's grant of the
+    /// key (rule 7). Must be 0.
+    #[serde(default)]
+    pub late_renewals: u64,
+    /// Of those, acknowledged renewals that shortened a promised end (rule 8). Must be 0.
+    #[serde(default)]
+    pub shortened_renewals: u64,
+    /// Renewals acknowledged, all runs (the workers record each L5).
+    #[serde(default)]
+    pub renewals_acknowledged: u64,
     /// Fence-outs of submits the client believed held (trigger-4 events; not violations).
     pub trigger4_events: u64,
     /// Payouts paid, all runs.
@@ -372,6 +382,9 @@ impl ChaosResult {
         self.token_regressions += c.token_regressions;
         self.history_violations += c.history_violations();
         self.grant_overlaps += c.grant_overlaps;
+        self.late_renewals += c.late_renewals;
+        self.shortened_renewals += c.shortened_renewals;
+        self.renewals_acknowledged += c.renewals_acknowledged;
         self.epoch_conflicts += r.epoch_conflicts.len() as u64;
         self.epoch_breaches += r.epoch_breaches.len() as u64;
         for s in super::coverage::Situation::ALL {
