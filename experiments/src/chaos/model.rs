@@ -218,6 +218,7 @@ impl ChaosConfig {
             extra: self.extra_faults.0..=self.extra_faults.1,
             leader_lease_ms: self.leader_lease_ms,
             replicas: u64::from(self.replicas),
+            long_holds: false,
         }
     }
 
