@@ -454,6 +454,25 @@ pub struct RunArgs {
     )]
     pub rail_latency: String,
 
+    /// The work each payout does while it holds its lock, in production
+    /// time (scaled with the TTL like --rail-latency), drawn per attempt from
+    /// a seeded RNG and split evenly over its --steps: fixed:20s,
+    /// uniform:5s..40s, lognormal:p50=20s,p99=60s. Against a 30 s production
+    /// lease, lognormal:p50=20s,p99=60s makes a share of payouts outlive the
+    /// lease, so they need renewals (L5) to finish [default: none, the rail
+    /// calls alone].
+    #[arg(long, value_name = "SPEC")]
+    pub hold: Option<String>,
+
+    /// Steps of one payout, 1..=100: K ledger payouts ("legs") paid under one
+    /// lock grant, each claimed, worked (hold / K), checked (D4) and
+    /// submitted in turn; the backlog seeds payouts × K ledger payouts. A D4
+    /// refusal before a later leg abandons the payout mid-way (column
+    /// abandoned_mid_payout) and a later holder resumes at its first unpaid
+    /// leg, e.g. --steps 3 [default: 1].
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = whole::<u32>(1, 100))]
+    pub steps: u32,
+
     /// Run this long before each cell's measured window opens, excluded from
     /// every figure (connection set-up, first heartbeats) [default: three
     /// heartbeat periods of the cell at divisor 3, whatever

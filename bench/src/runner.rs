@@ -102,6 +102,11 @@ pub struct RunConfig {
     /// `--tls`: the lock-server serves HTTPS with a certificate made for
     /// the cell, and every SDK client trusts its CA.
     pub tls: bool,
+    /// `--hold`: a payout's work under its lock, in production time (scaled per cell).
+    #[serde(serialize_with = "display_opt")]
+    pub hold: Option<LatencySpec>,
+    /// `--steps`: the legs of one payout, all under one lock grant.
+    pub steps: u32,
 }
 
 fn sampling<S: serde::Serializer>(v: &Sampling, s: S) -> Result<S::Ok, S::Error> {
@@ -224,7 +229,7 @@ impl RunConfig {
             plan.warmup = warmup;
         }
         plan.sampling = self.sampling;
-        plan
+        plan.with_hold(self.hold, self.steps)
     }
 }
 

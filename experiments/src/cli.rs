@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use fencepost_api::latency::LatencySpec;
 
 use crate::cgroup::{QuotaError, QuotaSpec};
 use bench_driver::worker_process::WorkerSpec;
@@ -431,6 +432,25 @@ pub struct ChaosArgs {
     /// Results directory; default data/runs/<timestamp>-chaos/.
     #[arg(long)]
     pub out: Option<PathBuf>,
+
+    /// The work each payout does while it holds its lock, in production
+    /// time (scaled by --ttl / 30 s like the rail's timings): fixed:20s,
+    /// uniform:5s..40s, lognormal:p50=20s,p99=60s (against a 30 s production
+    /// lease, a share of payouts then outlive the lease and need renewals)
+    /// [default: none].
+    #[arg(long, value_name = "SPEC", value_parser = parse_latency)]
+    pub hold: Option<LatencySpec>,
+
+    /// Steps of one payout, 1..=100: K ledger payouts paid under one lock
+    /// grant, each claimed, worked (hold / K), checked (D4) and submitted in
+    /// turn, e.g. 3 [default: 1].
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub steps: u32,
+}
+
+/// A latency spec (`--hold`): fixed:…, uniform:…..…, lognormal:p50=…,p99=….
+fn parse_latency(text: &str) -> Result<LatencySpec, String> {
+    text.parse::<LatencySpec>().map_err(|e| e.to_string())
 }
 
 impl ChaosArgs {
@@ -454,6 +474,8 @@ impl ChaosArgs {
             payouts: self.payouts,
             margin: self.margin,
             out: self.out.clone(),
+            hold: self.hold,
+            steps: self.steps,
         }
     }
 }

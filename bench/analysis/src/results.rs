@@ -253,7 +253,11 @@ fn absent(name: &str, height: usize) -> Option<Column> {
         | "hb_gap_p99_us"
         | "hb_gap_max_us"
         | "hb_gaps_over_window"
-        | "server_pauses" => Some(Column::new(name.into(), vec![0u64; height])),
+        | "server_pauses"
+        | "abandoned_mid_payout" => Some(Column::new(name.into(), vec![0u64; height])),
+        // Before long holds every payout was one step with no work.
+        "hold" => Some(Column::new(name.into(), vec!["none"; height])),
+        "steps" => Some(Column::new(name.into(), vec![1u32; height])),
         _ => None,
     }
 }
@@ -457,6 +461,16 @@ cell_row! {
     /// Freezes (`--server-pause` SIGSTOPs) applied to the lock-server inside the measured
     /// window; 0 without `--server-pause` (and in a table from before the column).
     server_pauses: u64,
+    /// The work a payout does while it holds its lock (`--hold`, scaled by the time base),
+    /// a latency spec, or `none`; a table from before the column reads as `none`.
+    hold: String,
+    /// The steps of one logical payout (`--steps`): each a ledger payout ("leg") of its
+    /// own, all under one lock grant; a table from before the column reads as 1.
+    steps: u32,
+    /// D4 refusals before a leg after the first of a multi-step payout: the lock given up
+    /// with some legs paid (also counted in `abandoned_insufficient_lease` or
+    /// `abandoned_lost`); 0 with one step.
+    abandoned_mid_payout: u64,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),

@@ -21,6 +21,11 @@ pub struct TallySnapshot {
     pub abandoned_insufficient_lease: u64,
     /// The lock was already lost at the check (no ledger call).
     pub abandoned_lost: u64,
+    /// D4 refusals before a step after the first of a multi-step payout
+    /// (`--steps`): the lock was given up with some legs paid and others
+    /// not (a subset of the two abandonment counts above).
+    #[serde(default)]
+    pub abandoned_mid_payout: u64,
     /// Acquires that gave up.
     pub acquire_failed: u64,
     /// Handles reported lost.
@@ -49,6 +54,7 @@ impl TallySnapshot {
         self.paid_replies += o.paid_replies;
         self.abandoned_insufficient_lease += o.abandoned_insufficient_lease;
         self.abandoned_lost += o.abandoned_lost;
+        self.abandoned_mid_payout += o.abandoned_mid_payout;
         self.acquire_failed += o.acquire_failed;
         self.lock_lost += o.lock_lost;
         self.fenced_replies += o.fenced_replies;

@@ -174,7 +174,23 @@ pub fn cell_row(m: &Measurement) -> CellRow {
         hb_gap_p99_us: gap.p99,
         hb_gap_max_us: gap.max,
         hb_gaps_over_window: hb.gaps_over_window,
+        ..appended_columns(m)
+    }
+}
+
+/// The columns appended last: the freezes applied, long holds and
+/// multi-step payouts (`--hold`, `--steps`); every other column at its
+/// default, for [`cell_row`] to fill.
+fn appended_columns(m: &Measurement) -> CellRow {
+    let (plan, tally) = (&m.plan, &m.workers.tally);
+    CellRow {
         server_pauses: m.server_pauses,
+        hold: plan
+            .hold
+            .map_or_else(|| "none".to_owned(), |h| h.to_string()),
+        steps: plan.steps,
+        abandoned_mid_payout: tally.abandoned_mid_payout,
+        ..CellRow::default()
     }
 }
 
@@ -225,6 +241,8 @@ mod tests {
             warmup: Duration::from_millis(350),
             cpu_quota: None,
             sampling: Default::default(),
+            hold: None,
+            steps: 1,
         }
     }
 

@@ -192,8 +192,27 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
     }
     let fenced = fenced_out(ops, ledger);
     check_payments(&mut out, &by_payout, ledger);
-    check_holders(&mut out, &by_payout, &fenced);
+    check_holders(&mut out, &by_key(ops), &fenced);
     check_reported_fence_outs(&mut out, ops, &fenced);
+    out
+}
+
+/// The lock key an operation ran under: its own `key` (a multi-step
+/// payout's legs), else `payout:<payout>`; `None` without a payout.
+pub fn key_of(op: &Op) -> Option<String> {
+    op.key
+        .clone()
+        .or_else(|| op.payout.as_deref().map(|p| format!("payout:{p}")))
+}
+
+/// The operations of each lock key ([`key_of`]), in history order.
+pub fn by_key(ops: &[Op]) -> BTreeMap<String, Vec<&Op>> {
+    let mut out: BTreeMap<String, Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        if let Some(k) = key_of(op) {
+            out.entry(k).or_default().push(op);
+        }
+    }
     out
 }
 
@@ -278,15 +297,19 @@ fn check_payments(
     }
 }
 
-/// Rules 3, 4, 6, 7 and 8, per key: token regressions, overlapping beliefs
-/// that no fence-out resolved, grants that overlap, late and shortening
-/// renewals.
+/// Rules 3, 4, 6, 7 and 8, per lock key: token regressions, overlapping
+/// beliefs that no fence-out resolved (on any payout of the key: a
+/// multi-step payout's legs), grants that overlap, late and shortening
+/// renewals. A violation names the key's payout (`payout:<id>`: `id`; for
+/// a multi-step payout, its first leg).
 fn check_holders(
     out: &mut HistoryCheck,
-    by_payout: &BTreeMap<&str, Vec<&Op>>,
+    by_key: &BTreeMap<String, Vec<&Op>>,
     fenced: &HashSet<(&str, u64)>,
 ) {
-    for (payout, ops) in by_payout {
+    for (key, ops) in by_key {
+        let payout = key.strip_prefix("payout:").unwrap_or(key);
+        let legs: HashSet<&str> = ops.iter().filter_map(|o| o.payout.as_deref()).collect();
         for detail in regressions(payout, ops) {
             out.token_regressions += 1;
             out.violate(Rule::TokenRegression, Some(payout), detail);
@@ -298,7 +321,7 @@ fn check_holders(
                     continue;
                 }
                 let lower = a.token.min(b.token);
-                if fenced.contains(&(*payout, lower)) {
+                if legs.iter().any(|p| fenced.contains(&(*p, lower))) {
                     out.fenced_overlaps += 1;
                     continue;
                 }

@@ -101,6 +101,14 @@ pub struct Event {
     /// On a session: whether its worker runs the client check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_check: Option<bool>,
+    /// The lock key every operation of a multi-step payout (`--steps` > 1)
+    /// runs under, `payout:<leg 0's id>` (invocations only): it attributes a
+    /// leg's claim, check and submit to the grant of its lock. The `payout`
+    /// of such an operation is the ledger payout it acts on: the leg's own
+    /// for a claim, check, submit or rail release, leg 0's for the grant
+    /// and the lock release. Absent on a one-step payout (key `payout:<payout>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// One operation: an invocation joined with its completion, if any.
@@ -135,6 +143,9 @@ pub struct Op {
     /// On a session: whether its worker runs the client check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_check: Option<bool>,
+    /// The lock key of a multi-step payout's operation ([`Event::key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl Op {

@@ -84,6 +84,19 @@ impl Recorder {
         payout: Option<&str>,
         token: Option<u64>,
     ) -> Pending {
+        self.invoke_keyed(kind, session, payout, token, None)
+    }
+
+    /// Records the invocation of `kind` in `session` (now) under the lock
+    /// `key` of a multi-step payout ([`Event::key`]).
+    pub fn invoke_keyed(
+        &self,
+        kind: OpKind,
+        session: &str,
+        payout: Option<&str>,
+        token: Option<u64>,
+        key: Option<&str>,
+    ) -> Pending {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.write(&Event {
             proc: self.proc.clone(),
@@ -96,6 +109,7 @@ impl Recorder {
             outcome: None,
             deadline_ns: None,
             client_check: None,
+            key: key.map(str::to_string),
         });
         Pending { id }
     }
@@ -114,6 +128,7 @@ impl Recorder {
             outcome: None,
             deadline_ns: None,
             client_check: Some(client_check),
+            key: None,
         };
         self.write(&e);
         e.kind = None;
@@ -144,6 +159,7 @@ impl Recorder {
             outcome: Some(outcome),
             deadline_ns: remaining.map(|r| t_ns + r.as_nanos() as u64),
             client_check: None,
+            key: None,
         });
     }
 }
@@ -239,6 +255,7 @@ pub fn load(events: &[Event]) -> Result<Vec<Op>, HistoryError> {
                     outcome: None,
                     deadline_ns: None,
                     client_check: e.client_check,
+                    key: e.key.clone(),
                 });
             }
             (Some(outcome), _) => {

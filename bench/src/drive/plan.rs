@@ -105,6 +105,8 @@ pub fn resolve(args: &RunArgs, sweep: Option<SweepOnly>) -> Result<Plan, FlagErr
             etcd_url,
             sampling: load.sampling,
             tls: args.tls,
+            hold: load.hold,
+            steps: args.steps,
         },
         out,
         resume,
@@ -204,6 +206,7 @@ struct Load {
     rail_read_timeout: std::time::Duration,
     warmup: Option<std::time::Duration>,
     net_delay: Option<LatencySpec>,
+    hold: Option<LatencySpec>,
 }
 
 /// `--duration`, `--payouts`, `--workers`, the sampling flags, the session
@@ -251,6 +254,11 @@ fn load(args: &RunArgs) -> Result<Load, FlagError> {
             .net_delay
             .as_deref()
             .map(|s| latency("--net-delay", s))
+            .transpose()?,
+        hold: args
+            .hold
+            .as_deref()
+            .map(|s| latency("--hold", s))
             .transpose()?,
     })
 }

@@ -51,6 +51,8 @@ pub(crate) fn config(net_delay: Option<&str>) -> RunConfig {
         etcd_url: None,
         sampling: Default::default(),
         tls: false,
+        hold: None,
+        steps: 1,
     }
 }
 

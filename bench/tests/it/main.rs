@@ -4,6 +4,7 @@ mod adr;
 mod axes;
 mod driver;
 mod etcd;
+mod hold;
 mod interrupt;
 mod live;
 mod measurement;

@@ -135,9 +135,11 @@ pub fn from_history(ops: &[Op], applied: &[Applied]) -> Coverage {
         .map(|a| a.from_ns)
         .collect();
     let takeovers: Vec<&Applied> = applied.iter().filter(|a| takeover_fault(a.kind)).collect();
+    for ops in bench_history::check::by_key(ops).values() {
+        held_across_takeovers(ops, &takeovers, &mut n);
+    }
     for ops in by_payout.values() {
         fence_situations(ops, &mut n);
-        held_across_takeovers(ops, &takeovers, &mut n);
         let grants: Vec<(&Op, u64, u64)> = ops
             .iter()
             .filter(|o| o.kind == OpKind::Grant && o.is(Outcome::Ok))
@@ -230,7 +232,7 @@ fn fence_situations(ops: &[&Op], n: &mut HashMap<Situation, u64>) {
     }
 }
 
-/// Grants held across a takeover, on one key's operations: a belief (the
+/// Grants held across a takeover, on one lock key's operations: a belief (the
 /// checker's, extended by renewals) that began before a fault stopping the
 /// serving lock-server, with a renewal sent after the fault began that was
 /// acknowledged and counted in the belief.
@@ -365,6 +367,7 @@ mod tests {
             outcome: Some(Outcome::Ok),
             deadline_ns: None,
             client_check: None,
+            key: None,
         }
     }
 

@@ -77,6 +77,10 @@ pub struct ChaosInputs {
     pub margin: f64,
     /// Results directory.
     pub out: Option<std::path::PathBuf>,
+    /// A payout's work under its lock, in production time (`--hold`).
+    pub hold: Option<LatencySpec>,
+    /// The legs of one payout (`--steps`).
+    pub steps: u32,
 }
 
 /// The resolved configuration (manifest, `chaos.json`).
@@ -125,6 +129,17 @@ pub struct ChaosConfig {
     pub sabotage: Option<String>,
     /// Faults drawn per run besides the freeze inside the critical section.
     pub extra_faults: (u64, u64),
+    /// A payout's work under its lock, in production time (`--hold`); absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+    /// The legs of one payout (`--steps`); 1 in a file from before it.
+    #[serde(default = "one_step")]
+    pub steps: u32,
+}
+
+/// A `chaos.json` written before multi-step payouts: one step.
+fn one_step() -> u32 {
+    1
 }
 
 /// The images of a docker-runtime chaos.
@@ -175,6 +190,8 @@ impl ChaosConfig {
             acquire_budget_ms: t.acquire_budget.as_millis() as u64,
             sabotage: args.sabotage.map(|s| s.as_str().to_string()),
             extra_faults: (1, 3),
+            hold: args.hold.map(|h| h.to_string()),
+            steps: args.steps.max(1),
         }
     }
 
@@ -242,6 +259,8 @@ impl ChaosConfig {
             (!self.replicated()).then_some(LatencySpec::Fixed(Duration::ZERO));
         // Every operation of the run is checked, from the first one.
         plan.warmup = Duration::ZERO;
+        let hold = self.hold.as_deref().map(str::parse).transpose()?;
+        let plan = plan.with_hold(hold, self.steps);
         Ok(plan.in_run(&format!("chaos-{}", self.seed)))
     }
 }

@@ -45,6 +45,8 @@ fn bad_values_exit_two_and_name_the_flag() {
         (vec!["clock", "--fractions", "0.5,-1"], "--fractions"),
         (vec!["clock", "--cases", "0"], "--cases"),
         (vec!["throttle", "--quota", "0%"], "--quota"),
+        (vec!["chaos", "--hold", "sometimes"], "--hold"),
+        (vec!["chaos", "--steps", "0"], "--steps"),
     ] {
         let (code, text) = run(&args);
         assert_eq!(code, 2, "{args:?}: {text}");

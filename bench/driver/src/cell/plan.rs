@@ -210,6 +210,12 @@ pub struct CellPlan {
     pub cpu_quota: Option<String>,
     /// Idle sessions and the sequential stop ([`Sampling`]).
     pub sampling: Sampling,
+    /// How long a payout's work holds the lock (scaled; `--hold`), drawn
+    /// per attempt by each worker's seeded RNG; `None`: no work.
+    pub hold: Option<LatencySpec>,
+    /// The steps of one logical payout (`--steps`, ≥ 1): each a ledger
+    /// payout of its own, all under one lock grant.
+    pub steps: u32,
 }
 
 impl CellPlan {
@@ -245,7 +251,17 @@ impl CellPlan {
             warmup: default_warmup(i.session_ttl, i.lease, i.margin),
             cpu_quota: None,
             sampling: Sampling::default(),
+            hold: None,
+            steps: 1,
         }
+    }
+
+    /// The plan with payouts that do `hold` of work (production time, scaled
+    /// here by the plan's time base like the rail's latency) in `steps` legs.
+    pub fn with_hold(mut self, hold: Option<LatencySpec>, steps: u32) -> Self {
+        self.hold = hold.map(|h| self.time_base.latency(h));
+        self.steps = steps.max(1);
+        self
     }
 
     /// The rail timings and the acquire budget cut to whole milliseconds:
@@ -287,6 +303,8 @@ impl CellPlan {
             acquire_budget: self.acquire_budget,
             payout_prefix: self.payout_prefix.clone(),
             seed: self.seed,
+            hold: self.hold,
+            steps: self.steps,
             on_claimed,
             on_step: None,
             history: None,
@@ -308,9 +326,11 @@ impl CellPlan {
         heartbeat_period(ms, None, ppm, self.heartbeat_divisor)
     }
 
-    /// How long a worker may take to stop: one acquire and one rail hop, plus slack.
+    /// How long a worker may take to stop: one acquire and one rail hop per
+    /// step, twice the hold's p99, plus slack.
     pub fn join_grace(&self) -> Duration {
-        self.lease + self.rail_read_timeout + JOIN_SLACK
+        let hold = self.hold.map_or(Duration::ZERO, |h| h.p99() * 2);
+        self.lease + self.rail_read_timeout * self.steps.max(1) + hold + JOIN_SLACK
     }
 
     /// The services this cell needs, from `runtime`.

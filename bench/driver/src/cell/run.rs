@@ -211,13 +211,28 @@ pub struct CellRun<'a> {
 }
 
 impl CellRun<'_> {
-    /// Seeds `count` payouts under the plan's prefix (R7).
+    /// Seeds `count` payouts under the plan's prefix (R7): with
+    /// [`CellPlan::steps`] K, `count × K` ledger payouts, leg j of payout n
+    /// being ledger payout `(n − 1)·K + j + 1` ([`crate::worker::leg_number`]).
     pub async fn seed_backlog(&self, count: u64) -> Result<Backlog, CellError> {
         let prefix = &self.plan.payout_prefix;
-        let created = self.stack.rail().seed_backlog(count, prefix).await?;
+        let steps = u64::from(self.plan.steps.max(1));
+        let created = self
+            .stack
+            .rail()
+            .seed_backlog(count * steps, prefix)
+            .await?;
         // R7 numbers a backlog after any earlier one under the same prefix.
         let first = created.first_number(prefix)?;
-        Ok(Backlog { first, count })
+        if (first - 1) % steps != 0 {
+            return Err(CellError::schedule(format!(
+                "the backlog under {prefix:?} starts at ledger payout {first}, not at the first leg of a {steps}-step payout; use a fresh payout prefix"
+            )));
+        }
+        Ok(Backlog {
+            first: (first - 1) / steps + 1,
+            count,
+        })
     }
 
     /// Spawns workers `ids` on `backlog`: in-process ones share one queue,

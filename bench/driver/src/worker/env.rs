@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bench_core::backend::BackendKind;
 use bench_history::Recorder;
+use fencepost_api::latency::LatencySpec;
 use fencepost_sdk::MarginPolicy;
 
 /// A boxed, sendable future (the object-safe form of an `async fn` in a trait).
@@ -48,6 +49,15 @@ pub struct WorkerEnv {
     pub payout_prefix: String,
     /// The run's seed; worker `i` seeds its SDK with `seed + i`.
     pub seed: u64,
+    /// How long a payout's work holds the lock (already scaled to the cell's
+    /// time base), drawn once per attempt from the worker's seeded RNG and
+    /// split evenly over its [`WorkerEnv::steps`]; `None`: no work beyond the
+    /// rail calls (the default).
+    pub hold: Option<LatencySpec>,
+    /// The steps ("legs") of one logical payout, each a ledger payout of its
+    /// own paid under the one lock grant (≥ 1; 1: the default, one ledger
+    /// payout per payout).
+    pub steps: u32,
     /// Called after every successful claim, before the D4 check: the point in
     /// the critical section where the pause experiment freezes a worker.
     pub on_claimed: Option<ClaimHook>,

@@ -31,5 +31,5 @@ pub mod renewals;
 pub mod tally;
 
 pub use env::{BoxFuture, ClaimFn, ClaimHook, Step, StepCtx, StepFn, StepHook, WorkerEnv};
-pub use payout::{BuildError, RunWorker, Worker, build_worker, sdk_client};
+pub use payout::{BuildError, RunWorker, Worker, build_worker, leg_id, leg_number, sdk_client};
 pub use tally::{Belief, Tally, TallySnapshot, WorkQueue};

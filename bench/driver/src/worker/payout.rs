@@ -14,6 +14,8 @@ use bench_core::backend::BackendKind;
 use bench_core::hist;
 use bench_history::{OpKind, Outcome, Pending, mono_ns};
 use fencepost_sdk::Histogram;
+use rand::SeedableRng as _;
+use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
 use crate::backend::etcd::{EtcdBackend, EtcdConfig};
@@ -47,6 +49,9 @@ pub struct Worker<B: LockBackend = LockClient> {
     rail: RailClient,
     /// R3 submit latencies as this worker saw them, µs (held only to record or copy).
     rail_latency: Mutex<Histogram<u64>>,
+    /// Draws each payout's hold ([`WorkerEnv::hold`]), seeded from the
+    /// worker's seed so a run replays.
+    hold_rng: Mutex<ChaCha8Rng>,
     /// The configuration.
     env: WorkerEnv,
 }
@@ -170,6 +175,7 @@ impl<B: LockBackend> Worker<B> {
             client,
             rail,
             rail_latency: Mutex::new(hist::new_histogram()),
+            hold_rng: Mutex::new(hold_rng(env.seed, idx)),
             env,
         }
     }
@@ -286,10 +292,11 @@ impl<B: LockBackend> Worker<B> {
         }
     }
 
-    /// Records an invocation in the history, if there is one.
-    fn invoke(&self, kind: OpKind, session: &str, id: &str, token: Option<u64>) -> Option<Pending> {
+    /// Records an invocation in the history, if there is one, under the
+    /// payout's lock key when it has several steps.
+    fn invoke(&self, kind: OpKind, at: &At<'_>, id: &str, token: Option<u64>) -> Option<Pending> {
         let r = self.env.history.as_ref()?;
-        Some(r.invoke(kind, session, Some(id), token))
+        Some(r.invoke_keyed(kind, at.session, Some(id), token, at.key))
     }
 
     /// Records the completion of `p`, if the history records.
@@ -306,8 +313,8 @@ impl<B: LockBackend> Worker<B> {
     }
 
     /// A rail call (claim, submit, R4), recorded.
-    async fn rail_call(&self, kind: OpKind, session: &str, id: &str, token: u64) -> RailOutcome {
-        let p = self.invoke(kind, session, id, Some(token));
+    async fn rail_call(&self, kind: OpKind, at: &At<'_>, id: &str, token: u64) -> RailOutcome {
+        let p = self.invoke(kind, at, id, Some(token));
         let out = match kind {
             OpKind::Claim => self.rail.claim(id, token).await,
             OpKind::Submit => self.rail.submit(id, token).await,
@@ -322,11 +329,11 @@ impl<B: LockBackend> Worker<B> {
         &self,
         s: &B::Session,
         handle: <B::Session as BackendSession>::Handle,
-        session: &str,
+        at: &At<'_>,
         id: &str,
     ) {
         let token = B::Session::token(&handle);
-        let p = self.invoke(OpKind::Release, session, id, Some(token));
+        let p = self.invoke(OpKind::Release, at, id, Some(token));
         let outcome = match s.release(handle).await {
             Ok(()) => Outcome::Ok,
             Err(_) => Outcome::Failed,
@@ -334,36 +341,79 @@ impl<B: LockBackend> Worker<B> {
         self.complete(p, outcome, None, None);
     }
 
-    /// One payout. Returns false when it must be retried later (abandoned).
-    /// One payout, in its steps: acquire, claim (fence 1), the client
-    /// check (D4), submit (fence 2), release. True when the payout is done
-    /// (paid, by this worker or already), false when it goes back on the queue.
+    /// One payout, in its steps: acquire, then per leg ([`WorkerEnv::steps`])
+    /// claim (fence 1), the leg's share of the hold, the client check (D4)
+    /// and submit (fence 2), then release. True when the payout is done
+    /// (every leg paid, by this worker or already), false when it goes back
+    /// on the queue (a later holder resumes at its first unpaid leg).
     async fn pay_one(&self, s: &B::Session, sname: &str, n: u64, tally: &Tally) -> bool {
-        let id = bulk_payout_id(&self.env.payout_prefix, n);
-        let Some(handle) = self.acquire(s, sname, &id, tally).await else {
+        let steps = self.env.steps.max(1);
+        let leg0 = leg_id(&self.env.payout_prefix, n, steps, 0);
+        let key = format!("payout:{leg0}");
+        let at = At {
+            session: sname,
+            key: (steps > 1).then_some(key.as_str()),
+        };
+        let Some(handle) = self.acquire(s, &at, &leg0, &key, tally).await else {
             return false;
         };
-        let token = <B::Session as BackendSession>::token(&handle);
-        let held = match self.claim(sname, &id, token, tally).await {
-            Claimed::Yes => {
-                if let Some(hook) = &self.env.on_claimed {
-                    (hook.0)(self.idx, &id, token);
-                }
-                !self.env.client_check || self.check(s, &handle, sname, &id, token, tally).await
+        let work = self.draw_hold() / steps;
+        let mut done = true;
+        for j in 0..steps {
+            let id = leg_id(&self.env.payout_prefix, n, steps, j);
+            let leg = Leg {
+                at: &at,
+                id: &id,
+                j,
+            };
+            if !self.pay_leg(s, &handle, &leg, work, tally).await {
+                done = false;
+                break;
             }
-            Claimed::AlreadyPaid => {
-                self.release_lock(s, handle, sname, &id).await;
-                return true;
+        }
+        self.release_lock(s, handle, &at, &leg0).await;
+        done
+    }
+
+    /// The hold of one payout attempt (zero without `--hold`).
+    fn draw_hold(&self) -> Duration {
+        match &self.env.hold {
+            Some(spec) => {
+                spec.sample(&mut *self.hold_rng.lock().unwrap_or_else(|e| e.into_inner()))
             }
-            Claimed::No => false,
-        };
-        if !held {
-            self.release_lock(s, handle, sname, &id).await;
+            None => Duration::ZERO,
+        }
+    }
+
+    /// One leg under the held lock: claim, `work`, D4, submit. True when
+    /// the leg is paid (by this submit, or already).
+    async fn pay_leg(
+        &self,
+        s: &B::Session,
+        handle: &<B::Session as BackendSession>::Handle,
+        leg: &Leg<'_>,
+        work: Duration,
+        tally: &Tally,
+    ) -> bool {
+        let token = <B::Session as BackendSession>::token(handle);
+        match self.claim(leg.at, leg.id, token, tally).await {
+            Claimed::Yes => {}
+            Claimed::AlreadyPaid => return true,
+            Claimed::No => return false,
+        }
+        if let Some(hook) = &self.env.on_claimed {
+            (hook.0)(self.idx, leg.id, token);
+        }
+        if !work.is_zero() {
+            tokio::time::sleep(work).await;
+        }
+        if self.env.client_check && !self.check(s, handle, leg.at, leg.id, token, tally).await {
+            if leg.j > 0 {
+                Tally::bump(&tally.abandoned_mid_payout);
+            }
             return false;
         }
-        let done = self.submit(s, &handle, sname, &id, token, tally).await;
-        self.release_lock(s, handle, sname, &id).await;
-        done
+        self.submit(s, handle, leg.at, leg.id, token, tally).await
     }
 
     /// The lock on the payout within the acquire budget (recorded as a
@@ -372,17 +422,14 @@ impl<B: LockBackend> Worker<B> {
     async fn acquire(
         &self,
         s: &B::Session,
-        sname: &str,
+        at: &At<'_>,
         id: &str,
+        key: &str,
         tally: &Tally,
     ) -> Option<<B::Session as BackendSession>::Handle> {
-        let granting = self.invoke(OpKind::Grant, sname, id, None);
+        let granting = self.invoke(OpKind::Grant, at, id, None);
         let handle = match s
-            .acquire(
-                &format!("payout:{id}"),
-                self.env.lease,
-                self.env.acquire_budget,
-            )
+            .acquire(key, self.env.lease, self.env.acquire_budget)
             .await
         {
             Ok(h) => h,
@@ -409,8 +456,8 @@ impl<B: LockBackend> Worker<B> {
     }
 
     /// Fence 1: the ledger claim under `token`.
-    async fn claim(&self, sname: &str, id: &str, token: u64, tally: &Tally) -> Claimed {
-        match self.rail_call(OpKind::Claim, sname, id, token).await {
+    async fn claim(&self, at: &At<'_>, id: &str, token: u64, tally: &Tally) -> Claimed {
+        match self.rail_call(OpKind::Claim, at, id, token).await {
             RailOutcome::Ok => Claimed::Yes,
             RailOutcome::Refused(RailErrorCode::AlreadyPaid) => Claimed::AlreadyPaid,
             RailOutcome::Refused(code) => {
@@ -434,12 +481,12 @@ impl<B: LockBackend> Worker<B> {
         &self,
         s: &B::Session,
         handle: &<B::Session as BackendSession>::Handle,
-        sname: &str,
+        at: &At<'_>,
         id: &str,
         token: u64,
         tally: &Tally,
     ) -> bool {
-        let checking = self.invoke(OpKind::Check, sname, id, Some(token));
+        let checking = self.invoke(OpKind::Check, at, id, Some(token));
         let verdict = s
             .check_still_held(handle)
             .map_err(LockError::from)
@@ -455,7 +502,7 @@ impl<B: LockBackend> Worker<B> {
             Err(LockError::InsufficientLease { .. }) => {
                 self.complete(checking, Outcome::InsufficientLease, None, None);
                 Tally::bump(&tally.abandoned_insufficient_lease);
-                let _ = self.rail_call(OpKind::RailRelease, sname, id, token).await;
+                let _ = self.rail_call(OpKind::RailRelease, at, id, token).await;
                 false
             }
             Err(_) => {
@@ -474,13 +521,13 @@ impl<B: LockBackend> Worker<B> {
         &self,
         s: &B::Session,
         handle: &<B::Session as BackendSession>::Handle,
-        sname: &str,
+        at: &At<'_>,
         id: &str,
         token: u64,
         tally: &Tally,
     ) -> bool {
         let sent = Instant::now();
-        let submitted = self.rail_call(OpKind::Submit, sname, id, token).await;
+        let submitted = self.rail_call(OpKind::Submit, at, id, token).await;
         let _ = self
             .rail_latency
             .lock()
@@ -528,4 +575,81 @@ enum Claimed {
     AlreadyPaid,
     /// Refused (fenced out, or another code) or unknown (a transport error).
     No,
+}
+
+/// Where an operation is recorded: the history's session, and the lock key
+/// of a multi-step payout (`None` for one step).
+struct At<'a> {
+    /// The session's name in the history.
+    session: &'a str,
+    /// The payout's lock key, when it has several steps.
+    key: Option<&'a str>,
+}
+
+/// One leg of a payout: its ledger id and its index.
+struct Leg<'a> {
+    /// Where its operations are recorded.
+    at: &'a At<'a>,
+    /// Its ledger payout.
+    id: &'a str,
+    /// Its index, 0-based.
+    j: u32,
+}
+
+/// Salt of a worker's hold RNG (its SDK takes `seed + idx` unsalted).
+const HOLD_SALT: u64 = 0x686f_6c64_5f72_6e67;
+
+/// The seeded RNG worker `idx` of a run with `seed` draws its holds from.
+pub(crate) fn hold_rng(seed: u64, idx: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed.wrapping_add(idx) ^ HOLD_SALT)
+}
+
+/// The ledger number of leg `j` of logical payout `n` (1-based, as R7
+/// numbers) with `steps` legs: `(n − 1)·steps + j + 1`, so one step is the
+/// payout itself and a backlog of `count` payouts is exactly the ledger
+/// payouts `1..=count·steps` past its first.
+pub fn leg_number(n: u64, steps: u32, j: u32) -> u64 {
+    (n - 1) * u64::from(steps) + u64::from(j) + 1
+}
+
+/// The ledger id of leg `j` of logical payout `n` ([`leg_number`]).
+pub fn leg_id(prefix: &str, n: u64, steps: u32, j: u32) -> String {
+    bulk_payout_id(prefix, leg_number(n, steps, j))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencepost_api::latency::LatencySpec;
+
+    #[test]
+    fn one_step_legs_are_the_payouts_themselves() {
+        for n in [1, 2, 99] {
+            assert_eq!(leg_id("p", n, 1, 0), bulk_payout_id("p", n));
+        }
+    }
+
+    #[test]
+    fn legs_of_consecutive_payouts_tile_the_ledger_without_gaps_or_overlap() {
+        let mut seen: Vec<u64> = (1..=4)
+            .flat_map(|n| (0..3).map(move |j| leg_number(n, 3, j)))
+            .collect();
+        assert_eq!(seen[..3], [1, 2, 3]);
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, (1..=12).collect::<Vec<_>>());
+        assert_eq!(leg_id("x", 2, 3, 0), bulk_payout_id("x", 4));
+    }
+
+    #[test]
+    fn holds_replay_from_the_seed_and_differ_between_workers() {
+        let spec: LatencySpec = "lognormal:p50=20ms,p99=60ms".parse().unwrap();
+        let draw = |seed, idx| {
+            let mut r = hold_rng(seed, idx);
+            (0..5).map(|_| spec.sample(&mut r)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7, 1), draw(7, 1));
+        assert_ne!(draw(7, 1), draw(7, 2));
+        assert!(draw(7, 1).iter().all(|d| !d.is_zero()));
+    }
 }

@@ -96,6 +96,9 @@ pub struct Tally {
     pub abandoned_insufficient_lease: AtomicU64,
     /// The lock was already lost at the check before the irreversible step.
     pub abandoned_lost: AtomicU64,
+    /// D4 refused before a step after the first of a multi-step payout
+    /// (counted also as one of the two abandonments above).
+    pub abandoned_mid_payout: AtomicU64,
     /// Acquire gave up within its budget (key held or in grace).
     pub acquire_failed: AtomicU64,
     /// Handles the SDK reported lost (listener calls).
@@ -127,6 +130,7 @@ impl Tally {
             &self.paid_replies,
             &self.abandoned_insufficient_lease,
             &self.abandoned_lost,
+            &self.abandoned_mid_payout,
             &self.acquire_failed,
             &self.lock_lost,
             &self.sessions_reopened,
@@ -165,6 +169,7 @@ impl Tally {
             paid_replies: g(&self.paid_replies),
             abandoned_insufficient_lease: g(&self.abandoned_insufficient_lease),
             abandoned_lost: g(&self.abandoned_lost),
+            abandoned_mid_payout: g(&self.abandoned_mid_payout),
             acquire_failed: g(&self.acquire_failed),
             lock_lost: g(&self.lock_lost),
             fenced_replies: g(&self.fenced_replies),

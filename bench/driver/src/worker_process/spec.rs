@@ -11,6 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use bench_core::backend::BackendKind;
+use fencepost_api::latency::LatencySpec;
 use fencepost_sdk::{MarginPolicy, MarginSummary};
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +124,37 @@ pub struct WorkerSpec {
     /// Chaos: take the backlog in an order shuffled within blocks of this many payouts.
     #[serde(default)]
     pub shuffle_block: Option<u64>,
+    /// The payout's work (scaled), as its `--hold` text; `None`: none.
+    #[serde(default, with = "opt_latency", skip_serializing_if = "Option::is_none")]
+    pub hold: Option<LatencySpec>,
+    /// The steps of one logical payout (≥ 1).
+    #[serde(default = "one_step")]
+    pub steps: u32,
+}
+
+/// A spec written before multi-step payouts: one step.
+fn one_step() -> u32 {
+    1
+}
+
+/// An optional [`LatencySpec`] as its text (`fixed:…`, `uniform:…`,
+/// `lognormal:…`), the form [`LatencySpec`]'s `FromStr` reads back.
+mod opt_latency {
+    use fencepost_api::latency::LatencySpec;
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<LatencySpec>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(l) => s.serialize_some(&l.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LatencySpec>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| t.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 impl WorkerSpec {
@@ -148,6 +180,8 @@ impl WorkerSpec {
             history: None,
             freezes: Freezes::default(),
             shuffle_block: None,
+            hold: env.hold,
+            steps: env.steps,
         }
     }
 
@@ -169,6 +203,8 @@ impl WorkerSpec {
             acquire_budget: self.acquire_budget,
             payout_prefix: self.payout_prefix.clone(),
             seed: self.seed,
+            hold: self.hold,
+            steps: self.steps.max(1),
             on_claimed,
             on_step: None,
             history: None,
@@ -290,6 +326,11 @@ mod tests {
             }),
             freezes: "checked@2:800,idle@5:300".parse().unwrap(),
             shuffle_block: Some(8),
+            hold: Some(LatencySpec::LogNormal {
+                p50: Duration::from_nanos(666_666_667),
+                p99: Duration::from_secs(2),
+            }),
+            steps: 3,
         }
     }
 
@@ -309,7 +350,26 @@ mod tests {
             let back: WorkerSpec = s.to_arg().parse().unwrap();
             assert_eq!(back, s);
             assert_eq!(back.env(None).margin, margin);
+            assert_eq!(back.env(None).hold, s.hold);
+            assert_eq!(back.env(None).steps, 3);
         }
+    }
+
+    /// A spec written before holds and steps reads as today's payout: no
+    /// hold, one step; and a spec without a hold writes no `hold` field.
+    #[test]
+    fn a_spec_without_hold_or_steps_is_one_step_and_no_hold() {
+        let mut s = spec(MarginPolicy::Fixed(0.3));
+        s.hold = None;
+        s.steps = 1;
+        let arg = s.to_arg();
+        assert!(!arg.contains("\"hold\""), "{arg}");
+        let mut v: serde_json::Value = serde_json::from_str(&arg).unwrap();
+        v.as_object_mut().unwrap().remove("steps");
+        let back: WorkerSpec = serde_json::from_value(v).unwrap();
+        assert_eq!((back.hold, back.steps), (None, 1));
+        let bad = arg.replace("\"steps\":1", "\"hold\":\"sometimes\",\"steps\":1");
+        assert!(bad.parse::<WorkerSpec>().is_err());
     }
 
     #[test]

@@ -34,6 +34,7 @@ impl H {
             outcome: at_ms.1.map(|_| outcome),
             deadline_ns: None,
             client_check: None,
+            key: None,
         });
         self.ops.last_mut().unwrap()
     }
@@ -105,6 +106,7 @@ fn rules(c: &HistoryCheck) -> Vec<Rule> {
     c.violations.iter().map(|v| v.rule).collect()
 }
 
+mod legs;
 mod renewals;
 
 #[test]
