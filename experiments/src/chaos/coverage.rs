@@ -53,9 +53,10 @@ pub enum Situation {
     StaleClaimRefusedByFence1,
     /// A grant held across a takeover: its holder's belief (extended by its
     /// renewals) began before a lock-service fault that stops the serving
-    /// lock-server (a leader's kill -9 or SIGSTOP, a lock-server restart)
-    /// and a renewal sent after the fault began was acknowledged within it
-    /// — by the lock-server that took over (rules 6 and 7's case).
+    /// lock-server (a leader's kill -9 or SIGSTOP, a lock-server restart,
+    /// a leader cut off from its database: counted from a leader lease
+    /// later) and a renewal sent after that was acknowledged within it — by
+    /// the lock-server that took over (rules 6 and 7's case).
     GrantHeldAcrossTakeover,
 }
 
@@ -110,13 +111,22 @@ fn lock_fault(k: FaultKind) -> bool {
     )
 }
 
-/// The faults that stop the serving lock-server, so that another one (or
-/// the same one restarted) serves after them.
-fn takeover_fault(k: FaultKind) -> bool {
-    matches!(
-        k,
-        FaultKind::LockServerRestart | FaultKind::LeaderKill9 | FaultKind::LeaderSigstop
-    )
+/// When a fault that stops the serving lock-server began, as far as
+/// renewals are concerned: a renewal sent after it and acknowledged was
+/// acknowledged by the lock-server that took over (or the same one
+/// restarted). A leader cut off from its database still answers from
+/// memory until its leader lease runs out, so only a renewal sent a leader
+/// lease after the cut counts. `None`: not such a fault.
+fn takeover_from(a: &Applied) -> Option<u64> {
+    match a.kind {
+        FaultKind::LockServerRestart | FaultKind::LeaderKill9 | FaultKind::LeaderSigstop => {
+            Some(a.from_ns)
+        }
+        FaultKind::LeaderDbCut => {
+            Some(a.from_ns + bench_driver::cell::stack::REPLICA_LEADER_LEASE.as_nanos() as u64)
+        }
+        _ => None,
+    }
 }
 
 /// Counts the situations of one run from its operations and faults
@@ -134,7 +144,7 @@ pub fn from_history(ops: &[Op], applied: &[Applied]) -> Coverage {
         .filter(|a| lock_fault(a.kind))
         .map(|a| a.from_ns)
         .collect();
-    let takeovers: Vec<&Applied> = applied.iter().filter(|a| takeover_fault(a.kind)).collect();
+    let takeovers: Vec<u64> = applied.iter().filter_map(takeover_from).collect();
     for ops in bench_history::check::by_key(ops).values() {
         held_across_takeovers(ops, &takeovers, &mut n);
     }
@@ -234,13 +244,13 @@ fn fence_situations(ops: &[&Op], n: &mut HashMap<Situation, u64>) {
 
 /// Grants held across a takeover, on one lock key's operations: a belief (the
 /// checker's, extended by renewals) that began before a fault stopping the
-/// serving lock-server, with a renewal sent after the fault began that was
-/// acknowledged and counted in the belief.
-fn held_across_takeovers(ops: &[&Op], takeovers: &[&Applied], n: &mut HashMap<Situation, u64>) {
+/// serving lock-server ([`takeover_from`]), with a renewal sent after it
+/// that was acknowledged and counted in the belief.
+fn held_across_takeovers(ops: &[&Op], takeovers: &[u64], n: &mut HashMap<Situation, u64>) {
     for b in bench_history::check::beliefs(ops) {
         let held = takeovers
             .iter()
-            .any(|f| b.from_ns < f.from_ns && b.renewed_ns.iter().any(|&r| r > f.from_ns));
+            .any(|&f| b.from_ns < f && b.renewed_ns.iter().any(|&r| r > f));
         if held {
             *n.entry(Situation::GrantHeldAcrossTakeover).or_default() += 1;
         }

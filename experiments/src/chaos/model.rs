@@ -17,6 +17,23 @@ use crate::chaos::schedule::{FaultKind, RunSchedule, ScheduleParams};
 pub const PAYOUT_PREFIX: &str = "chaos";
 /// The rail's latency: short and bounded, below the scaled read timeout.
 pub const RAIL_LATENCY: &str = "uniform:1ms..5ms";
+
+/// `--long-holds`: every worker's lease (and session TTL). A replicated
+/// takeover takes the leader lease (1 s) plus grace; a holder's client
+/// deadline is between 0.35 and 0.7 leases ahead of it (the heartbeat
+/// renews at 2.5 periods left), 1.4–2.8 s here, so it outlives a takeover.
+pub const LONG_HOLDS_TTL: Duration = Duration::from_secs(4);
+/// `--long-holds`: each payout's work under its lock, in production time
+/// (× 4 s / 30 s: 2–4 s here, several renewals each).
+pub const LONG_HOLDS_HOLD: &str = "uniform:15s..30s";
+/// `--long-holds`: the legs of one payout.
+pub const LONG_HOLDS_STEPS: u32 = 2;
+/// `--long-holds`: the payouts of a run: few, so that the workers contend
+/// for each (a held payout's key is asked for by the others while it is
+/// held, and taken over when its holder freezes).
+pub const LONG_HOLDS_PAYOUTS: u64 = 12;
+/// `--long-holds`: each run's window unless `--duration` is given.
+pub const LONG_HOLDS_WINDOW: Duration = Duration::from_secs(10);
 /// `experiments chaos --runtime`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChaosRuntime {
@@ -81,6 +98,9 @@ pub struct ChaosInputs {
     pub hold: Option<LatencySpec>,
     /// The legs of one payout (`--steps`).
     pub steps: u32,
+    /// `--long-holds`: the preset's lease, hold, steps and window (already
+    /// in the fields above) and its freeze in the critical section.
+    pub long_holds: bool,
 }
 
 /// The resolved configuration (manifest, `chaos.json`).
@@ -135,6 +155,10 @@ pub struct ChaosConfig {
     /// The legs of one payout (`--steps`); 1 in a file from before it.
     #[serde(default = "one_step")]
     pub steps: u32,
+    /// `--long-holds`: the freeze in the critical section comes at a
+    /// worker's first check and lasts 1.55–1.8 leases.
+    #[serde(default)]
+    pub long_holds: bool,
 }
 
 /// A `chaos.json` written before multi-step payouts: one step.
@@ -151,6 +175,22 @@ pub struct Images {
     pub rail: String,
     /// The PostgreSQL image (each run its own container), when no `--pg-url` was given.
     pub postgres: Option<String>,
+}
+
+impl ChaosInputs {
+    /// With `on`, the `--long-holds` preset: its lease, hold and steps, and
+    /// its window unless one was given.
+    pub fn with_long_holds(mut self, on: bool) -> Self {
+        if on {
+            self.long_holds = true;
+            self.ttl = LONG_HOLDS_TTL;
+            self.hold = LONG_HOLDS_HOLD.parse().ok();
+            self.steps = LONG_HOLDS_STEPS;
+            self.payouts = LONG_HOLDS_PAYOUTS;
+            self.duration = self.duration.or(Some(LONG_HOLDS_WINDOW));
+        }
+        self
+    }
 }
 
 impl ChaosConfig {
@@ -192,6 +232,7 @@ impl ChaosConfig {
             extra_faults: (1, 3),
             hold: args.hold.map(|h| h.to_string()),
             steps: args.steps.max(1),
+            long_holds: args.long_holds,
         }
     }
 
@@ -235,7 +276,7 @@ impl ChaosConfig {
             extra: self.extra_faults.0..=self.extra_faults.1,
             leader_lease_ms: self.leader_lease_ms,
             replicas: u64::from(self.replicas),
-            long_holds: false,
+            long_holds: self.long_holds,
         }
     }
 

@@ -201,10 +201,11 @@ pub struct ScheduleParams {
     /// Lock-server replicas (standby kills pick one of the others).
     pub replicas: u64,
     /// Long holds (`--long-holds`): the freeze in the critical section
-    /// comes at the worker's first check and lasts 1.05–1.4 leases, just
-    /// past the lease's server end plus grace, so that the successor's
-    /// claim still stands, mid-hold, when the frozen holder's stale submit
-    /// arrives.
+    /// comes at the worker's first check and lasts 1.55–1.8 leases: past
+    /// the moment its key is free again (the lease's server end plus grace,
+    /// with the session's: about 1.45 leases after the freeze began), yet
+    /// short enough that the successor's claim still stands, mid-hold, when
+    /// the frozen holder's stale submit arrives.
     pub long_holds: bool,
 }
 
@@ -256,7 +257,7 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
         };
         match kind {
             FaultKind::WorkerFreezeInCs if p.long_holds => {
-                f.for_ms = span(&mut rng, 1.05, 1.4);
+                f.for_ms = span(&mut rng, 1.55, 1.8);
                 f.worker = Some(rng.random_range(0..p.workers.max(1)));
                 f.nth = Some(1);
                 f.at_ms = 0;
@@ -336,7 +337,7 @@ mod tests {
             for f in draw(i, u64::from(i), &p).faults {
                 if f.kind == FaultKind::WorkerFreezeInCs {
                     assert_eq!(f.nth, Some(1), "{f:?}");
-                    assert!((525..=700).contains(&f.for_ms), "{f:?}");
+                    assert!((775..=900).contains(&f.for_ms), "{f:?}");
                 }
             }
         }

@@ -34,7 +34,12 @@ fn a_checked_leg_2_then_b_took_the_key() -> H {
 fn a_check_on_a_later_leg_extends_the_belief_in_the_key() {
     let h = a_checked_leg_2_then_b_took_the_key();
     let c = h.check(&LedgerView::default(), 0);
-    assert_eq!(rules(&c), [Rule::Overlap, Rule::GrantOverlap], "{:?}", c.violations);
+    assert_eq!(
+        rules(&c),
+        [Rule::Overlap, Rule::GrantOverlap],
+        "{:?}",
+        c.violations
+    );
     assert_eq!(c.violations[0].payout.as_deref(), Some("p1"));
 }
 
