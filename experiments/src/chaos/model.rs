@@ -24,14 +24,18 @@ pub const RAIL_LATENCY: &str = "uniform:1ms..5ms";
 /// renews at 2.5 periods left), 1.4–2.8 s here, so it outlives a takeover.
 pub const LONG_HOLDS_TTL: Duration = Duration::from_secs(4);
 /// `--long-holds`: each payout's work under its lock, in production time
-/// (× 4 s / 30 s: 2–4 s here, several renewals each).
-pub const LONG_HOLDS_HOLD: &str = "uniform:15s..30s";
+/// (× 4 s / 30 s: 3.2–5.3 s here, several renewals each).
+pub const LONG_HOLDS_HOLD: &str = "uniform:24s..40s";
 /// `--long-holds`: the legs of one payout.
 pub const LONG_HOLDS_STEPS: u32 = 2;
 /// `--long-holds`: the payouts of a run: few, so that the workers contend
 /// for each (a held payout's key is asked for by the others while it is
 /// held, and taken over when its holder freezes).
 pub const LONG_HOLDS_PAYOUTS: u64 = 12;
+/// `--long-holds`: worker processes: with one or two frozen in their
+/// critical sections, others still hold (and renew) across a leader fault
+/// and contend for the frozen ones' keys.
+pub const LONG_HOLDS_WORKERS: u32 = 5;
 /// `--long-holds`: each run's window unless `--duration` is given.
 pub const LONG_HOLDS_WINDOW: Duration = Duration::from_secs(10);
 /// `experiments chaos --runtime`.
@@ -187,6 +191,7 @@ impl ChaosInputs {
             self.hold = LONG_HOLDS_HOLD.parse().ok();
             self.steps = LONG_HOLDS_STEPS;
             self.payouts = LONG_HOLDS_PAYOUTS;
+            self.workers = LONG_HOLDS_WORKERS;
             self.duration = self.duration.or(Some(LONG_HOLDS_WINDOW));
         }
         self
