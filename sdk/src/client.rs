@@ -106,11 +106,12 @@ impl LockClient {
     }
 
     /// A copy of the raw heartbeat RTT histogram (`lock.heartbeat.rtt`), µs,
-    /// 3 significant digits: every L2/L5 exchange that got a reply (any
+    /// 3 significant digits: every L2 exchange that got a reply (any
     /// status), send to reply, and every one that timed out, recorded at the
     /// time it was given up: a right-censored sample, "≥" its value.
     /// Exchanges that failed in transport have no RTT (they are counted in
-    /// [`ClientStats::hb_errors`]).
+    /// [`ClientStats::hb_errors`]). Renewals (L5) are in
+    /// [`renew_rtt_histogram`](Self::renew_rtt_histogram).
     pub fn rtt_histogram(&self) -> Histogram<u64> {
         self.inner.metrics.rtt_snapshot()
     }
@@ -120,12 +121,28 @@ impl LockClient {
     /// runs at a fixed rate; a late wake-up serves every scheduled tick that
     /// fell due with one L2 (no catch-up burst) and records one sample per
     /// such tick, `reply − scheduled(tick)`, each at least that tick's
-    /// lateness. An L5 records `reply − scheduled` of its tick. Ticks that
+    /// lateness. Ticks that
     /// were due before the session deadline but found the session lost
     /// record their lateness (censored, "≥"). After a stall of S at period P
     /// this histogram gets about S / P samples where the raw one gets one.
     pub fn corrected_rtt_histogram(&self) -> Histogram<u64> {
         self.inner.metrics.corrected_snapshot()
+    }
+
+    /// A copy of the raw renewal RTT histogram (`lock_renewal_rtt_seconds`),
+    /// µs: every L5 that got a reply (any status, `LOCK_LOST` included),
+    /// send to reply, and every one that timed out at its give-up time
+    /// (censored, "≥"). Outcomes: [`ClientStats::renew_attempts`] and the
+    /// counts beside it.
+    pub fn renew_rtt_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.renew_rtt_snapshot()
+    }
+
+    /// A copy of the renewal RTT histogram measured from the scheduled
+    /// heartbeat tick that sent each L5 (`reply − scheduled`,
+    /// coordinated-omission corrected), µs.
+    pub fn renew_corrected_rtt_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.renew_corrected_snapshot()
     }
 
     /// A copy of the tick-lag histogram, µs: for every heartbeat tick that

@@ -62,7 +62,9 @@ pub use client::LockClient;
 pub use clock::{BootTimeClock, Clock, FakeClock, MonoTime, MonotonicClock, TokioClock};
 pub use config::{ApiToken, ConfigError, LockClientConfig, MarginPolicy, TlsSettings};
 pub use error::{LockError, LockLost, LostReason, ReplyProblem};
-pub use metrics::{ClientStats, DeadlineKind, MarginStats, MarginSummary, PrometheusMetrics};
+pub use metrics::{
+    ClientStats, DeadlineKind, MarginStats, MarginSummary, PrometheusMetrics, RenewOutcome,
+};
 pub use session::schedule;
 pub use session::{
     HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, RenewalObserver, RenewalOutcome,

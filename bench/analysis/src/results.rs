@@ -254,7 +254,18 @@ fn absent(name: &str, height: usize) -> Option<Column> {
         | "hb_gap_max_us"
         | "hb_gaps_over_window"
         | "server_pauses"
-        | "abandoned_mid_payout" => Some(Column::new(name.into(), vec![0u64; height])),
+        | "abandoned_mid_payout"
+        | "renew_attempts"
+        | "renew_timeouts"
+        | "renew_refusals"
+        | "renew_errors"
+        | "renew_count"
+        | "renew_rtt_p50_us"
+        | "renew_rtt_p99_us"
+        | "renew_rtt_corrected_p50_us"
+        | "renew_rtt_corrected_p99_us" => Some(Column::new(name.into(), vec![0u64; height])),
+        // Renewals were not told apart: not recorded.
+        "renewals_per_payout" => Some(Column::new(name.into(), vec![f64::NAN; height])),
         // Before long holds every payout was one step with no work.
         "hold" => Some(Column::new(name.into(), vec!["none"; height])),
         "steps" => Some(Column::new(name.into(), vec![1u32; height])),
@@ -281,7 +292,7 @@ cell_row! {
     rail_p50_ms: f64,
     /// 99th percentile of the configured rail latency distribution, in ms.
     rail_p99_ms: f64,
-    /// Samples in the raw heartbeat RTT histogram: every L2/L5 that got a reply plus every one that timed out.
+    /// Samples in the raw heartbeat RTT histogram: every L2 that got a reply plus every one that timed out.
     hb_count: u64,
     /// Raw heartbeat RTT median (send → reply; a timeout counts as ≥ its give-up time), in µs.
     hb_rtt_p50_us: u64,
@@ -309,7 +320,7 @@ cell_row! {
     duplicate_attempted: u64,
     /// Mean over grants of (client-side lease left at grant) / lease.
     usable_lease_fraction: f64,
-    /// Heartbeat exchanges (L2 and L5) sent in the window; = replies + timeouts + errors.
+    /// Heartbeat exchanges (L2) sent in the window; = replies + timeouts + errors.
     hb_attempts: u64,
     /// Of those, given up at their timeout (each a censored "≥" RTT sample).
     hb_timeouts: u64,
@@ -388,7 +399,7 @@ cell_row! {
     session_lost_unknown: u64,
     /// Sessions lost to the client deadline (`reason="deadline"`).
     session_lost_deadline: u64,
-    /// Samples in the corrected RTT histogram (one per scheduled tick, plus one per L5).
+    /// Samples in the corrected RTT histogram (one per scheduled tick).
     hb_corrected_count: u64,
     /// Largest corrected heartbeat RTT, in µs.
     hb_rtt_corrected_max_us: u64,
@@ -471,6 +482,28 @@ cell_row! {
     /// with some legs paid (also counted in `abandoned_insufficient_lease` or
     /// `abandoned_lost`); 0 with one step.
     abandoned_mid_payout: u64,
+    /// Lease renewals (L5) the workers' SDKs sent, every outcome (= `renewals` +
+    /// `renew_refusals` + `renew_timeouts` + `renew_errors`); 0 in a table from before it.
+    renew_attempts: u64,
+    /// Of those, given up at their timeout (each a censored "≥" renewal RTT sample).
+    renew_timeouts: u64,
+    /// Of those, refused with `LOCK_LOST`: the server no longer held the lease.
+    renew_refusals: u64,
+    /// Of those, ended any other way: transport failures, other errors, replies not applied.
+    renew_errors: u64,
+    /// Samples in the raw renewal RTT histogram: replies and timeouts.
+    renew_count: u64,
+    /// Raw renewal RTT median (≥: timeouts censored), in µs; 0 without renewals.
+    renew_rtt_p50_us: u64,
+    /// Raw renewal RTT 99th percentile (≥), in µs.
+    renew_rtt_p99_us: u64,
+    /// Renewal RTT from the scheduled heartbeat tick that sent it, median, in µs.
+    renew_rtt_corrected_p50_us: u64,
+    /// Corrected renewal RTT 99th percentile, in µs.
+    renew_rtt_corrected_p99_us: u64,
+    /// `renewals` per payout finished (`payouts_paid / steps`): the renewals a payout needed
+    /// to finish; NaN when none was paid.
+    renewals_per_payout: f64,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),

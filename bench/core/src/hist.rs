@@ -171,7 +171,7 @@ pub fn summarize(h: &Histogram<u64>) -> RttSummary {
     }
 }
 
-/// The five histograms a cell saves, and the file stem of each.
+/// The seven histograms a cell saves, and the file stem of each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Series {
     /// Raw heartbeat RTT, send → reply; timeouts as censored "≥" samples (`<cell>`).
@@ -185,16 +185,22 @@ pub enum Series {
     /// Heartbeat gaps: last acknowledged send → next acknowledgement's
     /// receipt, plus one censored gap per session lost at its deadline (`<cell>.gap`).
     Gap,
+    /// Raw lease renewal (L5) RTT; timeouts censored (`<cell>.renew`).
+    Renew,
+    /// Renewal RTT from the scheduled heartbeat tick that sent it (`<cell>.renew_corrected`).
+    RenewCorrected,
 }
 
 impl Series {
     /// Every series, in the order they are saved.
-    pub const ALL: [Series; 5] = [
+    pub const ALL: [Series; 7] = [
         Series::Rtt,
         Series::Corrected,
         Series::TickLag,
         Series::Rail,
         Series::Gap,
+        Series::Renew,
+        Series::RenewCorrected,
     ];
 
     /// The file stem of this series of `cell`.
@@ -205,6 +211,8 @@ impl Series {
             Series::TickLag => format!("{cell}.tick_lag"),
             Series::Rail => format!("{cell}.rail"),
             Series::Gap => format!("{cell}.gap"),
+            Series::Renew => format!("{cell}.renew"),
+            Series::RenewCorrected => format!("{cell}.renew_corrected"),
         }
     }
 
@@ -220,11 +228,17 @@ impl Series {
             Series::Gap => {
                 "heartbeat gaps (last acknowledged send -> next acknowledgement; lost sessions censored)"
             }
+            Series::Renew => {
+                "lease renewal (L5) RTT (raw; timeouts censored at their give-up time)"
+            }
+            Series::RenewCorrected => {
+                "lease renewal (L5) RTT from the scheduled heartbeat tick that sent it"
+            }
         }
     }
 }
 
-/// The five histograms of a worker or a cell, one per [`Series`] (µs).
+/// The seven histograms of a worker or a cell, one per [`Series`] (µs).
 #[derive(Clone, Debug)]
 pub struct Histograms {
     /// [`Series::Rtt`].
@@ -237,6 +251,10 @@ pub struct Histograms {
     pub rail: Histogram<u64>,
     /// [`Series::Gap`].
     pub gap: Histogram<u64>,
+    /// [`Series::Renew`].
+    pub renew: Histogram<u64>,
+    /// [`Series::RenewCorrected`].
+    pub renew_corrected: Histogram<u64>,
 }
 
 impl Default for Histograms {
@@ -247,6 +265,8 @@ impl Default for Histograms {
             tick_lag: new_histogram(),
             rail: new_histogram(),
             gap: new_histogram(),
+            renew: new_histogram(),
+            renew_corrected: new_histogram(),
         }
     }
 }
@@ -260,6 +280,8 @@ impl Histograms {
             Series::TickLag => &self.tick_lag,
             Series::Rail => &self.rail,
             Series::Gap => &self.gap,
+            Series::Renew => &self.renew,
+            Series::RenewCorrected => &self.renew_corrected,
         }
     }
 
@@ -270,6 +292,8 @@ impl Histograms {
         self.tick_lag.add(&other.tick_lag)?;
         self.rail.add(&other.rail)?;
         self.gap.add(&other.gap)?;
+        self.renew.add(&other.renew)?;
+        self.renew_corrected.add(&other.renew_corrected)?;
         Ok(())
     }
 

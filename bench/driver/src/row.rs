@@ -190,6 +190,35 @@ fn appended_columns(m: &Measurement) -> CellRow {
             .map_or_else(|| "none".to_owned(), |h| h.to_string()),
         steps: plan.steps,
         abandoned_mid_payout: tally.abandoned_mid_payout,
+        ..renewal_columns(m)
+    }
+}
+
+/// The renewal (L5) columns: its counts, its raw and corrected RTT, and the
+/// renewals per payout finished; every other column at its default.
+fn renewal_columns(m: &Measurement) -> CellRow {
+    let (hb, hists) = (&m.workers.heartbeat, &m.workers.hists);
+    let (raw, corrected) = (
+        hist::summarize(&hists.renew),
+        hist::summarize(&hists.renew_corrected),
+    );
+    // `payouts_paid` counts ledger payouts: legs, `steps` to a payout.
+    let payouts = m.ledger.paid as f64 / f64::from(m.plan.steps.max(1));
+    CellRow {
+        renew_attempts: hb.renew_attempts,
+        renew_timeouts: hb.renew_timeouts,
+        renew_refusals: hb.renew_refusals,
+        renew_errors: hb.renew_errors,
+        renew_count: raw.count,
+        renew_rtt_p50_us: raw.p50,
+        renew_rtt_p99_us: raw.p99,
+        renew_rtt_corrected_p50_us: corrected.p50,
+        renew_rtt_corrected_p99_us: corrected.p99,
+        renewals_per_payout: if payouts > 0.0 {
+            m.workers.renewals as f64 / payouts
+        } else {
+            f64::NAN
+        },
         ..CellRow::default()
     }
 }

@@ -21,6 +21,14 @@ pub const SERVER_PAUSE: &str = "3s:300ms,400ms,500ms,600ms";
 pub const FREEZE_DIVISORS: &str = "3,4";
 /// The adaptive policy compared with the fixed margins.
 pub const ADAPTIVE_POLICY: &str = "adaptive:k=3,floor=0.05,ceiling=0.5";
+/// The long-hold step's payout work (`--hold`, production time): against
+/// the 30 s production lease a median of 20 s and a p99 of 60 s, so a share
+/// of payouts outlive their lease and finish only on renewals.
+pub const LONG_HOLD: &str = "lognormal:p50=20s,p99=60s";
+/// The long-hold step's steps per payout (`--steps`).
+pub const LONG_HOLD_STEPS: &str = "3";
+/// The long-hold step's margins (its TTL is 1 s).
+pub const LONG_HOLD_MARGINS: &str = "0.1,0.3,0.5";
 /// The margin the clock experiment's second run uses (ADR-006's default).
 pub const ADR_MARGIN: &str = "0.3";
 
@@ -124,8 +132,8 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
     steps
 }
 
-/// The three `bench sweep` steps under the realistic network: the fixed
-/// margins, the freezes, the adaptive policy.
+/// The four `bench sweep` steps under the realistic network: the fixed
+/// margins, the freezes, the adaptive policy, long payouts.
 fn sweep_steps(
     s: &Sizes,
     seed: &str,
@@ -140,7 +148,7 @@ fn sweep_steps(
         (&'a str, &'a str),
         (&'a str, &'a str),
     );
-    let sweeps: [Sweep<'_>; 3] = [
+    let sweeps: [Sweep<'_>; 4] = [
         (
             "sweep",
             "fixed margins × TTLs under the realistic network delay",
@@ -166,6 +174,13 @@ fn sweep_steps(
             vec!["--margin-policy", ADAPTIVE_POLICY],
             ("0.5", s.ttls),
             (s.duration, s.sessions),
+        ),
+        (
+            "long-hold",
+            "long payouts: renewals and abandonment mid-payout per margin",
+            vec!["--hold", LONG_HOLD, "--steps", LONG_HOLD_STEPS],
+            (LONG_HOLD_MARGINS, "1s"),
+            (s.duration, "0"),
         ),
     ];
     sweeps

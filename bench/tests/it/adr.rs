@@ -396,6 +396,7 @@ fn the_plan_marks_what_this_build_cannot_run() {
             "sweep",
             "freeze",
             "adaptive",
+            "long-hold",
             "pause",
             "pause-uc03",
             "clock",
@@ -407,8 +408,9 @@ fn the_plan_marks_what_this_build_cannot_run() {
         ]
     );
     assert!(none[0].unavailable.is_none());
+    assert!(none[3].args.windows(2).any(|w| w == ["--steps", "3"]));
     assert!(
-        none[3]
+        none[4]
             .unavailable
             .as_deref()
             .unwrap()

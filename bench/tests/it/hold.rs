@@ -50,6 +50,25 @@ async fn a_long_hold_renews_and_pays_every_leg_once_in_order() {
         row.renewals > 0,
         "payouts outliving the lease renew: {row:?}"
     );
+    // Renewals are an exchange of their own: every one has one outcome,
+    // their RTTs are in their own histograms, never in the heartbeat's.
+    assert_eq!(
+        row.renew_attempts,
+        row.renewals + row.renew_refusals + row.renew_timeouts + row.renew_errors,
+        "{row:?}"
+    );
+    assert!(row.renew_count >= row.renewals, "{row:?}");
+    assert!(row.renew_rtt_p50_us > 0 && row.renew_rtt_p99_us >= row.renew_rtt_p50_us);
+    assert!(
+        row.renew_rtt_corrected_p99_us >= row.renew_rtt_p50_us,
+        "{row:?}"
+    );
+    assert_eq!(
+        row.hb_count,
+        row.hb_replies + row.hb_timeouts,
+        "L2 only: {row:?}"
+    );
+    assert!(row.renewals_per_payout > 0.0, "{row:?}");
     assert_eq!(
         (row.steps, row.hold.starts_with("lognormal:")),
         (STEPS, true)
@@ -121,4 +140,42 @@ fn bad_hold_and_steps_exit_2_naming_the_flag() {
             "{args:?} does not say {needle:?}: {err}"
         );
     }
+}
+
+/// The evidence document's long-payout section reads `long-hold/`'s table:
+/// per margin, summed over repeats, the renewals per payout finished
+/// (renewals ÷ legs paid × steps) and the abandonment mid-payout.
+#[test]
+fn the_evidence_shows_renewals_per_payout_and_mid_payout_abandonment_per_margin() {
+    use bench_analysis::results::write_results;
+    use bench_report::adr::evidence::{load, render};
+
+    let dir = crate::output::Scratch::new("long-hold-pack");
+    let row = |repeat: u32, margin: f64, renewals: u64, mid: u64| {
+        let mut r = crate::output::healthy(&format!("m{margin}_r{repeat}"), margin, 1000);
+        (r.repeat, r.hold, r.steps) = (repeat, "lognormal:p50=666ms,p99=2s".into(), 3);
+        (r.payouts_paid, r.attempts, r.renewals, r.renew_attempts) = (30, 20, renewals, renewals);
+        r.abandoned_mid_payout = mid;
+        r
+    };
+    let rows = [
+        row(0, 0.1, 5, 0),
+        row(1, 0.1, 7, 1),
+        row(0, 0.5, 20, 4),
+        row(1, 0.5, 22, 6),
+    ];
+    write_results(&dir.path().join("long-hold"), &rows).unwrap();
+    let md = render(&load(dir.path()).unwrap());
+    assert!(md.contains("## 10b. Long payouts"), "{md}");
+    // 0.1: 12 renewals over 60 legs / 3 = 20 payouts; 1 of 40 attempts.
+    assert!(md.contains("| 0.10 | 2 | 20 | 0.60 | 12 |"), "{md}");
+    assert!(md.contains("| 1 | 2.50 % |"), "{md}");
+    // 0.5: 42 over 20 payouts; 10 of 40 attempts.
+    assert!(md.contains("| 0.50 | 2 | 20 | 2.10 | 42 |"), "{md}");
+    assert!(md.contains("| 10 | 25.00 % |"), "{md}");
+    // Without the step, the section says it was not measured.
+    let empty = crate::output::Scratch::new("no-long-hold");
+    let md = render(&load(empty.path()).unwrap());
+    assert!(md.contains("## 10b. Long payouts"));
+    assert!(!md.contains("renewals per payout |"));
 }

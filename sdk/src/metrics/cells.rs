@@ -133,6 +133,10 @@ impl Recorder {
 pub(super) struct Counters {
     pub(super) heartbeats: AtomicU64,
     pub(super) renewals: AtomicU64,
+    pub(super) renew_attempts: AtomicU64,
+    pub(super) renew_refusals: AtomicU64,
+    pub(super) renew_timeouts: AtomicU64,
+    pub(super) renew_errors: AtomicU64,
     pub(super) hb_attempts: AtomicU64,
     pub(super) hb_replies: AtomicU64,
     pub(super) hb_timeouts: AtomicU64,
@@ -151,10 +155,14 @@ pub(super) struct Counters {
 
 impl Counters {
     /// Every counter, to zero them together.
-    pub(super) fn all(&self) -> [&AtomicU64; 16] {
+    pub(super) fn all(&self) -> [&AtomicU64; 20] {
         [
             &self.heartbeats,
             &self.renewals,
+            &self.renew_attempts,
+            &self.renew_refusals,
+            &self.renew_timeouts,
+            &self.renew_errors,
             &self.hb_attempts,
             &self.hb_replies,
             &self.hb_timeouts,

@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 
 use super::cells::{Counters, MAX_US, MarginCell, Recorder, bump};
 use super::prometheus::PrometheusMetrics;
-use super::stats::{ClientStats, DeadlineKind, MarginStats, Outcome};
+use super::stats::{ClientStats, DeadlineKind, MarginStats, Outcome, RenewOutcome};
 use crate::config::{DEFAULT_SESSION_TTL, DEFAULT_TTL, MarginPolicy};
 use crate::error::LostReason;
 use crate::lease::RttSummary;
@@ -21,10 +21,14 @@ use crate::lease::RttSummary;
 /// another service (the bench's etcd adapter) records its
 /// keep-alives in the same recorder, and the same columns mean the same.
 pub struct Metrics {
-    /// Raw L2/L5 RTT: replies, and timeouts at their give-up time ("≥").
+    /// Raw L2 RTT: replies, and timeouts at their give-up time ("≥").
     pub(super) rtt: Recorder,
-    /// RTT from the scheduled send (coordinated-omission corrected).
+    /// L2 RTT from the scheduled send (coordinated-omission corrected).
     pub(super) corrected: Recorder,
+    /// Raw L5 (renewal) RTT: replies, and timeouts at their give-up time ("≥").
+    pub(super) renew_rtt: Recorder,
+    /// L5 RTT from the scheduled tick that sent it.
+    pub(super) renew_corrected: Recorder,
     /// Tick lag: scheduled → actual send of each tick that sent.
     pub(super) tick_lag: Recorder,
     /// Heartbeat gaps: the send of the last acknowledged L1/L2 to the
@@ -62,6 +66,8 @@ impl Metrics {
         Metrics {
             rtt: Recorder::new(),
             corrected: Recorder::new(),
+            renew_rtt: Recorder::new(),
+            renew_corrected: Recorder::new(),
             tick_lag: Recorder::new(),
             gap: Recorder::new(),
             policy_rtt: adaptive.then(|| Mutex::new(Recorder::new().snapshot())),
@@ -82,9 +88,10 @@ impl Metrics {
         self.prom.text()
     }
 
-    /// Records one L2/L5 exchange: its outcome, and for a reply or a
-    /// timeout its (raw) RTT `received − send` and its corrected samples
-    /// (`corrected`, measured from the scheduled send(s)).
+    /// Records one L2 exchange (or another backend's keep-alive): its
+    /// outcome, and for a reply or a timeout its (raw) RTT `received − send`
+    /// and its corrected samples (`corrected`, measured from the scheduled
+    /// send(s)). Renewals are [`record_renewal`](Self::record_renewal)'s.
     pub fn record_exchange(
         &self,
         outcome: Outcome,
@@ -108,6 +115,36 @@ impl Metrics {
         let [p_rtt, p_corrected, _] = self.prom.histograms();
         self.rtt.record_all(1, [rtt], p_rtt);
         self.corrected.record_all(1, corrected, p_corrected);
+        self.policy_view(rtt);
+    }
+
+    /// Records one L5 renewal: its outcome, and when it has an RTT (a reply
+    /// of any status, or a timeout at its give-up time, "≥") its `sample`:
+    /// the raw RTT and the RTT from the scheduled tick that sent it. The
+    /// adaptive margin's view takes the raw RTT as it takes an L2's.
+    pub fn record_renewal(&self, outcome: RenewOutcome, sample: Option<(Duration, Duration)>) {
+        let c = &self.counters;
+        bump(&c.renew_attempts, 1);
+        bump(
+            match outcome {
+                RenewOutcome::Ok => &c.renewals,
+                RenewOutcome::Refused => &c.renew_refusals,
+                RenewOutcome::Timeout => &c.renew_timeouts,
+                RenewOutcome::Error => &c.renew_errors,
+            },
+            1,
+        );
+        self.prom.renewal(outcome);
+        if let Some((rtt, corrected)) = sample {
+            let [p_rtt, p_corrected] = self.prom.renewal_histograms();
+            self.renew_rtt.record_all(1, [rtt], p_rtt);
+            self.renew_corrected.record_all(1, [corrected], p_corrected);
+            self.policy_view(rtt);
+        }
+    }
+
+    /// Adds one raw RTT to the adaptive policy's own view, if it keeps one.
+    fn policy_view(&self, rtt: Duration) {
         if let Some(view) = &self.policy_rtt {
             let us = u64::try_from(rtt.as_micros())
                 .unwrap_or(u64::MAX)
@@ -184,17 +221,30 @@ impl Metrics {
         self.corrected.snapshot()
     }
 
+    /// A copy of the raw renewal (L5) RTT histogram (µs).
+    pub fn renew_rtt_snapshot(&self) -> Histogram<u64> {
+        self.renew_rtt.snapshot()
+    }
+
+    /// A copy of the renewal RTT histogram measured from the scheduled tick (µs).
+    pub fn renew_corrected_snapshot(&self) -> Histogram<u64> {
+        self.renew_corrected.snapshot()
+    }
+
     /// A copy of the tick-lag histogram (µs).
     pub fn tick_lag_snapshot(&self) -> Histogram<u64> {
         self.tick_lag.snapshot()
     }
 
-    /// Empties the four histograms (raw, corrected, tick lag, gaps) and the
-    /// adaptive policy's view (which puts an adaptive margin back into
-    /// warm-up). Not the Prometheus instruments, which are monotonic.
+    /// Empties the six histograms (heartbeat raw and corrected, renewal raw
+    /// and corrected, tick lag, gaps) and the adaptive policy's view (which
+    /// puts an adaptive margin back into warm-up). Not the Prometheus
+    /// instruments, which are monotonic.
     pub fn reset_rtt(&self) {
         self.rtt.reset();
         self.corrected.reset();
+        self.renew_rtt.reset();
+        self.renew_corrected.reset();
         self.tick_lag.reset();
         self.gap.reset();
         if let Some(view) = &self.policy_rtt {
@@ -209,6 +259,8 @@ impl Metrics {
     pub fn reset_measurements(&self) {
         self.rtt.reset();
         self.corrected.reset();
+        self.renew_rtt.reset();
+        self.renew_corrected.reset();
         self.tick_lag.reset();
         self.gap.reset();
         for c in self.counters.all() {
@@ -247,11 +299,6 @@ impl Metrics {
     /// Counts one L2 (or other backend's keep-alive) answered with a grant.
     pub fn heartbeat_ok(&self) {
         bump(&self.counters.heartbeats, 1);
-    }
-
-    /// Counts one L5 renewal granted.
-    pub fn renewal_ok(&self) {
-        bump(&self.counters.renewals, 1);
     }
 
     /// Counts one handle reported lost to the listeners.
@@ -300,6 +347,10 @@ impl Metrics {
         ClientStats {
             heartbeats: get(&c.heartbeats),
             renewals: get(&c.renewals),
+            renew_attempts: get(&c.renew_attempts),
+            renew_refusals: get(&c.renew_refusals),
+            renew_timeouts: get(&c.renew_timeouts),
+            renew_errors: get(&c.renew_errors),
             hb_attempts: get(&c.hb_attempts),
             hb_replies: get(&c.hb_replies),
             hb_timeouts: get(&c.hb_timeouts),
@@ -391,6 +442,50 @@ mod tests {
         }
         // A fixed policy keeps no view of its own.
         assert_eq!(m.rtt_summary(), RttSummary::default());
+    }
+
+    /// Renewals are an exchange of their own: their RTTs go to the renewal
+    /// histograms (a timeout censored, a transport error none), never to
+    /// the heartbeat's, and every one has one outcome.
+    #[test]
+    fn renewals_have_their_own_histograms_and_outcomes() {
+        let m = Metrics::new(false);
+        m.record_exchange(Outcome::Reply, MS, [MS]);
+        m.record_renewal(RenewOutcome::Ok, Some((3 * MS, 5 * MS)));
+        m.record_renewal(RenewOutcome::Refused, Some((2 * MS, 2 * MS)));
+        m.record_renewal(RenewOutcome::Timeout, Some((400 * MS, 450 * MS)));
+        m.record_renewal(RenewOutcome::Error, None);
+        let s = m.stats();
+        assert_eq!(
+            (
+                s.renew_attempts,
+                s.renewals,
+                s.renew_refusals,
+                s.renew_timeouts,
+                s.renew_errors
+            ),
+            (4, 1, 1, 1, 1)
+        );
+        assert_eq!((s.hb_attempts, m.rtt_snapshot().len()), (1, 1), "L2 only");
+        let (raw, corrected) = (m.renew_rtt_snapshot(), m.renew_corrected_snapshot());
+        assert_eq!((raw.len(), corrected.len()), (3, 3));
+        assert!(raw.max() >= 399_000 && corrected.max() >= 449_000);
+        let text = m.prometheus_text();
+        for needle in [
+            "lock_renewal_rtt_seconds_count 3",
+            "lock_renewal_rtt_corrected_seconds_count 3",
+            "lock_heartbeat_rtt_seconds_count 1",
+            "lock_renewals_total{outcome=\"ok\"} 1",
+            "lock_renewals_total{outcome=\"refused\"} 1",
+            "lock_renewals_total{outcome=\"timeout\"} 1",
+            "lock_renewals_total{outcome=\"error\"} 1",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+        m.reset_measurements();
+        assert_eq!(m.stats(), ClientStats::default());
+        assert_eq!(m.renew_rtt_snapshot().len(), 0);
+        assert_eq!(m.renew_corrected_snapshot().len(), 0);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! shared by its sessions and their heartbeat tasks:
 //!
 //! - four HDR histograms (µs, 3 significant digits): the raw heartbeat RTT
-//!   (`lock.heartbeat.rtt`: every L2/L5 that got a reply, plus every one that
+//!   (`lock.heartbeat.rtt`: every L2 that got a reply, plus every one that
 //!   timed out, recorded at the time it was given up, right-censored "≥"),
 //!   the RTT corrected for coordinated omission (measured from the
 //!   *scheduled* send, one sample per scheduled tick, see
@@ -13,6 +13,10 @@
 //! - the outcome of every heartbeat exchange (`lock.heartbeat.outcomes`:
 //!   reply, timeout, error), the scheduled ticks and those that sent no L2
 //!   of their own;
+//! - renewals (L5) as an exchange of their own: two more HDR histograms,
+//!   the raw renewal RTT (replies, and timeouts censored "≥") and the RTT
+//!   from the scheduled tick, and every renewal's outcome ([`RenewOutcome`]:
+//!   ok, refused with `LOCK_LOST`, timeout, error);
 //! - `lock.session.lost` by reason, handles lost, `lock.lease.abandoned`,
 //!   acquire calls granted and failed;
 //! - the margins applied at each deadline computation ([`MarginStats`]);
@@ -43,4 +47,4 @@ mod stats;
 
 pub use collector::Metrics;
 pub use prometheus::{CONTENT_TYPE, PrometheusMetrics, margin_bounds};
-pub use stats::{ClientStats, DeadlineKind, MarginStats, MarginSummary, Outcome};
+pub use stats::{ClientStats, DeadlineKind, MarginStats, MarginSummary, Outcome, RenewOutcome};

@@ -25,7 +25,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::stats::{DeadlineKind, Outcome};
+use super::stats::{DeadlineKind, Outcome, RenewOutcome};
 use crate::config::{LockClientConfig, MarginPolicy};
 use crate::error::LostReason;
 use crate::lease::PPM;
@@ -48,6 +48,8 @@ const OUTCOMES: [&str; 3] = ["reply", "timeout", "error"];
 const REASONS: [&str; 3] = ["expired", "unknown", "deadline"];
 /// The acquire outcome label values.
 const ACQUIRES: [&str; 2] = ["granted", "failed"];
+/// The renewal outcome label values, in [`RenewOutcome::ALL`] order.
+const RENEWALS: [&str; 4] = ["ok", "refused", "timeout", "error"];
 
 /// The SDK's Prometheus instruments. Cheap to clone: every clone shares the
 /// same instruments, so several [`LockClient`](crate::LockClient)s given one
@@ -71,6 +73,13 @@ struct Instruments {
     rtt: Histogram,
     corrected: Histogram,
     tick_lag: Histogram,
+    /// Raw renewal (L5) RTT.
+    renew_rtt: Histogram,
+    /// Renewal RTT from the scheduled tick.
+    renew_corrected: Histogram,
+    renewals: CounterFamily,
+    /// `renewals` per value of [`RENEWALS`].
+    renewal: [Counter; 4],
     /// Heartbeat gaps (send of the last acknowledged L2 to the next reply).
     gap: Histogram,
     /// Gaps longer than their window.
@@ -143,6 +152,7 @@ impl PrometheusMetrics {
         let (outcomes, outcome) = counter_family("outcome", OUTCOMES);
         let (session_lost, lost) = counter_family("reason", REASONS);
         let (acquires, acquire) = counter_family("outcome", ACQUIRES);
+        let (renewals, renewal) = counter_family("outcome", RENEWALS);
         let margins = HistogramFamily::new_with_constructor(margin_histogram);
         let margin =
             DeadlineKind::ALL.map(|k| margins.get_or_create_owned(&[("exchange", k.exchange())]));
@@ -151,6 +161,10 @@ impl PrometheusMetrics {
                 rtt: histogram(),
                 corrected: histogram(),
                 tick_lag: histogram(),
+                renew_rtt: histogram(),
+                renew_corrected: histogram(),
+                renewals,
+                renewal,
                 gap: histogram(),
                 gaps_over_window: Counter::default(),
                 bounds,
@@ -192,13 +206,28 @@ impl PrometheusMetrics {
         let i = &self.inner;
         registry.register(
             "lock_heartbeat_rtt_seconds",
-            "Round trip of every heartbeat (L2) and renew (L5), send to reply; a timed-out exchange counts at its timeout (>=)",
+            "Round trip of every heartbeat (L2), send to reply; a timed-out exchange counts at its timeout (>=); renewals are lock_renewal_rtt_seconds",
             i.rtt.clone(),
         );
         registry.register(
             "lock_heartbeat_rtt_corrected_seconds",
             "Heartbeat round trip measured from the scheduled send (coordinated-omission corrected), one sample per scheduled tick",
             i.corrected.clone(),
+        );
+        registry.register(
+            "lock_renewal_rtt_seconds",
+            "Round trip of every lease renewal (L5), send to reply; a timed-out renewal counts at its timeout (>=)",
+            i.renew_rtt.clone(),
+        );
+        registry.register(
+            "lock_renewal_rtt_corrected_seconds",
+            "Lease renewal (L5) round trip measured from the scheduled heartbeat tick that sent it (coordinated-omission corrected)",
+            i.renew_corrected.clone(),
+        );
+        registry.register(
+            "lock_renewals",
+            "Lease renewals (L5) by outcome: ok (applied), refused (LOCK_LOST), timeout, error",
+            i.renewals.clone(),
         );
         registry.register(
             "lock_heartbeat_tick_lag_seconds",
@@ -218,7 +247,7 @@ impl PrometheusMetrics {
         );
         registry.register(
             "lock_heartbeat_outcomes",
-            "Heartbeat exchanges (L2 and L5) by outcome",
+            "Heartbeat exchanges (L2) by outcome",
             i.outcomes.clone(),
         );
         registry.register(
@@ -272,6 +301,20 @@ impl PrometheusMetrics {
     /// The three heartbeat histograms: raw RTT, corrected RTT, tick lag.
     pub(super) fn histograms(&self) -> [&Histogram; 3] {
         [&self.inner.rtt, &self.inner.corrected, &self.inner.tick_lag]
+    }
+
+    /// The two renewal histograms: raw RTT, RTT from the scheduled tick.
+    pub(super) fn renewal_histograms(&self) -> [&Histogram; 2] {
+        [&self.inner.renew_rtt, &self.inner.renew_corrected]
+    }
+
+    /// Counts one renewal's outcome.
+    pub(super) fn renewal(&self, outcome: RenewOutcome) {
+        let i = RenewOutcome::ALL
+            .iter()
+            .position(|o| *o == outcome)
+            .unwrap_or(3);
+        self.inner.renewal[i].inc();
     }
 
     /// The heartbeat gap histogram.

@@ -16,17 +16,62 @@ pub enum Outcome {
     Error,
 }
 
+/// How one renewal (L5) ended, as `lock_renewals_total{outcome}` counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RenewOutcome {
+    /// 200 with a grant the client applied: the handle's deadline moved.
+    Ok,
+    /// `LOCK_LOST`: the server no longer holds the lease for this token.
+    Refused,
+    /// No answer within the timeout (a censored "≥" RTT sample).
+    Timeout,
+    /// Anything else: a transport failure (no sample), another error status,
+    /// or a grant the client refused to apply (another token, a reply out of range).
+    Error,
+}
+
+impl RenewOutcome {
+    /// Every outcome, in label order.
+    pub const ALL: [RenewOutcome; 4] = [
+        RenewOutcome::Ok,
+        RenewOutcome::Refused,
+        RenewOutcome::Timeout,
+        RenewOutcome::Error,
+    ];
+
+    /// The `outcome` label of `lock_renewals_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            RenewOutcome::Ok => "ok",
+            RenewOutcome::Refused => "refused",
+            RenewOutcome::Timeout => "timeout",
+            RenewOutcome::Error => "error",
+        }
+    }
+}
+
 /// A point-in-time copy of the client's counters.
 ///
-/// Every heartbeat exchange (L2 and L5) has exactly one outcome:
-/// `hb_attempts == hb_replies + hb_timeouts + hb_errors`.
+/// Every heartbeat exchange (L2) has exactly one outcome:
+/// `hb_attempts == hb_replies + hb_timeouts + hb_errors`; every renewal
+/// (L5) too: `renew_attempts == renewals + renew_refusals + renew_timeouts
+/// + renew_errors`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClientStats {
     /// L2 heartbeats answered 200.
     pub heartbeats: u64,
-    /// L5 renewals answered 200.
+    /// L5 renewals answered 200 and applied (`lock_renewals_total{outcome="ok"}`).
     pub renewals: u64,
-    /// Heartbeat exchanges (L2 and L5) sent.
+    /// L5 renewals sent (every outcome).
+    pub renew_attempts: u64,
+    /// Of those, refused with `LOCK_LOST`.
+    pub renew_refusals: u64,
+    /// Of those, given up at their timeout (each a censored "≥" renewal RTT sample).
+    pub renew_timeouts: u64,
+    /// Of those, ended any other way (transport failure, another error, a
+    /// reply not applied).
+    pub renew_errors: u64,
+    /// Heartbeat exchanges (L2) sent.
     pub hb_attempts: u64,
     /// Of those, answered by the server (any status; each is an RTT sample).
     pub hb_replies: u64,

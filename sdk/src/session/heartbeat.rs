@@ -21,7 +21,8 @@
 //! skipped ticks are counted (`hb_ticks_missed`) and each gets its corrected
 //! sample. Every exchange records its outcome (reply, timeout, error), its
 //! raw RTT (a timeout at the time it was given up: censored) and its RTT
-//! from the scheduled send.
+//! from the scheduled send: an L2 into the heartbeat's recorders, an L5
+//! into the renewal's own (outcome ok, refused, timeout or error).
 //!
 //! The task sleeps on tokio timers only and reads deadlines through the
 //! client's [`Clock`](crate::Clock); the schedule and the tick lag are on the
@@ -45,6 +46,7 @@ use super::shared::SessionShared;
 use crate::clock::{MonoTime, timer_now};
 use crate::error::{LockError, LostReason};
 use crate::lease::{self, GrantReply};
+use crate::metrics::{Outcome, RenewOutcome};
 use crate::transport::{GrantRef, Reply};
 
 /// The task body: tick at a fixed rate until the session is lost (or the
@@ -246,13 +248,18 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
         .http
         .renew(clock, grant, &s.id, h.requested_ttl_ms, timeout)
         .await;
-    record(&s, &reply, [reply.elapsed().saturating_add(lag)]);
-    let outcome = match reply.result {
+    // A reply (any status) or a timeout (censored) is an RTT sample; a
+    // transport failure is none.
+    let exchange = reply.outcome();
+    let sample = (exchange != Outcome::Error)
+        .then(|| (reply.elapsed(), reply.elapsed().saturating_add(lag)));
+    // The outcome for the metrics, and for the renewal observer.
+    let (outcome, observed_outcome) = match reply.result {
         Ok(g) if g.token != h.token => {
             // C1: renew never changes the token. Trust neither value.
             error!(key = %h.key, token = h.token, reply_token = g.token, "renew answered with another token");
             h.own.mark_lost(LostReason::LeaseLost);
-            RenewalOutcome::Refused
+            (RenewOutcome::Error, RenewalOutcome::Refused)
         }
         Ok(g) => {
             let grant = GrantReply {
@@ -261,24 +268,24 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
                 granted_ms: g.lease_ms,
             };
             match s.apply_renew(&h, grant) {
-                Ok(deadline) => {
-                    s.client.metrics.renewal_ok();
+                Ok(deadline) => (
+                    RenewOutcome::Ok,
                     RenewalOutcome::Acknowledged {
                         lease: Duration::from_millis(g.lease_ms),
                         deadline,
                         remaining: lease::remaining(clock.now(), h.usable_deadline()),
-                    }
-                }
+                    },
+                ),
                 Err(refused) => {
                     debug!(key = %h.key, token = h.token, %refused, "renew reply refused");
                     h.own.mark_lost(LostReason::Deadline);
-                    RenewalOutcome::Refused
+                    (RenewOutcome::Error, RenewalOutcome::Refused)
                 }
             }
         }
         Err(LockError::LockLost(_)) => {
             h.own.mark_lost(LostReason::LeaseLost);
-            RenewalOutcome::Refused
+            (RenewOutcome::Refused, RenewalOutcome::Refused)
         }
         Err(e) => {
             match e.session_loss() {
@@ -287,11 +294,17 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
                 }
                 None => debug!(key = %h.key, error = %e, "renew failed; retrying next tick"),
             }
-            RenewalOutcome::Unknown
+            let outcome = if exchange == Outcome::Timeout {
+                RenewOutcome::Timeout
+            } else {
+                RenewOutcome::Error
+            };
+            (outcome, RenewalOutcome::Unknown)
         }
     };
+    s.client.metrics.record_renewal(outcome, sample);
     if let Some(o) = observed {
-        o.complete(outcome);
+        o.complete(observed_outcome);
     }
 }
 
@@ -302,7 +315,7 @@ fn time_left(now: MonoTime, deadline: MonoTime) -> Option<Duration> {
         .then(|| lease::remaining(now, deadline).max(Duration::from_millis(1)))
 }
 
-/// Records one L2/L5 exchange: its outcome, its raw RTT and its corrected samples.
+/// Records one L2 exchange: its outcome, its raw RTT and its corrected samples.
 fn record<T>(s: &SessionShared, reply: &Reply<T>, corrected: impl IntoIterator<Item = Duration>) {
     s.client
         .metrics

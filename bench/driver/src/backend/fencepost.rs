@@ -33,6 +33,14 @@ impl HeartbeatStats for LockClient {
         LockClient::gap_histogram(self)
     }
 
+    fn renew_rtt_histogram(&self) -> Histogram<u64> {
+        LockClient::renew_rtt_histogram(self)
+    }
+
+    fn renew_corrected_histogram(&self) -> Histogram<u64> {
+        LockClient::renew_corrected_rtt_histogram(self)
+    }
+
     fn margin_stats(&self) -> MarginStats {
         LockClient::margin_stats(self)
     }

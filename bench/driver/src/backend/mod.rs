@@ -70,6 +70,11 @@ pub trait HeartbeatStats: Send + Sync {
     fn tick_lag_histogram(&self) -> Histogram<u64>;
     /// Heartbeat gaps (the SDK's `gap_histogram`), µs.
     fn gap_histogram(&self) -> Histogram<u64>;
+    /// Raw lease renewal (L5) RTT, µs (timeouts censored); empty where the
+    /// backend renews no lease of its own (etcd: locks ride the session's lease).
+    fn renew_rtt_histogram(&self) -> Histogram<u64>;
+    /// Renewal RTT from the scheduled tick that sent it, µs.
+    fn renew_corrected_histogram(&self) -> Histogram<u64>;
     /// The margins applied at each deadline computation.
     fn margin_stats(&self) -> MarginStats;
     /// Zeroes every measurement but the adaptive margin's own RTT view (warm-up cut).

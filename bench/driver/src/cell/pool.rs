@@ -32,7 +32,7 @@ use fencepost_sdk::{Histogram, LockClient, Session};
 /// worker process reports over its pipe.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatCounts {
-    /// L2 and L5 exchanges sent.
+    /// L2 exchanges sent (renewals are counted apart, `renew_*`).
     pub attempts: u64,
     /// Of those, answered (any status).
     pub replies: u64,
@@ -54,6 +54,18 @@ pub struct HeartbeatCounts {
     /// deadline (the SDK's `hb_gaps_over_window`).
     #[serde(default)]
     pub gaps_over_window: u64,
+    /// L5 renewals sent (every outcome; the granted ones are the report's `renewals`).
+    #[serde(default)]
+    pub renew_attempts: u64,
+    /// Of those, refused with `LOCK_LOST`.
+    #[serde(default)]
+    pub renew_refusals: u64,
+    /// Of those, given up at their timeout (censored renewal RTT samples).
+    #[serde(default)]
+    pub renew_timeouts: u64,
+    /// Of those, ended any other way (transport, another error, not applied).
+    #[serde(default)]
+    pub renew_errors: u64,
 }
 
 impl From<ClientStats> for HeartbeatCounts {
@@ -69,6 +81,10 @@ impl From<ClientStats> for HeartbeatCounts {
             sessions_lost_unknown: s.sessions_lost_unknown,
             sessions_lost_deadline: s.sessions_lost_deadline,
             gaps_over_window: s.hb_gaps_over_window,
+            renew_attempts: s.renew_attempts,
+            renew_refusals: s.renew_refusals,
+            renew_timeouts: s.renew_timeouts,
+            renew_errors: s.renew_errors,
         }
     }
 }
@@ -91,6 +107,10 @@ impl HeartbeatCounts {
         self.sessions_lost_unknown += o.sessions_lost_unknown;
         self.sessions_lost_deadline += o.sessions_lost_deadline;
         self.gaps_over_window += o.gaps_over_window;
+        self.renew_attempts += o.renew_attempts;
+        self.renew_refusals += o.renew_refusals;
+        self.renew_timeouts += o.renew_timeouts;
+        self.renew_errors += o.renew_errors;
     }
 }
 
@@ -349,6 +369,8 @@ fn client_report(client: &dyn HeartbeatStats, rail: Histogram<u64>) -> WorkerRep
             tick_lag: client.tick_lag_histogram(),
             rail,
             gap: client.gap_histogram(),
+            renew: client.renew_rtt_histogram(),
+            renew_corrected: client.renew_corrected_histogram(),
         },
         margins: client.margin_stats().leases(),
         cpu_s: None,

@@ -276,6 +276,10 @@ fn done_line(
         tick_lag_hdr: encode(&client.tick_lag_histogram())?,
         rail_hdr: encode(&worker.rail_histogram())?,
         gap_hdr: encode(&client.gap_histogram())?,
+        renew_hdr: Box::new((
+            encode(&client.renew_rtt_histogram())?,
+            encode(&client.renew_corrected_histogram())?,
+        )),
         cpu_s: cpu_seconds(None)
             .zip(cpu_from)
             .map(|(now, from)| (now - from).max(0.0)),

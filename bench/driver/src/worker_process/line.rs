@@ -87,6 +87,10 @@ pub enum WorkerLine {
         /// The heartbeat gap histogram, encoded.
         #[serde(default)]
         gap_hdr: String,
+        /// The raw renewal (L5) RTT histogram and the one from the scheduled
+        /// tick, encoded (empty: none recorded); boxed to keep the enum small.
+        #[serde(default)]
+        renew_hdr: Box<(String, String)>,
         /// CPU seconds this process used since its start or its last `reset`.
         #[serde(default)]
         cpu_s: Option<f64>,

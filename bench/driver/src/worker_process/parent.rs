@@ -259,12 +259,17 @@ impl RemoteWorker for WorkerChild {
                         tick_lag_hdr,
                         rail_hdr,
                         gap_hdr,
+                        renew_hdr,
                         cpu_s,
                         margins,
                     },
                 ) = (t, line)
                 {
                     let decode = |what: &'static str, text: &str| {
+                        if text.is_empty() {
+                            // A worker of an older build: the series was not sent.
+                            return Ok(bench_core::hist::new_histogram());
+                        }
                         bench_core::hist::decode(text).map_err(|source| {
                             PoolError::remote(WorkerProcError::Histogram { what, source })
                         })
@@ -279,6 +284,8 @@ impl RemoteWorker for WorkerChild {
                             tick_lag: decode("tick lag", &tick_lag_hdr)?,
                             rail: decode("rail latency", &rail_hdr)?,
                             gap: decode("heartbeat gaps", &gap_hdr)?,
+                            renew: decode("renewal RTT", &renew_hdr.0)?,
+                            renew_corrected: decode("corrected renewal RTT", &renew_hdr.1)?,
                         },
                         margins: margins.0,
                         cpu_s,

@@ -79,6 +79,14 @@ impl HeartbeatStats for EtcdBackend {
         self.inner.metrics.gap_snapshot()
     }
 
+    fn renew_rtt_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.renew_rtt_snapshot()
+    }
+
+    fn renew_corrected_histogram(&self) -> Histogram<u64> {
+        self.inner.metrics.renew_corrected_snapshot()
+    }
+
     fn margin_stats(&self) -> MarginStats {
         self.inner.metrics.margin_stats()
     }

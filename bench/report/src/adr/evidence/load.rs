@@ -54,6 +54,10 @@ enum JsonFileError {
     Json(#[from] serde_json::Error),
 }
 
+/// The long-hold step: a results table read for its renewal and
+/// abandonment columns alone (no trigger is evaluated on it).
+pub const LONG_HOLD_STEP: &str = "long-hold";
+
 /// The steps whose directories are results tables.
 const SWEEP_STEPS: [&str; 5] = ["sweep", "freeze", "sweep-pause", "adaptive", "throttle"];
 
@@ -201,6 +205,20 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
             bench_analysis::production_rtt::PRODUCTION_RTT_JSON.to_string(),
             Chain(&e).to_string(),
         )),
+    }
+    let long_hold = dir.join(LONG_HOLD_STEP);
+    if long_hold.join(RESULTS_CSV).is_file()
+        || long_hold
+            .join(bench_analysis::results::RESULTS_PARQUET)
+            .is_file()
+    {
+        match read_results(&long_hold) {
+            Ok(rows) => ev.long_hold = Some(rows),
+            Err(e) => problems.push((
+                format!("{LONG_HOLD_STEP}/{RESULTS_CSV}"),
+                Chain(&e).to_string(),
+            )),
+        }
     }
     ev.peer = std::fs::read_to_string(dir.join("peer").join("peer.csv"))
         .ok()

@@ -100,6 +100,9 @@ pub struct Evidence {
     pub clocks: BTreeMap<String, ClockData>,
     /// `peer/peer.csv`.
     pub peer: Option<Table>,
+    /// `long-hold/results.csv`: payouts that outlive their lease, per margin
+    /// (reported beside the decision, not weighed in it).
+    pub long_hold: Option<Vec<CellRow>>,
     /// `production-rtt.json`: a heartbeat RTT distribution measured in
     /// production (`bench adr --rtt-from`), which the production condition
     /// uses instead of the lab's RTTs.
