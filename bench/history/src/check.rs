@@ -47,7 +47,16 @@
 //!    grant or acknowledged renewals of that token reported before it was
 //!    sent. The server's end only moves out (`max(old end, receipt +
 //!    lease)`); with one margin and one requested lease, so does the
-//!    client's deadline.
+//!    client's deadline;
+//! 9. **no renewal refused while its grant was live**: a renewal answered
+//!    `LOCK_LOST` whose answer came back (beyond 1 ms of slack) before the
+//!    end of its grant's belief (rule 4's, extended by acknowledged
+//!    renewals). The server's end of that grant was no earlier than the
+//!    belief's end (rule 6's argument), and the renewal arrived before its
+//!    answer, so the server refused a grant it still owed: it had lost or cut
+//!    it short (a takeover that did not restore it, a lease ended early). A
+//!    renewal in flight when its holder released is no case: the belief
+//!    ends at the release's invocation.
 //!
 //! Renewals (`Renew` operations) are recorded only by workers that observe
 //! their SDK's heartbeat; an older history without them is checked as
@@ -70,7 +79,7 @@ use crate::op::{Op, OpKind, Outcome};
 
 mod beliefs;
 pub use beliefs::{Belief, beliefs};
-use beliefs::{grant_overlaps, late_renewals, shortened_renewals};
+use beliefs::{early_refusals, grant_overlaps, late_renewals, shortened_renewals};
 
 /// Which rule a [`HistoryViolation`] breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -92,6 +101,8 @@ pub enum Rule {
     LateRenewal,
     /// Rule 8: an acknowledged renewal that shortened a promised end.
     ShortenedRenewal,
+    /// Rule 9: a renewal refused while its grant was live in its belief.
+    EarlyRefusal,
 }
 
 /// One broken rule, with the payout and a sentence naming the operations.
@@ -137,6 +148,9 @@ pub struct HistoryCheck {
     /// Acknowledged renewals that shortened a promised end (rule 8). Must be 0.
     #[serde(default)]
     pub shortened_renewals: u64,
+    /// Renewals refused while their grant was live in its belief (rule 9). Must be 0.
+    #[serde(default)]
+    pub early_refusals: u64,
     /// Acknowledged renewals in the history.
     #[serde(default)]
     pub renewals_acknowledged: u64,
@@ -145,15 +159,16 @@ pub struct HistoryCheck {
 }
 
 impl HistoryCheck {
-    /// Violations of rules 4 to 8 (the history's own: overlaps,
-    /// unreported fence-outs, overlapping grants, late and shortening
-    /// renewals).
+    /// Violations of rules 4 to 9 (the history's own: overlaps,
+    /// unreported fence-outs, overlapping grants, late, shortening and
+    /// early-refused renewals).
     pub fn history_violations(&self) -> u64 {
         self.overlaps
             + self.unreported_fence_outs
             + self.grant_overlaps
             + self.late_renewals
             + self.shortened_renewals
+            + self.early_refusals
     }
 
     /// True when no rule is broken.
@@ -170,7 +185,7 @@ impl HistoryCheck {
     }
 }
 
-/// Checks `ops` and the final `ledger` against rules 1–8 (module doc);
+/// Checks `ops` and the final `ledger` against rules 1–9 (module doc);
 /// `reported_fence_outs` is the run's trigger-4 count (fence-outs of
 /// submits made after a passed client check).
 pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> HistoryCheck {
@@ -297,7 +312,7 @@ fn check_payments(
     }
 }
 
-/// Rules 3, 4, 6, 7 and 8, per lock key: token regressions, overlapping
+/// Rules 3, 4 and 6 to 9, per lock key: token regressions, overlapping
 /// beliefs that no fence-out resolved (on any payout of the key: a
 /// multi-step payout's legs), grants that overlap, late and shortening
 /// renewals. A violation names the key's payout (`payout:<id>`: `id`; for
@@ -353,6 +368,10 @@ fn check_holders(
         for detail in shortened_renewals(payout, ops) {
             out.shortened_renewals += 1;
             out.violate(Rule::ShortenedRenewal, Some(payout), detail);
+        }
+        for detail in early_refusals(payout, ops, &beliefs) {
+            out.early_refusals += 1;
+            out.violate(Rule::EarlyRefusal, Some(payout), detail);
         }
     }
 }

@@ -362,6 +362,7 @@ pub async fn run(args: &ChaosInputs) -> Result<(ChaosResult, PathBuf), ChaosErro
         grant_overlaps: 0,
         late_renewals: 0,
         shortened_renewals: 0,
+        early_refusals: 0,
         renewals_acknowledged: 0,
         epoch_conflicts: 0,
         epoch_breaches: 0,

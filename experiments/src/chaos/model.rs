@@ -383,7 +383,7 @@ pub struct ChaosResult {
     /// Grants whose token did not rise. Must be 0.
     pub token_regressions: u64,
     /// Belief overlaps, unreported trigger-4 fence-outs, overlapping
-    /// grants, late and shortening renewals (rules 4–8). Must be 0.
+    /// grants, late, shortening and early-refused renewals (rules 4–9). Must be 0.
     pub history_violations: u64,
     /// Epochs two replicas both took (their logs' `leader_takeover`). Must be 0.
     #[serde(default)]
@@ -406,6 +406,9 @@ pub struct ChaosResult {
     /// Of those, acknowledged renewals that shortened a promised end (rule 8). Must be 0.
     #[serde(default)]
     pub shortened_renewals: u64,
+    /// Of those, renewals refused while their grant was live in its belief (rule 9). Must be 0.
+    #[serde(default)]
+    pub early_refusals: u64,
     /// Renewals acknowledged, all runs (the workers record each L5).
     #[serde(default)]
     pub renewals_acknowledged: u64,
@@ -450,6 +453,7 @@ impl ChaosResult {
         self.grant_overlaps += c.grant_overlaps;
         self.late_renewals += c.late_renewals;
         self.shortened_renewals += c.shortened_renewals;
+        self.early_refusals += c.early_refusals;
         self.renewals_acknowledged += c.renewals_acknowledged;
         self.epoch_conflicts += r.epoch_conflicts.len() as u64;
         self.epoch_breaches += r.epoch_breaches.len() as u64;

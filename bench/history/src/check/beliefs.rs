@@ -1,7 +1,8 @@
 //! The believed holding intervals of one key (rule 4's beliefs, extended by
 //! acknowledged renewals) and the rules over them: 6 (grants that overlap),
-//! 7 (a renewal acknowledged after a higher token's grant) and 8 (a renewal
-//! that shortened a promised end). The [module doc](super) states them.
+//! 7 (a renewal acknowledged after a higher token's grant), 8 (a renewal
+//! that shortened a promised end) and 9 (a renewal refused while its grant
+//! was live). The [module doc](super) states them.
 
 use crate::op::{Op, OpKind, Outcome};
 
@@ -109,6 +110,36 @@ pub(super) fn shortened_renewals(payout: &str, ops: &[&Op]) -> Vec<String> {
                 r.token.unwrap_or_default(),
                 r.session,
                 (before - end) / 1000,
+            ));
+        }
+    }
+    out
+}
+
+/// Rule 9 over one key's operations and beliefs: a renewal refused with
+/// `LOCK_LOST` whose answer came back before the end of its grant's belief
+/// (by more than the clock-reading slack): the server had dropped a grant
+/// it had promised for longer.
+pub(super) fn early_refusals(payout: &str, ops: &[&Op], beliefs: &[Belief<'_>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Renew && o.is(Outcome::Lost))
+    {
+        let (Some(t), Some(ok)) = (r.token, r.ok_ns) else {
+            continue;
+        };
+        if let Some(b) = beliefs.iter().find(|b| {
+            b.session == r.session
+                && b.token == t
+                && b.from_ns <= r.inv_ns
+                && ok.saturating_add(RULE_8_SLACK_NS) < b.to_ns
+        }) {
+            out.push(format!(
+                "{payout}: a renewal of token {t} by {} was refused (LOCK_LOST) {} µs before \
+                 the end its grant and renewals had promised",
+                r.session,
+                (b.to_ns - ok) / 1000,
             ));
         }
     }

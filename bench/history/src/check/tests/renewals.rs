@@ -56,13 +56,35 @@ fn an_acknowledged_renewal_extends_the_belief_into_a_later_grant() {
 }
 
 #[test]
-fn a_renewal_that_was_refused_or_unanswered_extends_nothing() {
-    for outcome in [Outcome::Lost, Outcome::Unknown] {
-        let mut h = H::held_then_taken(100);
-        h.renew("a/s1", 5, (60, 61), outcome, 0);
-        let c = h.check(&paid_by_6(), 0);
-        assert!(c.holds(), "{outcome:?}: {:?}", c.violations);
-    }
+fn an_unanswered_renewal_extends_nothing() {
+    let mut h = H::held_then_taken(100);
+    h.renew("a/s1", 5, (60, 61), Outcome::Unknown, 0);
+    let c = h.check(&paid_by_6(), 0);
+    assert!(c.holds(), "{:?}", c.violations);
+}
+
+#[test]
+fn a_renewal_refused_while_its_grant_was_live_breaks_rule_9() {
+    // a's grant promised 70 ms; its renewal came back LOCK_LOST at 61 ms.
+    let mut h = H::held_then_taken(100);
+    h.renew("a/s1", 5, (60, 61), Outcome::Lost, 0);
+    let c = h.check(&paid_by_6(), 0);
+    assert_eq!(rules(&c), [Rule::EarlyRefusal], "{:?}", c.violations);
+    assert_eq!((c.early_refusals, c.history_violations()), (1, 1));
+}
+
+#[test]
+fn a_renewal_refused_after_the_deadline_or_a_release_is_correct() {
+    // Answered after a's deadline (70 ms): the grant may have lapsed.
+    let mut h = H::held_then_taken(100);
+    h.renew("a/s1", 5, (69, 71), Outcome::Lost, 0);
+    assert!(h.check(&paid_by_6(), 0).holds());
+    // In flight when a released (10 ms): the release ended the grant first.
+    let mut h = H::default();
+    h.holder("a/s1", 5, 0, Outcome::Ok);
+    h.renew("a/s1", 5, (9, 12), Outcome::Lost, 0);
+    let c = h.check(&ledger(&[(5, SubmissionOutcome::Paid)]), 0);
+    assert!(c.holds(), "{:?}", c.violations);
 }
 
 #[test]
