@@ -615,7 +615,7 @@ def gen_chaos_run(here: Path, name: str) -> str:
         ("indeterminate (killed mid-operation)", c["indeterminate"]),
         ("paid twice", c["paid_twice"]), ("stale paid", c["stale_paid"]),
         ("token regressions", c["token_regressions"]),
-        ("history violations (rules 4–6)", c["history_violations"]),
+        ("history violations (rules 4–9)", c["history_violations"]),
         ("of which grants overlapping in the lock's time (rule 6)", c.get("grant_overlaps", 0)),
         ("epochs taken by two replicas", c.get("epoch_conflicts", 0)),
         # Absent from runs made before the breach audit existed: not measured, not 0.

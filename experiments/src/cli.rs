@@ -446,6 +446,19 @@ pub struct ChaosArgs {
     /// turn, e.g. 3 [default: 1].
     #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub steps: u32,
+
+    /// Long holds, a preset: a 4 s lease (longer than a replicated
+    /// takeover, leader lease 1 s plus grace), each payout holding its lock
+    /// for uniform:24s..40s of production time (3.2–5.3 s here, renewed by
+    /// the heartbeat) in 2 steps, 12 payouts for 5 worker processes (they
+    /// contend for each), a 10 s window (--duration overrides it), and
+    /// the freeze in the critical section at a worker's first check for
+    /// 1.55–1.8 leases: holders keep their grants across leader faults, and
+    /// the frozen holder's stale submit lands while its successor's claim
+    /// stands. Not with --ttl, --hold, --steps, --payouts or --workers.
+    /// E.g. --replicas 3 --long-holds [default: off].
+    #[arg(long, conflicts_with_all = ["ttl", "hold", "steps", "payouts", "workers"])]
+    pub long_holds: bool,
 }
 
 /// A latency spec (`--hold`): fixed:…, uniform:…..…, lognormal:p50=…,p99=….
@@ -476,7 +489,9 @@ impl ChaosArgs {
             out: self.out.clone(),
             hold: self.hold,
             steps: self.steps,
+            long_holds: self.long_holds,
         }
+        .with_long_holds(self.long_holds)
     }
 }
 

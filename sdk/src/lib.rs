@@ -66,7 +66,10 @@ pub use metrics::{
     ClientStats, DeadlineKind, MarginStats, MarginSummary, PrometheusMetrics, RenewOutcome,
 };
 pub use session::schedule;
-pub use session::{HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, Session};
+pub use session::{
+    HeartbeatFault, ListenerOutcome, LockHandle, LockLostEvent, RenewalObserver, RenewalOutcome,
+    Session,
+};
 
 /// The rustls the SDK is built on (ring provider), so that an
 /// [`HttpClient::with_options`](http::HttpClient::with_options) caller builds

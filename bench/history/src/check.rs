@@ -13,8 +13,10 @@
 //! 4. **no two sessions' client-believed holding intervals for one key
 //!    overlap** unless the lower token was fenced out: a belief runs from
 //!    the grant's reply to the lock's release (sent) or the client's
-//!    deadline (the latest one the grant or a passed check reported),
-//!    whichever is first;
+//!    deadline (the latest one the grant or a passed check reported,
+//!    pushed on by every acknowledged renewal sent before the end so far:
+//!    the renewal's deadline, `send + granted × (1 − margin)`), whichever
+//!    is first;
 //! 5. **every fence-out of a submit the client believed held (client check
 //!    on) is reported as a trigger-4 event**: the fence-outs the history and
 //!    the ledger show are compared with the count the run reported;
@@ -28,9 +30,38 @@
 //!    client's deadline is conservative (ADR-006: the server's lease runs
 //!    from the request's arrival, the client's from before it was sent,
 //!    shortened by the margin), and a release ends it no earlier than it
-//!    was sent. So a reply for `t2` before the end of `t1`'s belief proves
+//!    was sent; an acknowledged renewal moved the server's end to at least
+//!    its receipt plus the lease, past the deadline it gave the client. So
+//!    a reply for `t2` before the end of `t1`'s belief proves
 //!    two live grants at once — a lease the server cut short, a deposed
-//!    leader that still granted, a lost grant.
+//!    leader that still granted or renewed, a lost grant;
+//! 7. **no renewal acknowledged after the key was granted to a higher
+//!    token**: a renewal of `t1` invoked after a grant of `t2 > t1`
+//!    completed must be refused (`LOCK_LOST`: the grant is no longer
+//!    current) — an acknowledgement means a server that still counted `t1`
+//!    live while `t2` was granted (a deposed leader answering from memory,
+//!    a lost grant);
+//! 8. **no acknowledged renewal shortens an end already promised**: the
+//!    deadline an acknowledged renewal reports is not earlier (beyond 1 ms
+//!    of clock-reading slack) than the latest deadline the same session's
+//!    grant or acknowledged renewals of that token reported before it was
+//!    sent. The server's end only moves out (`max(old end, receipt +
+//!    lease)`); with one margin and one requested lease, so does the
+//!    client's deadline;
+//! 9. **no renewal refused while its grant was live**: a renewal answered
+//!    `LOCK_LOST` whose answer came back (beyond 1 ms of slack) before the
+//!    end of its grant's belief (rule 4's, extended by acknowledged
+//!    renewals). The server's end of that grant was no earlier than the
+//!    belief's end (rule 6's argument), and the renewal arrived before its
+//!    answer, so the server refused a grant it still owed: it had lost or cut
+//!    it short (a takeover that did not restore it, a lease ended early). A
+//!    renewal in flight when its holder released is no case: the belief
+//!    ends at the release's invocation.
+//!
+//! Renewals (`Renew` operations) are recorded only by workers that observe
+//! their SDK's heartbeat; an older history without them is checked as
+//! before (beliefs end at the grant's or a check's deadline, rules 7 and 8
+//! see nothing).
 //!
 //! "Before" is strict real-time order on the shared clock: completion of one
 //! operation before the invocation of the other. Concurrent operations are
@@ -47,7 +78,8 @@ use serde::{Deserialize, Serialize};
 use crate::op::{Op, OpKind, Outcome};
 
 mod beliefs;
-use beliefs::{beliefs, grant_overlaps};
+pub use beliefs::{Belief, beliefs};
+use beliefs::{early_refusals, grant_overlaps, late_renewals, shortened_renewals};
 
 /// Which rule a [`HistoryViolation`] breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -65,6 +97,12 @@ pub enum Rule {
     UnreportedFenceOut,
     /// Rule 6: a grant acknowledged while a lower token's grant was live.
     GrantOverlap,
+    /// Rule 7: a renewal acknowledged after a higher token's grant of the key.
+    LateRenewal,
+    /// Rule 8: an acknowledged renewal that shortened a promised end.
+    ShortenedRenewal,
+    /// Rule 9: a renewal refused while its grant was live in its belief.
+    EarlyRefusal,
 }
 
 /// One broken rule, with the payout and a sentence naming the operations.
@@ -104,15 +142,33 @@ pub struct HistoryCheck {
     /// Grants acknowledged while a lower token's grant was live (rule 6). Must be 0.
     #[serde(default)]
     pub grant_overlaps: u64,
+    /// Acknowledged renewals of the key after a higher token's grant (rule 7). Must be 0.
+    #[serde(default)]
+    pub late_renewals: u64,
+    /// Acknowledged renewals that shortened a promised end (rule 8). Must be 0.
+    #[serde(default)]
+    pub shortened_renewals: u64,
+    /// Renewals refused while their grant was live in its belief (rule 9). Must be 0.
+    #[serde(default)]
+    pub early_refusals: u64,
+    /// Acknowledged renewals in the history.
+    #[serde(default)]
+    pub renewals_acknowledged: u64,
     /// Every broken rule.
     pub violations: Vec<HistoryViolation>,
 }
 
 impl HistoryCheck {
-    /// Violations of rules 4, 5 and 6 (the history's own: overlaps,
-    /// unreported fence-outs, overlapping grants).
+    /// Violations of rules 4 to 9 (the history's own: overlaps,
+    /// unreported fence-outs, overlapping grants, late, shortening and
+    /// early-refused renewals).
     pub fn history_violations(&self) -> u64 {
-        self.overlaps + self.unreported_fence_outs + self.grant_overlaps
+        self.overlaps
+            + self.unreported_fence_outs
+            + self.grant_overlaps
+            + self.late_renewals
+            + self.shortened_renewals
+            + self.early_refusals
     }
 
     /// True when no rule is broken.
@@ -129,13 +185,17 @@ impl HistoryCheck {
     }
 }
 
-/// Checks `ops` and the final `ledger` against rules 1–6 (module doc);
+/// Checks `ops` and the final `ledger` against rules 1–9 (module doc);
 /// `reported_fence_outs` is the run's trigger-4 count (fence-outs of
 /// submits made after a passed client check).
 pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> HistoryCheck {
     let mut out = HistoryCheck {
         operations_checked: ops.len() as u64,
         indeterminate: ops.iter().filter(|o| o.ok_ns.is_none()).count() as u64,
+        renewals_acknowledged: ops
+            .iter()
+            .filter(|o| o.kind == OpKind::Renew && o.is(Outcome::Ok))
+            .count() as u64,
         reported_fence_outs,
         ..HistoryCheck::default()
     };
@@ -147,8 +207,27 @@ pub fn check(ops: &[Op], ledger: &LedgerView, reported_fence_outs: u64) -> Histo
     }
     let fenced = fenced_out(ops, ledger);
     check_payments(&mut out, &by_payout, ledger);
-    check_holders(&mut out, &by_payout, &fenced);
+    check_holders(&mut out, &by_key(ops), &fenced);
     check_reported_fence_outs(&mut out, ops, &fenced);
+    out
+}
+
+/// The lock key an operation ran under: its own `key` (a multi-step
+/// payout's legs), else `payout:<payout>`; `None` without a payout.
+pub fn key_of(op: &Op) -> Option<String> {
+    op.key
+        .clone()
+        .or_else(|| op.payout.as_deref().map(|p| format!("payout:{p}")))
+}
+
+/// The operations of each lock key ([`key_of`]), in history order.
+pub fn by_key(ops: &[Op]) -> BTreeMap<String, Vec<&Op>> {
+    let mut out: BTreeMap<String, Vec<&Op>> = BTreeMap::new();
+    for op in ops {
+        if let Some(k) = key_of(op) {
+            out.entry(k).or_default().push(op);
+        }
+    }
     out
 }
 
@@ -233,14 +312,19 @@ fn check_payments(
     }
 }
 
-/// Rules 3, 4 and 6, per key: token regressions, overlapping beliefs that
-/// no fence-out resolved, and grants that overlap.
+/// Rules 3, 4 and 6 to 9, per lock key: token regressions, overlapping
+/// beliefs that no fence-out resolved (on any payout of the key: a
+/// multi-step payout's legs), grants that overlap, late and shortening
+/// renewals. A violation names the key's payout (`payout:<id>`: `id`; for
+/// a multi-step payout, its first leg).
 fn check_holders(
     out: &mut HistoryCheck,
-    by_payout: &BTreeMap<&str, Vec<&Op>>,
+    by_key: &BTreeMap<String, Vec<&Op>>,
     fenced: &HashSet<(&str, u64)>,
 ) {
-    for (payout, ops) in by_payout {
+    for (key, ops) in by_key {
+        let payout = key.strip_prefix("payout:").unwrap_or(key);
+        let legs: HashSet<&str> = ops.iter().filter_map(|o| o.payout.as_deref()).collect();
         for detail in regressions(payout, ops) {
             out.token_regressions += 1;
             out.violate(Rule::TokenRegression, Some(payout), detail);
@@ -252,7 +336,7 @@ fn check_holders(
                     continue;
                 }
                 let lower = a.token.min(b.token);
-                if fenced.contains(&(*payout, lower)) {
+                if legs.iter().any(|p| fenced.contains(&(*p, lower))) {
                     out.fenced_overlaps += 1;
                     continue;
                 }
@@ -276,6 +360,18 @@ fn check_holders(
         for detail in grant_overlaps(payout, &beliefs) {
             out.grant_overlaps += 1;
             out.violate(Rule::GrantOverlap, Some(payout), detail);
+        }
+        for detail in late_renewals(payout, ops) {
+            out.late_renewals += 1;
+            out.violate(Rule::LateRenewal, Some(payout), detail);
+        }
+        for detail in shortened_renewals(payout, ops) {
+            out.shortened_renewals += 1;
+            out.violate(Rule::ShortenedRenewal, Some(payout), detail);
+        }
+        for detail in early_refusals(payout, ops, &beliefs) {
+            out.early_refusals += 1;
+            out.violate(Rule::EarlyRefusal, Some(payout), detail);
         }
     }
 }
@@ -381,304 +477,4 @@ fn regressions(payout: &str, ops: &[&Op]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use fencepost_api::rail::{PayoutState, PayoutView, Submission};
-
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    /// A hand-written history: one builder per scenario.
-    #[derive(Default)]
-    struct H {
-        ops: Vec<Op>,
-    }
-
-    impl H {
-        fn op(
-            &mut self,
-            kind: OpKind,
-            session: &str,
-            token: Option<u64>,
-            at_ms: (u64, Option<u64>),
-            outcome: Outcome,
-        ) -> &mut Op {
-            let id = self.ops.len() as u64;
-            self.ops.push(Op {
-                proc: session.split('/').next().unwrap_or("w").to_string(),
-                id,
-                kind,
-                session: session.to_string(),
-                payout: (kind != OpKind::Session).then(|| "p1".to_string()),
-                token,
-                inv_ns: at_ms.0 * MS,
-                ok_ns: at_ms.1.map(|t| t * MS),
-                outcome: at_ms.1.map(|_| outcome),
-                deadline_ns: None,
-                client_check: None,
-                key: None,
-            });
-            self.ops.last_mut().unwrap()
-        }
-
-        fn session(&mut self, s: &str, client_check: bool) {
-            self.op(OpKind::Session, s, None, (0, Some(0)), Outcome::Ok)
-                .client_check = Some(client_check);
-        }
-
-        /// A grant at `at` whose client deadline is `deadline`.
-        fn grant(&mut self, s: &str, token: u64, at: u64, deadline: u64) {
-            self.op(
-                OpKind::Grant,
-                s,
-                None,
-                (at.saturating_sub(1), Some(at)),
-                Outcome::Ok,
-            )
-            .token = Some(token);
-            self.ops.last_mut().unwrap().deadline_ns = Some(deadline * MS);
-        }
-
-        /// A complete, correct payout by `s` under `token` from `at`.
-        fn holder(&mut self, s: &str, token: u64, at: u64, paid: Outcome) {
-            self.session(s, true);
-            self.grant(s, token, at, at + 70);
-            let t = Some(token);
-            self.op(OpKind::Claim, s, t, (at + 1, Some(at + 2)), Outcome::Ok);
-            self.op(OpKind::Check, s, t, (at + 3, Some(at + 3)), Outcome::Ok)
-                .deadline_ns = Some((at + 70) * MS);
-            self.op(OpKind::Submit, s, t, (at + 4, Some(at + 9)), paid);
-            self.op(OpKind::Release, s, t, (at + 10, Some(at + 11)), Outcome::Ok);
-        }
-
-        fn check(&self, ledger: &LedgerView, reported: u64) -> HistoryCheck {
-            check(&self.ops, ledger, reported)
-        }
-    }
-
-    fn ledger(submissions: &[(u64, SubmissionOutcome)]) -> LedgerView {
-        let paid = submissions
-            .iter()
-            .rfind(|s| s.1 == SubmissionOutcome::Paid)
-            .map(|s| s.0);
-        LedgerView {
-            payouts: vec![PayoutView {
-                payout_id: "p1".into(),
-                amount_minor: 1,
-                currency: "EUR".into(),
-                state: if paid.is_some() {
-                    PayoutState::Paid
-                } else {
-                    PayoutState::Pending
-                },
-                claim_token: paid,
-                paid_token: paid,
-                highest_token: submissions.iter().map(|s| s.0).max().unwrap_or(0),
-                submissions: submissions
-                    .iter()
-                    .map(|&(token, outcome)| Submission { token, outcome })
-                    .collect(),
-                submissions_omitted: Default::default(),
-            }],
-            counters: Default::default(),
-        }
-    }
-
-    fn rules(c: &HistoryCheck) -> Vec<Rule> {
-        c.violations.iter().map(|v| v.rule).collect()
-    }
-
-    #[test]
-    fn a_clean_takeover_history_holds() {
-        let mut h = H::default();
-        h.holder("a/s1", 5, 0, Outcome::Ok);
-        let c = h.check(&ledger(&[(5, SubmissionOutcome::Paid)]), 0);
-        assert!(c.holds(), "{:?}", c.violations);
-        assert_eq!(c.operations_checked, 6);
-    }
-
-    #[test]
-    fn an_unfenced_overlap_of_beliefs_is_caught() {
-        let mut h = H::default();
-        // a believes until 70 ms (it never releases: killed, say), b is granted at 40 ms.
-        h.session("a/s1", true);
-        h.grant("a/s1", 5, 0, 70);
-        h.holder("b/s1", 6, 40, Outcome::Ok);
-        let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
-        assert_eq!(c.overlaps, 1, "{:?}", c.violations);
-        assert_eq!(rules(&c), [Rule::Overlap, Rule::GrantOverlap]);
-        assert_eq!(c.history_violations(), 2);
-    }
-
-    #[test]
-    fn a_grant_after_the_earlier_belief_ended_is_no_grant_overlap() {
-        let mut h = H::default();
-        h.session("a/s1", true);
-        h.grant("a/s1", 5, 0, 70);
-        // Granted after a's deadline (a was killed: it never released).
-        h.holder("b/s1", 6, 71, Outcome::Ok);
-        let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
-        assert!(c.holds(), "{:?}", c.violations);
-        assert_eq!(c.grant_overlaps, 0);
-    }
-
-    #[test]
-    fn an_overlap_the_fence_covered_passes_rule_4_and_fails_the_lock_rule() {
-        let mut h = H::default();
-        h.session("a/s1", false);
-        h.grant("a/s1", 5, 0, 70);
-        h.op(
-            OpKind::Claim,
-            "a/s1",
-            Some(5),
-            (50, Some(51)),
-            Outcome::FencedOut,
-        );
-        h.holder("b/s1", 6, 40, Outcome::Ok);
-        let c = h.check(&ledger(&[(6, SubmissionOutcome::Paid)]), 0);
-        // The payment rules forgive it: the fence caught token 5.
-        assert_eq!(c.fenced_overlaps, 1);
-        assert_eq!(c.overlaps, 0);
-        // The lock rule does not: the service granted 6 while 5 was live.
-        assert_eq!(rules(&c), [Rule::GrantOverlap], "{:?}", c.violations);
-        assert_eq!(c.grant_overlaps, 1);
-    }
-
-    #[test]
-    fn a_release_ends_the_belief_so_a_later_grant_does_not_overlap() {
-        let mut h = H::default();
-        h.holder("a/s1", 5, 0, Outcome::Ok);
-        // a released at 10 ms though its deadline was 70 ms.
-        h.holder("b/s1", 6, 20, Outcome::AlreadyPaid);
-        let c = h.check(&ledger(&[(5, SubmissionOutcome::Paid)]), 0);
-        assert_eq!(c.overlaps, 0, "{:?}", c.violations);
-    }
-
-    #[test]
-    fn a_token_regression_across_a_restart_is_caught() {
-        let mut h = H::default();
-        h.holder("a/s1", 9, 0, Outcome::Ok);
-        // After a restart that lost the key's token, a later grant gets 3.
-        h.holder("b/s1", 3, 200, Outcome::Duplicate);
-        let c = h.check(&ledger(&[(9, SubmissionOutcome::Paid)]), 0);
-        assert_eq!(c.token_regressions, 1, "{:?}", c.violations);
-        assert_eq!(rules(&c), [Rule::TokenRegression]);
-    }
-
-    #[test]
-    fn the_holder_granted_its_own_token_again_is_no_regression() {
-        let mut h = H::default();
-        h.session("a/s1", true);
-        h.grant("a/s1", 2, 0, 70);
-        // Its release got no answer and did not take effect; its next L4
-        // of the key gets the grant it still has.
-        h.op(
-            OpKind::Release,
-            "a/s1",
-            Some(2),
-            (10, Some(40)),
-            Outcome::Failed,
-        );
-        h.grant("a/s1", 2, 50, 120);
-        let c = h.check(&LedgerView::default(), 0);
-        assert_eq!(c.token_regressions, 0, "{:?}", c.violations);
-        // Another session granted that token would be one.
-        h.grant("b/s1", 2, 200, 270);
-        let c = h.check(&LedgerView::default(), 0);
-        assert_eq!(c.token_regressions, 1, "{:?}", c.violations);
-    }
-
-    #[test]
-    fn concurrent_grants_are_not_ordered_so_no_regression_is_claimed() {
-        let mut h = H::default();
-        h.session("a/s1", true);
-        h.session("b/s1", true);
-        // Both invoked before either completed: real time does not order them.
-        h.op(OpKind::Grant, "a/s1", Some(7), (0, Some(10)), Outcome::Ok);
-        h.op(OpKind::Grant, "b/s1", Some(6), (5, Some(6)), Outcome::Ok);
-        let c = h.check(&LedgerView::default(), 0);
-        assert_eq!(c.token_regressions, 0);
-    }
-
-    #[test]
-    fn a_double_payment_is_caught_from_the_clients_and_the_ledger() {
-        let mut h = H::default();
-        h.holder("a/s1", 5, 0, Outcome::Ok);
-        h.holder("b/s1", 6, 100, Outcome::Ok);
-        let l = ledger(&[(5, SubmissionOutcome::Paid), (6, SubmissionOutcome::Paid)]);
-        let c = h.check(&l, 0);
-        assert_eq!(c.paid_twice, 1, "{:?}", c.violations);
-        // The ledger alone says so too (a worker killed before it saw the reply).
-        let c = check(&[], &l, 0);
-        assert_eq!(c.paid_twice, 1);
-    }
-
-    #[test]
-    fn a_stale_payment_after_a_higher_claim_is_caught() {
-        let mut h = H::default();
-        h.session("a/s1", false);
-        h.grant("a/s1", 5, 0, 70);
-        h.op(OpKind::Claim, "a/s1", Some(5), (1, Some(2)), Outcome::Ok);
-        // b takes over (a was frozen), claims under 6 at 150 ms ...
-        h.session("b/s1", true);
-        h.grant("b/s1", 6, 149, 219);
-        h.op(
-            OpKind::Claim,
-            "b/s1",
-            Some(6),
-            (150, Some(151)),
-            Outcome::Ok,
-        );
-        // ... and a, resumed, submits under 5 at 160 ms and is paid.
-        h.op(
-            OpKind::Submit,
-            "a/s1",
-            Some(5),
-            (160, Some(165)),
-            Outcome::Ok,
-        );
-        let c = h.check(
-            &ledger(&[
-                (5, SubmissionOutcome::Paid),
-                (6, SubmissionOutcome::NotClaimed),
-            ]),
-            0,
-        );
-        assert_eq!(c.stale_paid, 1, "{:?}", c.violations);
-        assert!(rules(&c).contains(&Rule::StalePaid));
-    }
-
-    #[test]
-    fn an_unreported_believed_fence_out_is_caught_and_a_reported_one_is_not() {
-        let mut h = H::default();
-        h.holder("a/s1", 5, 0, Outcome::FencedOut);
-        h.holder("b/s1", 6, 100, Outcome::Ok);
-        let l = ledger(&[
-            (5, SubmissionOutcome::FencedOut),
-            (6, SubmissionOutcome::Paid),
-        ]);
-        let c = h.check(&l, 0);
-        assert_eq!(c.believed_fence_outs, 1);
-        assert_eq!(c.unreported_fence_outs, 1, "{:?}", c.violations);
-        assert_eq!(rules(&c), [Rule::UnreportedFenceOut]);
-        assert!(h.check(&l, 1).holds());
-    }
-
-    #[test]
-    fn a_fence_out_with_the_client_check_off_is_not_a_trigger_4_event() {
-        let mut h = H::default();
-        h.session("a/s1", false);
-        h.grant("a/s1", 5, 0, 70);
-        // No check ran: the worker is UC-03's, not a believer.
-        h.op(
-            OpKind::Submit,
-            "a/s1",
-            Some(5),
-            (200, Some(201)),
-            Outcome::FencedOut,
-        );
-        let c = h.check(&ledger(&[(5, SubmissionOutcome::FencedOut)]), 0);
-        assert_eq!(c.believed_fence_outs, 0);
-        assert!(c.holds(), "{:?}", c.violations);
-    }
-}
+mod tests;

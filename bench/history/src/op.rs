@@ -32,6 +32,13 @@ pub enum OpKind {
     RailRelease,
     /// L6: the lock released (the end of the client's belief).
     Release,
+    /// L5: a renewal the SDK's heartbeat sent for a grant (its token), seen
+    /// through the session's renewal observer. Completes `ok` with the
+    /// client's new deadline when acknowledged and applied, `lost` when the
+    /// server refused it (`LOCK_LOST`, or a reply too late to apply),
+    /// `unknown` without an answer. Histories written before renewals were
+    /// recorded have none.
+    Renew,
     /// A fault, not a request: the process froze itself (SIGSTOP) at a step
     /// of this payout; completes when it runs again. The checker skips it.
     Freeze,
@@ -51,7 +58,8 @@ pub enum Outcome {
     Duplicate,
     /// R3 by a token that does not hold the claim.
     NotClaimed,
-    /// The client check found the lock lost.
+    /// The client check found the lock lost; on a renewal, the server
+    /// refused it (`LOCK_LOST`).
     Lost,
     /// The client check found too little lease for the rail hop (D4).
     InsufficientLease,
@@ -86,7 +94,7 @@ pub struct Event {
     /// The completion's outcome; absent on an invocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
-    /// On a grant or a check: the client's deadline for the lease then, in
+    /// On a grant, a check or an acknowledged renewal: the client's deadline for the lease then, in
     /// [`mono_ns`] (`now + remaining`): the end of what the client believed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ns: Option<u64>,
@@ -128,7 +136,8 @@ pub struct Op {
     /// How it completed; `None` with `ok_ns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
-    /// The client's deadline reported with a grant or a check.
+    /// The client's deadline reported with a grant, a check or an
+    /// acknowledged renewal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ns: Option<u64>,
     /// On a session: whether its worker runs the client check.

@@ -31,6 +31,19 @@ pub struct Pending {
     id: u64,
 }
 
+impl Pending {
+    /// The operation's number within its process, for a caller that must
+    /// carry it as a plain number (an SDK observer's ticket).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The invocation numbered `id` (from [`id`](Self::id)) of this process.
+    pub fn from_id(id: u64) -> Pending {
+        Pending { id }
+    }
+}
+
 impl Recorder {
     /// Appends to `path` (created if missing) as process `proc`.
     pub fn create(path: &Path, proc: &str) -> std::io::Result<Recorder> {

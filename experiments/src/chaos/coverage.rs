@@ -37,17 +37,43 @@ pub enum Situation {
     DeposedLeaderWriteFenced,
     /// A replica took over from another (takeovers after the run's first).
     LeaderChange,
+    /// A stale submit that arrived while a newer holder's claim stood: a
+    /// higher token's claim of the payout was acknowledged before the
+    /// submit was invoked, and that holder's submit or rail release had not
+    /// completed by then (fence 2's case). Counted when the submit got an
+    /// answer.
+    StaleSubmitWhileNewerClaimStood,
+    /// Of those, the ones fence 2 refused. Must equal the count above: a
+    /// paid one is rule 2's violation.
+    StaleSubmitRefusedByFence2,
+    /// A claim invoked after a higher token's claim of the payout had been
+    /// acknowledged (fence 1's case). Counted when it got an answer.
+    StaleClaimAfterNewerClaim,
+    /// Of those, the ones fence 1 refused (all should be).
+    StaleClaimRefusedByFence1,
+    /// A grant held across a takeover: its holder's belief (extended by its
+    /// renewals) began before a lock-service fault that stops the serving
+    /// lock-server (a leader's kill -9 or SIGSTOP, a lock-server restart,
+    /// a leader cut off from its database: counted from a leader lease
+    /// later) and a renewal sent after that was acknowledged within it — by
+    /// the lock-server that took over (rules 6 and 7's case).
+    GrantHeldAcrossTakeover,
 }
 
 impl Situation {
     /// Every situation, in `chaos.json`'s order.
-    pub const ALL: [Situation; 6] = [
+    pub const ALL: [Situation; 11] = [
         Situation::StaleSubmitAfterNewerGrant,
         Situation::TakeoverByExpiry,
         Situation::RegrantAcrossLockFault,
         Situation::DeposedLeaderSteppedDown,
         Situation::DeposedLeaderWriteFenced,
         Situation::LeaderChange,
+        Situation::StaleSubmitWhileNewerClaimStood,
+        Situation::StaleSubmitRefusedByFence2,
+        Situation::StaleClaimAfterNewerClaim,
+        Situation::StaleClaimRefusedByFence1,
+        Situation::GrantHeldAcrossTakeover,
     ];
 
     /// The name in `chaos.json`.
@@ -59,6 +85,11 @@ impl Situation {
             Situation::DeposedLeaderSteppedDown => "deposed_leader_stepped_down",
             Situation::DeposedLeaderWriteFenced => "deposed_leader_write_fenced",
             Situation::LeaderChange => "leader_change",
+            Situation::StaleSubmitWhileNewerClaimStood => "stale_submit_while_newer_claim_stood",
+            Situation::StaleSubmitRefusedByFence2 => "stale_submit_refused_by_fence_2",
+            Situation::StaleClaimAfterNewerClaim => "stale_claim_after_newer_claim",
+            Situation::StaleClaimRefusedByFence1 => "stale_claim_refused_by_fence_1",
+            Situation::GrantHeldAcrossTakeover => "grant_held_across_takeover",
         }
     }
 }
@@ -80,6 +111,24 @@ fn lock_fault(k: FaultKind) -> bool {
     )
 }
 
+/// When a fault that stops the serving lock-server began, as far as
+/// renewals are concerned: a renewal sent after it and acknowledged was
+/// acknowledged by the lock-server that took over (or the same one
+/// restarted). A leader cut off from its database still answers from
+/// memory until its leader lease runs out, so only a renewal sent a leader
+/// lease after the cut counts. `None`: not such a fault.
+fn takeover_from(a: &Applied) -> Option<u64> {
+    match a.kind {
+        FaultKind::LockServerRestart | FaultKind::LeaderKill9 | FaultKind::LeaderSigstop => {
+            Some(a.from_ns)
+        }
+        FaultKind::LeaderDbCut => {
+            Some(a.from_ns + bench_driver::cell::stack::REPLICA_LEADER_LEASE.as_nanos() as u64)
+        }
+        _ => None,
+    }
+}
+
 /// Counts the situations of one run from its operations and faults
 /// ([`from_logs`] adds the replicas' own).
 pub fn from_history(ops: &[Op], applied: &[Applied]) -> Coverage {
@@ -95,7 +144,12 @@ pub fn from_history(ops: &[Op], applied: &[Applied]) -> Coverage {
         .filter(|a| lock_fault(a.kind))
         .map(|a| a.from_ns)
         .collect();
+    let takeovers: Vec<u64> = applied.iter().filter_map(takeover_from).collect();
+    for ops in bench_history::check::by_key(ops).values() {
+        held_across_takeovers(ops, &takeovers, &mut n);
+    }
     for ops in by_payout.values() {
+        fence_situations(ops, &mut n);
         let grants: Vec<(&Op, u64, u64)> = ops
             .iter()
             .filter(|o| o.kind == OpKind::Grant && o.is(Outcome::Ok))
@@ -137,6 +191,70 @@ pub fn from_history(ops: &[Op], applied: &[Applied]) -> Coverage {
     n.into_iter()
         .map(|(s, c)| (s.as_str().to_string(), c))
         .collect()
+}
+
+/// Fence 1 and fence 2 under a newer claim, on one payout's operations:
+/// stale claims after a higher token's acknowledged claim, and stale
+/// submits while a higher token's claim stood, each with how the fence
+/// answered (an answer only: a submit without one is not counted).
+fn fence_situations(ops: &[&Op], n: &mut HashMap<Situation, u64>) {
+    let answered = |o: &&&Op| o.ok_ns.is_some() && !o.is(Outcome::Unknown);
+    let claims: Vec<(&Op, u64, u64)> = ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Claim && o.is(Outcome::Ok))
+        .filter_map(|o| Some((*o, o.token?, o.ok_ns?)))
+        .collect();
+    let mut bump = |s: Situation| *n.entry(s).or_default() += 1;
+    for c in ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Claim)
+        .filter(answered)
+    {
+        let Some(t) = c.token else { continue };
+        if claims.iter().any(|&(_, t2, ok)| t2 > t && ok < c.inv_ns) {
+            bump(Situation::StaleClaimAfterNewerClaim);
+            if !c.is(Outcome::Ok) {
+                bump(Situation::StaleClaimRefusedByFence1);
+            }
+        }
+    }
+    for s in ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Submit)
+        .filter(answered)
+    {
+        let Some(t) = s.token else { continue };
+        let stood = claims.iter().any(|&(claim, t2, ok)| {
+            let ended = ops.iter().any(|o| {
+                matches!(o.kind, OpKind::Submit | OpKind::RailRelease)
+                    && o.session == claim.session
+                    && o.token == Some(t2)
+                    && o.ok_ns.is_some_and(|end| end < s.inv_ns)
+            });
+            t2 > t && ok < s.inv_ns && !ended
+        });
+        if stood {
+            bump(Situation::StaleSubmitWhileNewerClaimStood);
+            if !s.is(Outcome::Ok) {
+                bump(Situation::StaleSubmitRefusedByFence2);
+            }
+        }
+    }
+}
+
+/// Grants held across a takeover, on one lock key's operations: a belief (the
+/// checker's, extended by renewals) that began before a fault stopping the
+/// serving lock-server ([`takeover_from`]), with a renewal sent after it
+/// that was acknowledged and counted in the belief.
+fn held_across_takeovers(ops: &[&Op], takeovers: &[u64], n: &mut HashMap<Situation, u64>) {
+    for b in bench_history::check::beliefs(ops) {
+        let held = takeovers
+            .iter()
+            .any(|&f| b.from_ns < f && b.renewed_ns.iter().any(|&r| r > f));
+        if held {
+            *n.entry(Situation::GrantHeldAcrossTakeover).or_default() += 1;
+        }
+    }
 }
 
 /// One `leader_takeover` or `leader_step_down` line of a lock-server log:
@@ -283,6 +401,70 @@ mod tests {
         assert_eq!(c["stale_submit_after_newer_grant"], 1, "{c:?}");
         assert_eq!(c["takeover_by_expiry"], 1, "{c:?}");
         assert_eq!(c["regrant_across_lock_fault"], 1, "{c:?}");
+    }
+
+    fn answered(mut o: Op, outcome: Outcome) -> Op {
+        o.outcome = Some(outcome);
+        o
+    }
+
+    #[test]
+    fn a_stale_submit_while_a_newer_claim_stood_is_counted_with_fence_2s_answer() {
+        let ops = vec![
+            op(OpKind::Grant, "a", 1, 0, 1),
+            op(OpKind::Claim, "a", 1, 2, 3),
+            // a froze; b was granted and claimed, and has not submitted yet.
+            op(OpKind::Grant, "b", 2, 50, 51),
+            op(OpKind::Claim, "b", 2, 52, 53),
+            answered(op(OpKind::Submit, "a", 1, 60, 61), Outcome::FencedOut),
+            // A stale claim after b's: fence 1 refuses it.
+            answered(op(OpKind::Claim, "a", 1, 62, 63), Outcome::FencedOut),
+            op(OpKind::Submit, "b", 2, 70, 71),
+            // After b's submit completed, a's claim no longer stands against it.
+            answered(op(OpKind::Submit, "a", 1, 80, 81), Outcome::Duplicate),
+        ];
+        let c = from_history(&ops, &[]);
+        assert_eq!(c["stale_submit_while_newer_claim_stood"], 1, "{c:?}");
+        assert_eq!(c["stale_submit_refused_by_fence_2"], 1, "{c:?}");
+        assert_eq!(c["stale_claim_after_newer_claim"], 1, "{c:?}");
+        assert_eq!(c["stale_claim_refused_by_fence_1"], 1, "{c:?}");
+    }
+
+    #[test]
+    fn a_paid_stale_submit_is_counted_but_not_as_refused() {
+        let ops = vec![
+            op(OpKind::Claim, "b", 2, 52, 53),
+            op(OpKind::Submit, "a", 1, 60, 61),
+        ];
+        let c = from_history(&ops, &[]);
+        assert_eq!(c["stale_submit_while_newer_claim_stood"], 1, "{c:?}");
+        assert!(!c.contains_key("stale_submit_refused_by_fence_2"), "{c:?}");
+    }
+
+    #[test]
+    fn a_grant_renewed_by_the_server_that_took_over_is_held_across_it() {
+        let kill = |at: u64| Applied {
+            kind: FaultKind::LeaderKill9,
+            from_ns: at,
+            to_ns: at + 10,
+            target: Some("r0".into()),
+        };
+        let mut grant = op(OpKind::Grant, "a", 1, 0, 1);
+        grant.deadline_ns = Some(100);
+        let mut renew = op(OpKind::Renew, "a", 1, 90, 95);
+        renew.deadline_ns = Some(190);
+        let ops = vec![grant, renew];
+        // The leader killed at 50: the renewal sent at 90 was answered by its successor.
+        let c = from_history(&ops, &[kill(50)]);
+        assert_eq!(c["grant_held_across_takeover"], 1, "{c:?}");
+        // Killed at 95, after the renewal was sent: not held across it.
+        let c = from_history(&ops, &[kill(95)]);
+        assert!(!c.contains_key("grant_held_across_takeover"), "{c:?}");
+        // A refused renewal holds nothing.
+        let mut refused = ops.clone();
+        refused[1].outcome = Some(Outcome::Lost);
+        let c = from_history(&refused, &[kill(50)]);
+        assert!(!c.contains_key("grant_held_across_takeover"), "{c:?}");
     }
 
     #[test]

@@ -17,6 +17,27 @@ use crate::chaos::schedule::{FaultKind, RunSchedule, ScheduleParams};
 pub const PAYOUT_PREFIX: &str = "chaos";
 /// The rail's latency: short and bounded, below the scaled read timeout.
 pub const RAIL_LATENCY: &str = "uniform:1ms..5ms";
+
+/// `--long-holds`: every worker's lease (and session TTL). A replicated
+/// takeover takes the leader lease (1 s) plus grace; a holder's client
+/// deadline is between 0.35 and 0.7 leases ahead of it (the heartbeat
+/// renews at 2.5 periods left), 1.4–2.8 s here, so it outlives a takeover.
+pub const LONG_HOLDS_TTL: Duration = Duration::from_secs(4);
+/// `--long-holds`: each payout's work under its lock, in production time
+/// (× 4 s / 30 s: 3.2–5.3 s here, several renewals each).
+pub const LONG_HOLDS_HOLD: &str = "uniform:24s..40s";
+/// `--long-holds`: the legs of one payout.
+pub const LONG_HOLDS_STEPS: u32 = 2;
+/// `--long-holds`: the payouts of a run: few, so that the workers contend
+/// for each (a held payout's key is asked for by the others while it is
+/// held, and taken over when its holder freezes).
+pub const LONG_HOLDS_PAYOUTS: u64 = 12;
+/// `--long-holds`: worker processes: with one or two frozen in their
+/// critical sections, others still hold (and renew) across a leader fault
+/// and contend for the frozen ones' keys.
+pub const LONG_HOLDS_WORKERS: u32 = 5;
+/// `--long-holds`: each run's window unless `--duration` is given.
+pub const LONG_HOLDS_WINDOW: Duration = Duration::from_secs(10);
 /// `experiments chaos --runtime`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChaosRuntime {
@@ -81,6 +102,9 @@ pub struct ChaosInputs {
     pub hold: Option<LatencySpec>,
     /// The legs of one payout (`--steps`).
     pub steps: u32,
+    /// `--long-holds`: the preset's lease, hold, steps and window (already
+    /// in the fields above) and its freeze in the critical section.
+    pub long_holds: bool,
 }
 
 /// The resolved configuration (manifest, `chaos.json`).
@@ -135,6 +159,10 @@ pub struct ChaosConfig {
     /// The legs of one payout (`--steps`); 1 in a file from before it.
     #[serde(default = "one_step")]
     pub steps: u32,
+    /// `--long-holds`: the freeze in the critical section comes at a
+    /// worker's first check and lasts 1.55–1.8 leases.
+    #[serde(default)]
+    pub long_holds: bool,
 }
 
 /// A `chaos.json` written before multi-step payouts: one step.
@@ -151,6 +179,23 @@ pub struct Images {
     pub rail: String,
     /// The PostgreSQL image (each run its own container), when no `--pg-url` was given.
     pub postgres: Option<String>,
+}
+
+impl ChaosInputs {
+    /// With `on`, the `--long-holds` preset: its lease, hold and steps, and
+    /// its window unless one was given.
+    pub fn with_long_holds(mut self, on: bool) -> Self {
+        if on {
+            self.long_holds = true;
+            self.ttl = LONG_HOLDS_TTL;
+            self.hold = LONG_HOLDS_HOLD.parse().ok();
+            self.steps = LONG_HOLDS_STEPS;
+            self.payouts = LONG_HOLDS_PAYOUTS;
+            self.workers = LONG_HOLDS_WORKERS;
+            self.duration = self.duration.or(Some(LONG_HOLDS_WINDOW));
+        }
+        self
+    }
 }
 
 impl ChaosConfig {
@@ -192,6 +237,7 @@ impl ChaosConfig {
             extra_faults: (1, 3),
             hold: args.hold.map(|h| h.to_string()),
             steps: args.steps.max(1),
+            long_holds: args.long_holds,
         }
     }
 
@@ -235,6 +281,7 @@ impl ChaosConfig {
             extra: self.extra_faults.0..=self.extra_faults.1,
             leader_lease_ms: self.leader_lease_ms,
             replicas: u64::from(self.replicas),
+            long_holds: self.long_holds,
         }
     }
 
@@ -335,8 +382,8 @@ pub struct ChaosResult {
     pub stale_paid: u64,
     /// Grants whose token did not rise. Must be 0.
     pub token_regressions: u64,
-    /// Belief overlaps, unreported trigger-4 fence-outs and overlapping
-    /// grants (rules 4–6). Must be 0.
+    /// Belief overlaps, unreported trigger-4 fence-outs, overlapping
+    /// grants, late, shortening and early-refused renewals (rules 4–9). Must be 0.
     pub history_violations: u64,
     /// Epochs two replicas both took (their logs' `leader_takeover`). Must be 0.
     #[serde(default)]
@@ -352,6 +399,19 @@ pub struct ChaosResult {
     /// grant was live (rule 6, lock-level). Must be 0.
     #[serde(default)]
     pub grant_overlaps: u64,
+    /// Of those, renewals acknowledged after a higher token's grant of the
+    /// key (rule 7). Must be 0.
+    #[serde(default)]
+    pub late_renewals: u64,
+    /// Of those, acknowledged renewals that shortened a promised end (rule 8). Must be 0.
+    #[serde(default)]
+    pub shortened_renewals: u64,
+    /// Of those, renewals refused while their grant was live in its belief (rule 9). Must be 0.
+    #[serde(default)]
+    pub early_refusals: u64,
+    /// Renewals acknowledged, all runs (the workers record each L5).
+    #[serde(default)]
+    pub renewals_acknowledged: u64,
     /// Fence-outs of submits the client believed held (trigger-4 events; not violations).
     pub trigger4_events: u64,
     /// Payouts paid, all runs.
@@ -391,6 +451,10 @@ impl ChaosResult {
         self.token_regressions += c.token_regressions;
         self.history_violations += c.history_violations();
         self.grant_overlaps += c.grant_overlaps;
+        self.late_renewals += c.late_renewals;
+        self.shortened_renewals += c.shortened_renewals;
+        self.early_refusals += c.early_refusals;
+        self.renewals_acknowledged += c.renewals_acknowledged;
         self.epoch_conflicts += r.epoch_conflicts.len() as u64;
         self.epoch_breaches += r.epoch_breaches.len() as u64;
         for s in super::coverage::Situation::ALL {

@@ -35,7 +35,7 @@ pub fn progress_line(n: usize, total: usize, r: &RunResult) -> String {
 pub fn table(r: &ChaosResult) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "| counter | value |\n|---|---|");
-    let rows: [(&str, String); 15] = [
+    let rows: [(&str, String); 19] = [
         ("runs", r.runs.to_string()),
         ("operations_checked", r.operations_checked.to_string()),
         (
@@ -50,6 +50,19 @@ pub fn table(r: &ChaosResult) -> String {
             "of which grant_overlaps (lock-level)",
             r.grant_overlaps.to_string(),
         ),
+        (
+            "of which late_renewals (acknowledged after a higher grant)",
+            r.late_renewals.to_string(),
+        ),
+        (
+            "of which shortened_renewals (a promised end moved back)",
+            r.shortened_renewals.to_string(),
+        ),
+        (
+            "of which early_refusals (a renewal refused while its grant was live)",
+            r.early_refusals.to_string(),
+        ),
+        ("renewals acknowledged", r.renewals_acknowledged.to_string()),
         (
             "epoch_conflicts (two replicas took one epoch)",
             r.epoch_conflicts.to_string(),

@@ -200,6 +200,13 @@ pub struct ScheduleParams {
     pub leader_lease_ms: u64,
     /// Lock-server replicas (standby kills pick one of the others).
     pub replicas: u64,
+    /// Long holds (`--long-holds`): the freeze in the critical section
+    /// comes at the worker's first check and lasts 1.55–1.8 leases: past
+    /// the moment its key is free again (the lease's server end plus grace,
+    /// with the session's: about 1.45 leases after the freeze began), yet
+    /// short enough that the successor's claim still stands, mid-hold, when
+    /// the frozen holder's stale submit arrives.
+    pub long_holds: bool,
 }
 
 /// Draws run `run`'s schedule from `seed`: one worker frozen inside its
@@ -249,6 +256,12 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
             loss: None,
         };
         match kind {
+            FaultKind::WorkerFreezeInCs if p.long_holds => {
+                f.for_ms = span(&mut rng, 1.55, 1.8);
+                f.worker = Some(rng.random_range(0..p.workers.max(1)));
+                f.nth = Some(1);
+                f.at_ms = 0;
+            }
             FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs => {
                 // Long enough for the lease to lapse and another worker to take over.
                 f.for_ms = span(&mut rng, 2.0, 3.0);
@@ -310,6 +323,23 @@ mod tests {
             extra: 1..=3,
             leader_lease_ms: 1000,
             replicas: 1,
+            long_holds: false,
+        }
+    }
+
+    #[test]
+    fn long_holds_freeze_at_the_first_check_just_past_the_lease() {
+        let p = ScheduleParams {
+            long_holds: true,
+            ..params()
+        };
+        for i in 0..50 {
+            for f in draw(i, u64::from(i), &p).faults {
+                if f.kind == FaultKind::WorkerFreezeInCs {
+                    assert_eq!(f.nth, Some(1), "{f:?}");
+                    assert!((775..=900).contains(&f.for_ms), "{f:?}");
+                }
+            }
         }
     }
 

@@ -54,6 +54,21 @@ fn healthy_chaos_runs_check_every_operation_and_find_no_violation() {
 }
 
 #[test]
+fn long_holds_renew_in_the_history_and_find_no_violation() {
+    let (ok, r) = run_chaos(
+        "chaos-long-holds",
+        &["--long-holds", "--runs", "1", "--duration", "6s"],
+    );
+    assert!(ok, "exit status: {r:#?}");
+    assert_eq!(r.violations(), 0, "{:#?}", r.per_run);
+    assert!(r.config.long_holds);
+    assert_eq!((r.config.ttl_ms, r.config.workers), (4000, 5));
+    // Holds of seconds under a 4 s lease: the heartbeat renews, and the
+    // workers record every renewal.
+    assert!(r.renewals_acknowledged > 0, "{r:#?}");
+}
+
+#[test]
 fn chaos_against_a_rail_without_fences_reports_violations_and_exits_1() {
     let (ok, r) = run_chaos("chaos-sabotage", &["--sabotage", "no-fences"]);
     assert!(!ok, "a sabotaged chaos run must exit 1");

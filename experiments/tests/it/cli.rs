@@ -47,6 +47,8 @@ fn bad_values_exit_two_and_name_the_flag() {
         (vec!["throttle", "--quota", "0%"], "--quota"),
         (vec!["chaos", "--hold", "sometimes"], "--hold"),
         (vec!["chaos", "--steps", "0"], "--steps"),
+        (vec!["chaos", "--long-holds", "--ttl", "2s"], "--long-holds"),
+        (vec!["chaos", "--long-holds", "--workers", "3"], "--workers"),
     ] {
         let (code, text) = run(&args);
         assert_eq!(code, 2, "{args:?}: {text}");

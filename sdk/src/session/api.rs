@@ -20,6 +20,7 @@ use super::handle::{Liveness, LockHandle};
 use super::heartbeat;
 use super::listeners::{ListenerOutcome, Listeners, LockLostEvent};
 use super::mutex::lock;
+use super::renewals::RenewalObserver;
 use super::shared::SessionShared;
 use crate::clock::MonoTime;
 use crate::error::{LockError, LockLost, LostReason};
@@ -88,6 +89,7 @@ impl Session {
             wake: Notify::new(),
             rng: Mutex::new(rng),
             faults: Default::default(),
+            renewals: Default::default(),
         });
         let heartbeat = tokio::spawn(heartbeat::run(shared.clone()));
         Session { shared, heartbeat }
@@ -230,6 +232,14 @@ impl Session {
         R: ListenerOutcome,
     {
         self.shared.listeners.register(listener);
+    }
+
+    /// Sets the observer of this session's renewals (L5): told just before
+    /// each is sent and once more with its outcome ([`RenewalObserver`]).
+    /// Set it before the first acquire to see every renewal. One per
+    /// session: `false` (and nothing changed) when one is set already.
+    pub fn set_renewal_observer(&self, observer: Arc<dyn RenewalObserver>) -> bool {
+        self.shared.renewals.set(observer).is_ok()
     }
 
     /// L6: releases the grant. A lost handle (flag set or a deadline reached)

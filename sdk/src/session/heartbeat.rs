@@ -40,6 +40,7 @@ use tracing::{debug, error, warn};
 
 use super::handle::HandleShared;
 use super::mutex::lock;
+use super::renewals::{Observed, RenewalOutcome};
 use super::schedule::{self, Due};
 use super::shared::SessionShared;
 use crate::clock::{MonoTime, timer_now};
@@ -241,6 +242,7 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
         token: h.token,
     };
     let lag = tick.lag_now();
+    let observed = Observed::invoke(&s.renewals, &h.key, h.token);
     let reply = s
         .client
         .http
@@ -251,12 +253,13 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
     let exchange = reply.outcome();
     let sample = (exchange != Outcome::Error)
         .then(|| (reply.elapsed(), reply.elapsed().saturating_add(lag)));
-    let outcome = match reply.result {
+    // The outcome for the metrics, and for the renewal observer.
+    let (outcome, observed_outcome) = match reply.result {
         Ok(g) if g.token != h.token => {
             // C1: renew never changes the token. Trust neither value.
             error!(key = %h.key, token = h.token, reply_token = g.token, "renew answered with another token");
             h.own.mark_lost(LostReason::LeaseLost);
-            RenewOutcome::Error
+            (RenewOutcome::Error, RenewalOutcome::Refused)
         }
         Ok(g) => {
             let grant = GrantReply {
@@ -265,17 +268,24 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
                 granted_ms: g.lease_ms,
             };
             match s.apply_renew(&h, grant) {
-                Ok(_) => RenewOutcome::Ok,
+                Ok(deadline) => (
+                    RenewOutcome::Ok,
+                    RenewalOutcome::Acknowledged {
+                        lease: Duration::from_millis(g.lease_ms),
+                        deadline,
+                        remaining: lease::remaining(clock.now(), h.usable_deadline()),
+                    },
+                ),
                 Err(refused) => {
                     debug!(key = %h.key, token = h.token, %refused, "renew reply refused");
                     h.own.mark_lost(LostReason::Deadline);
-                    RenewOutcome::Error
+                    (RenewOutcome::Error, RenewalOutcome::Refused)
                 }
             }
         }
         Err(LockError::LockLost(_)) => {
             h.own.mark_lost(LostReason::LeaseLost);
-            RenewOutcome::Refused
+            (RenewOutcome::Refused, RenewalOutcome::Refused)
         }
         Err(e) => {
             match e.session_loss() {
@@ -284,14 +294,18 @@ async fn renew(s: Arc<SessionShared>, h: Arc<HandleShared>, tick: Tick) {
                 }
                 None => debug!(key = %h.key, error = %e, "renew failed; retrying next tick"),
             }
-            if exchange == Outcome::Timeout {
+            let outcome = if exchange == Outcome::Timeout {
                 RenewOutcome::Timeout
             } else {
                 RenewOutcome::Error
-            }
+            };
+            (outcome, RenewalOutcome::Unknown)
         }
     };
     s.client.metrics.record_renewal(outcome, sample);
+    if let Some(o) = observed {
+        o.complete(observed_outcome);
+    }
 }
 
 /// The time left before `deadline` at `now` (at least 1 ms, the smallest

@@ -4,7 +4,7 @@
 //! The concepts live in their own files: [`handle`] (deadlines and loss flags
 //! in atomics, [`LockHandle`]), [`shared`] (what the calls and the heartbeat
 //! task share, and the one place losses are reported), [`listeners`],
-//! [`fault`] (injected heartbeat faults), [`heartbeat`] (the task),
+//! [`fault`] (injected heartbeat faults), [`renewals`] (the renewal observer), [`heartbeat`] (the task),
 //! [`schedule`] (its fixed rate and coordinated-omission correction) and
 //! [`acquire`](mod@acquire) (the bounded L4 loop).
 //!
@@ -25,6 +25,7 @@ mod handle;
 mod heartbeat;
 mod listeners;
 mod mutex;
+mod renewals;
 pub mod schedule;
 mod shared;
 
@@ -32,3 +33,4 @@ pub use api::Session;
 pub use fault::HeartbeatFault;
 pub use handle::LockHandle;
 pub use listeners::{ListenerOutcome, LockLostEvent};
+pub use renewals::{RenewalObserver, RenewalOutcome};

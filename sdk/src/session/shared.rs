@@ -15,6 +15,7 @@ use super::fault::FaultState;
 use super::handle::{HandleShared, Liveness};
 use super::listeners::{Listeners, LockLostEvent};
 use super::mutex::lock;
+use super::renewals::ObserverSlot;
 use crate::clock::{Clock, MonoTime};
 use crate::error::LostReason;
 use crate::inner::ClientInner;
@@ -53,6 +54,8 @@ pub(crate) struct SessionShared {
     pub(crate) rng: Mutex<ChaCha8Rng>,
     /// Injected heartbeat faults.
     pub(crate) faults: FaultState,
+    /// The renewal observer, if one was set.
+    pub(crate) renewals: ObserverSlot,
 }
 
 impl SessionShared {

@@ -14,6 +14,7 @@ mod measurement;
 mod mock;
 mod prometheus;
 mod real_server;
+mod renewals;
 mod replicas;
 mod tls;
 

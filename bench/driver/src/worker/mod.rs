@@ -23,10 +23,11 @@
 
 //!
 //! [`tally`] holds what workers share and count, [`env`] what each is given,
-//! [`payout`] the loop itself.
+//! [`payout`] the loop itself, [`renewals`] its SDK renewals in its history.
 
 pub mod env;
 pub mod payout;
+pub mod renewals;
 pub mod tally;
 
 pub use env::{BoxFuture, ClaimFn, ClaimHook, Step, StepCtx, StepFn, StepHook, WorkerEnv};

@@ -22,6 +22,7 @@ use crate::backend::etcd::{EtcdBackend, EtcdConfig};
 use crate::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
 use crate::rail::{RailClient, RailOutcome, history_outcome};
 use crate::worker::env::{BoxFuture, Step, StepCtx, WorkerEnv};
+use crate::worker::renewals::HistoryRenewals;
 use crate::worker::tally::{Tally, WorkQueue};
 
 /// Why a worker could not be built: its configuration is refused. Nothing
@@ -256,6 +257,9 @@ impl<B: LockBackend> Worker<B> {
                                 Some(r) => {
                                     let name = r.session_name();
                                     r.session(&name, self.env.client_check, inv_ns);
+                                    if let Some(sdk) = s.as_sdk() {
+                                        HistoryRenewals::observe(sdk, r.clone(), &name);
+                                    }
                                     name
                                 }
                                 None => String::new(),
