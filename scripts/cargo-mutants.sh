@@ -4,7 +4,8 @@
 # time and runs the tests; a mutant the tests do not notice is "missed".
 # The scope (which files, and which functions in them are not safety) is
 # .cargo/mutants.toml; each crate's mutants run against that crate's own
-# tests only (the per-crate test selection is below), one at a time.
+# tests only (the per-crate test selection is below), one at a time (in
+# place: one build directory, so one mutant at a time).
 #
 #   scripts/cargo-mutants.sh                  # the whole scope; rewrites the
 #                                             # table in docs/mutation-testing.md
@@ -131,7 +132,7 @@ failed=0
 for g in "${run[@]}"; do
   rm -rf "${out:?}/$g"
   mkdir -p "$out/$g"
-  args=(mutants --in-place -j 1 --package "${pkg[$g]}" --output "$out/$g" --no-times --colors never)
+  args=(mutants --in-place --package "${pkg[$g]}" --output "$out/$g" --no-times --colors never)
   [ "$mode" = diff ] && args+=(--in-diff "$scratch/$g.diff")
   echo "== cargo mutants: ${pkg[$g]} (tests: ${tests[$g]})"
   rc=0
@@ -141,7 +142,7 @@ for g in "${run[@]}"; do
   case "$rc" in
     0) ;;
     2 | 3) failed=1 ;;
-    *) echo "cargo-mutants.sh: ${pkg[$g]}: cargo mutants exited $rc (4: the unmutated tests fail)" >&2; exit 1 ;;
+    *) echo "cargo-mutants.sh: ${pkg[$g]}: cargo mutants exited $rc (4: the unmutated tree fails its tests)" >&2; exit 1 ;;
   esac
 done
 
