@@ -17,6 +17,8 @@
 #   ... --only api,sdk                        # these crates only (api, sdk,
 #                                             # lock-server); the table keeps the
 #                                             # others' latest results
+#   ... --iterate                             # only the mutants the last run did
+#                                             # not catch (after adding tests)
 #
 # Exit status: 0 when every viable mutant is caught (or, with --in-diff, when
 # no scoped file changed: it says so and stops at once), 1 when a mutant is
@@ -41,6 +43,7 @@ mode=full
 base=
 in_place=0
 only=
+iterate=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --in-diff)
@@ -48,12 +51,13 @@ while [ $# -gt 0 ]; do
       if [ $# -gt 1 ] && [ "${2#--}" = "$2" ]; then base=$2; shift; fi
       ;;
     --in-place) in_place=1 ;;
+    --iterate) iterate=1 ;;
     --only)
       [ $# -gt 1 ] || { echo "cargo-mutants.sh: --only needs crates, e.g. --only api,sdk" >&2; exit 2; }
       only=$2; shift
       ;;
-    -h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "cargo-mutants.sh: unknown argument '$1' (expected --in-diff [BASE], --in-place or --only CRATES)" >&2; exit 2 ;;
+    -h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "cargo-mutants.sh: unknown argument '$1' (expected --in-diff [BASE], --in-place, --only CRATES or --iterate)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -77,7 +81,7 @@ files[sdk]="sdk/src/lease.rs sdk/src/clock.rs sdk/src/session/handle.rs sdk/src/
 tests[sdk]="--lib --test it -- --skip auth:: --skip real_server:: --skip replicas:: --skip tls::"
 pkg[lock-server]=lock-server
 files[lock-server]="services/lock-server/src/core/table.rs services/lock-server/src/core/expiry.rs services/lock-server/src/core/model.rs services/lock-server/src/core/limits.rs services/lock-server/src/store/memory.rs services/lock-server/src/store/sqlite.rs services/lock-server/src/store/sql.rs services/lock-server/src/store/lock_store.rs"
-tests[lock-server]="--lib --test it -- proptest_table:: proptest_router:: semantics:: boundaries:: store_suite:: cancel:: hardening:: auth:: auth_persist:: metrics:: store::"
+tests[lock-server]="--lib --test it -- table_rules:: proptest_table:: proptest_router:: semantics:: boundaries:: store_suite:: cancel:: hardening:: auth:: auth_persist:: metrics:: store::"
 
 if [ -n "$only" ]; then
   for g in ${only//,/ }; do
@@ -130,9 +134,13 @@ else
 fi
 failed=0
 for g in "${run[@]}"; do
-  rm -rf "${out:?}/$g"
-  mkdir -p "$out/$g"
   args=(mutants --in-place --package "${pkg[$g]}" --output "$out/$g" --no-times --colors never)
+  if [ "$iterate" = 1 ] && [ "$mode" = full ]; then
+    args+=(--iterate)
+  else
+    rm -rf "${out:?}/$g"
+  fi
+  mkdir -p "$out/$g"
   [ "$mode" = diff ] && args+=(--in-diff "$scratch/$g.diff")
   echo "== cargo mutants: ${pkg[$g]} (tests: ${tests[$g]})"
   rc=0
@@ -157,8 +165,8 @@ per_file: dict[str, dict[str, int]] = {}
 missed: list[str] = []
 for g in groups:
     d = out / g / "mutants.out"
-    for kind in KINDS:
-        p = d / f"{kind}.txt"
+    for kind, name in [(k, k) for k in KINDS] + [("caught", "previously_caught")]:
+        p = d / f"{name}.txt"
         for line in (p.read_text().splitlines() if p.exists() else []):
             f = line.split(":", 1)[0]
             per_file.setdefault(f, dict.fromkeys(KINDS, 0))[kind] += 1

@@ -195,6 +195,20 @@ mod tests {
         assert!(b1.saturating_duration_since(b0) >= m1.saturating_duration_since(m0));
     }
 
+    #[test]
+    fn the_monotonic_fallback_says_so_and_counts_from_its_origin() {
+        // What `new` builds where CLOCK_BOOTTIME is refused.
+        let c = BootTimeClock {
+            source: BootSource::Monotonic(std::time::Instant::now()),
+        };
+        assert!(!c.is_boottime());
+        let a = c.now();
+        std::thread::sleep(Duration::from_millis(2));
+        let b = c.now();
+        assert!(b.saturating_duration_since(a) >= Duration::from_millis(2));
+        assert!(b < MonoTime::MAX);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn tokio_clock_follows_paused_virtual_time() {
         let c = TokioClock::new();
