@@ -207,6 +207,33 @@ mod tests {
     }
 
     #[test]
+    fn renew_is_due_at_two_and_a_half_periods_left_and_not_before() {
+        let period = Duration::from_millis(1_000);
+        assert!(renew_due(Duration::from_millis(2_500), period));
+        assert!(renew_due(Duration::ZERO, period));
+        assert!(!renew_due(
+            Duration::from_millis(2_500) + Duration::from_nanos(1),
+            period
+        ));
+        assert!(!renew_due(Duration::from_millis(3_000), period));
+        assert!(!renew_due(Duration::from_secs(60), period));
+    }
+
+    #[test]
+    fn remaining_is_the_time_to_the_deadline_then_zero() {
+        let deadline = MonoTime::from_nanos(25);
+        assert_eq!(
+            remaining(MonoTime::from_nanos(10), deadline),
+            Duration::from_nanos(15)
+        );
+        assert_eq!(remaining(deadline, deadline), Duration::ZERO);
+        assert_eq!(
+            remaining(MonoTime::from_nanos(30), deadline),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
     fn usable_rounds_down_never_up() {
         // 1 ns × 0.7 = 0.7 ns -> 0 ns.
         assert_eq!(usable(Duration::from_nanos(1), 300_000), Duration::ZERO);

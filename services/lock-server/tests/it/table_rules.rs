@@ -80,3 +80,60 @@ fn a_sweep_expires_at_most_a_batch_of_sessions() {
     assert_eq!(t.sweep(now).expired_sessions.len(), 2);
     assert_eq!(t.sweep(now).expired_sessions, vec!["s3".to_string()]);
 }
+
+#[test]
+fn a_swept_grant_is_dropped_only_if_it_is_still_free_at_the_apply() {
+    let mut t = table_with_batch(100);
+    t.insert_session("s".into(), "o".into(), None, ms(60_000), T0);
+    grant(&mut t, "k", "s", 100, 1, T0);
+    let late = at(ms(111));
+    let swept = t.due(late);
+    assert_eq!(swept.expired_grants, vec![("k".to_string(), 1)]);
+    // Applied at an instant it is still HELD: nothing goes.
+    assert!(t.apply_swept(&swept, at(ms(50))).is_empty());
+    assert_eq!(t.info("k", at(ms(50))).expect("kept").token, 1);
+    // At an instant it is FREE: it goes, and the key leaves memory.
+    t.apply_swept(&swept, late);
+    assert!(t.info("k", late).is_err());
+}
+
+#[test]
+fn an_expiring_session_reports_only_the_grants_the_sweep_did_not_list() {
+    let mut t = table_with_batch(100);
+    t.insert_session("s".into(), "o".into(), None, ms(100), T0);
+    grant(&mut t, "listed", "s", 1_000, 1, T0);
+    // An acquire begun while the session was live, finished after the sweep
+    // decided (as a slow store write would).
+    let plan = t
+        .begin_acquire("late", "s", Some(1_000), at(ms(50)))
+        .expect("acquire");
+    let now = at(ms(111));
+    let swept = t.due(now);
+    assert_eq!(swept.expired_sessions, vec!["s".to_string()]);
+    assert_eq!(swept.expired_grants, vec![("listed".to_string(), 1)]);
+    t.finish_acquire("late", "s", 2, &plan, at(ms(50)))
+        .expect("finish");
+    let unlisted = t.apply_swept(&swept, now);
+    assert_eq!(unlisted, vec![("late".to_string(), 2)]);
+    assert!(t.info("listed", now).is_err());
+    assert!(t.info("late", now).is_err());
+}
+
+#[test]
+fn a_committed_sweep_leaves_memory_even_when_not_due_here() {
+    let mut t = table_with_batch(100);
+    t.insert_session("s".into(), "o".into(), None, ms(10_000), T0);
+    grant(&mut t, "k", "s", 1_000, 1, T0);
+    // Loaded at a takeover: the store already cleared these.
+    let swept = lock_server::core::Swept {
+        expired_sessions: vec!["s".to_string()],
+        expired_grants: vec![("k".to_string(), 1)],
+    };
+    t.apply_swept_committed(&swept, at(ms(1)));
+    assert!(t.info("k", at(ms(1))).is_err());
+    assert!(!t.has_session("s"));
+    assert_eq!(
+        t.session_status("s", at(ms(1))),
+        lock_server::core::SessionStatus::Expired
+    );
+}

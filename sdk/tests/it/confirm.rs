@@ -1,0 +1,36 @@
+//! D3 confirmed with the server: the server's L7 answer is ours only when
+//! the key is HELD *with this handle's token*; any other grant of the key
+//! loses the handle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencepost_sdk::{AcquireOptions, Clock, LockError, LostReason, TokioClock};
+
+use crate::client;
+use crate::mock::{Ep, Mock};
+
+#[tokio::test(start_paused = true)]
+async fn a_key_held_under_another_token_loses_the_handle() {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let mock = Mock::start(clock.clone()).await;
+    let c = client(&mock.url, clock.clone(), |c| {
+        c.with_confirm_with_server(true)
+    });
+    let opts = AcquireOptions::default().ttl(Duration::from_secs(10));
+    let a = c.open_session("a").await.unwrap();
+    let ha = a.acquire("k", opts.clone()).await.unwrap();
+    a.check_still_held_confirmed(&ha).await.unwrap();
+    // The key is granted again (token 2): the mock's L7 now says HELD, token 2.
+    let b = c.open_session("b").await.unwrap();
+    let hb = b.acquire("k", opts).await.unwrap();
+    assert_eq!((ha.token(), hb.token()), (1, 2));
+    let err = a.check_still_held_confirmed(&ha).await.unwrap_err();
+    assert!(
+        matches!(err, LockError::LockLost(ref l) if l.reason == LostReason::NotHeldOnServer),
+        "{err}"
+    );
+    assert!(a.check_still_held(&ha).is_err(), "loss is terminal");
+    b.check_still_held_confirmed(&hb).await.unwrap();
+    assert_eq!(mock.count(Ep::Info), 3);
+}
