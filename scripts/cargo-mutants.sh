@@ -19,6 +19,8 @@
 #                                             # others' latest results
 #   ... --iterate                             # only the mutants the last run did
 #                                             # not catch (after adding tests)
+#   scripts/cargo-mutants.sh --report         # rewrite the table from the latest
+#                                             # results, running nothing
 #
 # Exit status: 0 when every viable mutant is caught (or, with --in-diff, when
 # no scoped file changed: it says so and stops at once), 1 when a mutant is
@@ -52,17 +54,18 @@ while [ $# -gt 0 ]; do
       ;;
     --in-place) in_place=1 ;;
     --iterate) iterate=1 ;;
+    --report) mode=report ;;
     --only)
       [ $# -gt 1 ] || { echo "cargo-mutants.sh: --only needs crates, e.g. --only api,sdk" >&2; exit 2; }
       only=$2; shift
       ;;
-    -h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "cargo-mutants.sh: unknown argument '$1' (expected --in-diff [BASE], --in-place, --only CRATES or --iterate)" >&2; exit 2 ;;
+    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "cargo-mutants.sh: unknown argument '$1' (expected --in-diff [BASE], --in-place, --only CRATES, --iterate or --report)" >&2; exit 2 ;;
   esac
   shift
 done
 
-if ! cargo mutants --version >/dev/null 2>&1; then
+if [ "$mode" != report ] && ! cargo mutants --version >/dev/null 2>&1; then
   echo "cargo-mutants.sh: cargo-mutants is not installed; cargo install --locked cargo-mutants" >&2
   exit 2
 fi
@@ -111,13 +114,15 @@ if [ "$mode" = diff ]; then
     exit 0
   fi
   echo "cargo-mutants: scoped files changed since $(git rev-parse --short "$base") in: ${run[*]}"
-else
+elif [ "$mode" = full ]; then
   run=("${groups[@]}")
 fi
 
 target=${CARGO_TARGET_DIR:-$root/target}
 out=${FENCEPOST_CARGO_MUTANTS_OUT:-$target/mutants-out}
-if [ "$in_place" = 1 ]; then
+if [ "$mode" = report ]; then
+  tree=
+elif [ "$in_place" = 1 ]; then
   tree=$root
   export CARGO_TARGET_DIR=$target
 else
@@ -133,7 +138,7 @@ else
   git ls-files -z -- . ':!:data' | tar -cf - --null -T - | tar -xf - -C "$tree"
 fi
 failed=0
-for g in "${run[@]}"; do
+for g in "${run[@]+"${run[@]}"}"; do
   args=(mutants --in-place --package "${pkg[$g]}" --output "$out/$g" --no-times --colors never)
   if [ "$iterate" = 1 ] && [ "$mode" = full ]; then
     args+=(--iterate)
@@ -154,7 +159,7 @@ for g in "${run[@]}"; do
   esac
 done
 
-if [ "$mode" = full ]; then
+if [ "$mode" != diff ]; then
   python3 - "$root/$doc" "$out" "$(git rev-parse HEAD)" api sdk lock-server <<'EOF'
 import sys
 from pathlib import Path

@@ -19,7 +19,7 @@ async fn a_key_held_under_another_token_loses_the_handle() {
     });
     let opts = AcquireOptions::default().ttl(Duration::from_secs(10));
     let a = c.open_session("a").await.unwrap();
-    let ha = a.acquire("k", opts.clone()).await.unwrap();
+    let ha = a.acquire("k", opts).await.unwrap();
     a.check_still_held_confirmed(&ha).await.unwrap();
     // The key is granted again (token 2): the mock's L7 now says HELD, token 2.
     let b = c.open_session("b").await.unwrap();
