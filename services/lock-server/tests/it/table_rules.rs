@@ -8,7 +8,7 @@ use std::time::Duration;
 use fencepost_api::clock::MonoTime;
 use fencepost_api::grace::GracePolicy;
 use lock_server::Limits;
-use lock_server::core::{Caps, LockTable};
+use lock_server::core::{Caps, LockTable, SessionStatus};
 
 const T0: MonoTime = MonoTime::from_nanos(1_000_000_000);
 
@@ -132,8 +132,21 @@ fn a_committed_sweep_leaves_memory_even_when_not_due_here() {
     t.apply_swept_committed(&swept, at(ms(1)));
     assert!(t.info("k", at(ms(1))).is_err());
     assert!(!t.has_session("s"));
-    assert_eq!(
-        t.session_status("s", at(ms(1))),
-        lock_server::core::SessionStatus::Expired
-    );
+    assert_eq!(t.session_status("s", at(ms(1))), SessionStatus::Expired);
+}
+
+#[test]
+fn a_session_is_live_then_lapsed_for_its_grace_then_expired_to_the_nanosecond() {
+    let mut t = table_with_batch(100);
+    t.insert_session("s".into(), "o".into(), None, ms(100), T0);
+    let ns = Duration::from_nanos(1);
+    let status = |t: &LockTable, d: Duration| t.session_status("s", at(d));
+    assert_eq!(status(&t, ms(100) - ns), SessionStatus::Live);
+    assert_eq!(status(&t, ms(100)), SessionStatus::Lapsed);
+    assert_eq!(status(&t, ms(110) - ns), SessionStatus::Lapsed);
+    // Past ttl + grace it is expired, swept or not: a delete is refused.
+    assert_eq!(status(&t, ms(110)), SessionStatus::Expired);
+    assert!(t.check_delete_session("s", at(ms(110))).is_err());
+    assert!(t.check_delete_session("s", at(ms(110) - ns)).is_ok());
+    assert_eq!(t.session_status("never", T0), SessionStatus::Unknown);
 }
