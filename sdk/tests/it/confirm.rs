@@ -34,3 +34,27 @@ async fn a_key_held_under_another_token_loses_the_handle() {
     b.check_still_held_confirmed(&hb).await.unwrap();
     assert_eq!(mock.count(Ep::Info), 3);
 }
+
+/// A lost handle no longer sets the heartbeat period: the period goes back
+/// to the session's own (a lost grant is never renewed).
+#[tokio::test(start_paused = true)]
+async fn a_lost_handle_no_longer_shortens_the_heartbeat_period() {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let mock = Mock::start(clock.clone()).await;
+    let c = client(&mock.url, clock.clone(), |c| {
+        c.with_confirm_with_server(true)
+            .with_session_ttl(Duration::from_secs(9))
+    });
+    let a = c.open_session("a").await.unwrap();
+    // 9 s × 0.7 / 3 = 2.1 s.
+    assert_eq!(a.heartbeat_period(), Duration::from_millis(2_100));
+    let short = AcquireOptions::default().ttl(Duration::from_secs(3));
+    let ha = a.acquire("k", short).await.unwrap();
+    assert_eq!(ha.key(), "k");
+    // 3 s × 0.7 / 3 = 0.7 s.
+    assert_eq!(a.heartbeat_period(), Duration::from_millis(700));
+    let b = c.open_session("b").await.unwrap();
+    b.acquire("k", short).await.unwrap();
+    assert!(a.check_still_held_confirmed(&ha).await.is_err());
+    assert_eq!(a.heartbeat_period(), Duration::from_millis(2_100));
+}
