@@ -155,7 +155,7 @@ for g in "${run[@]+"${run[@]}"}"; do
   case "$rc" in
     0) ;;
     2 | 3) failed=1 ;;
-    *) echo "cargo-mutants.sh: ${pkg[$g]}: cargo mutants exited $rc (4: the unmutated tree fails its tests)" >&2; exit 1 ;;
+    *) echo "cargo-mutants.sh: ${pkg[$g]}: cargo mutants exited $rc (1: a usage error or an interrupted run; 4: the unmutated tree fails its tests)" >&2; exit 1 ;;
   esac
 done
 
