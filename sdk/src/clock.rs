@@ -202,10 +202,16 @@ mod tests {
             source: BootSource::Monotonic(std::time::Instant::now()),
         };
         assert!(!c.is_boottime());
+        // Over an interval that encloses a millisecond of CLOCK_MONOTONIC
+        // (read before it, and after), it advances at least as much.
+        let mono = MonotonicClock::new();
         let a = c.now();
-        std::thread::sleep(Duration::from_millis(2));
+        let m0 = mono.now();
+        let spin_until = m0.saturating_add(Duration::from_millis(1));
+        while !mono.now().has_reached(spin_until) {}
+        let m1 = mono.now();
         let b = c.now();
-        assert!(b.saturating_duration_since(a) >= Duration::from_millis(2));
+        assert!(b.saturating_duration_since(a) >= m1.saturating_duration_since(m0));
         assert!(b < MonoTime::MAX);
     }
 
