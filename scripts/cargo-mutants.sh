@@ -11,7 +11,8 @@
 #                                             # table in docs/mutation-testing.md
 #   scripts/cargo-mutants.sh --in-diff [BASE] # only what changed in the scoped
 #                                             # files since BASE (default: the
-#                                             # commit the table was recorded at)
+#                                             # commit the table was recorded at,
+#                                             # or else the last that changed it)
 #   ... --in-place                            # mutate this tree rather than a copy
 #                                             # (CI: a fresh clone nobody edits)
 #   ... --only api,sdk                        # these crates only (api, sdk,
@@ -59,7 +60,7 @@ while [ $# -gt 0 ]; do
       [ $# -gt 1 ] || { echo "cargo-mutants.sh: --only needs crates, e.g. --only api,sdk" >&2; exit 2; }
       only=$2; shift
       ;;
-    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cargo-mutants.sh: unknown argument '$1' (expected --in-diff [BASE], --in-place, --only CRATES, --iterate or --report)" >&2; exit 2 ;;
   esac
   shift
@@ -100,7 +101,13 @@ trap 'rm -rf "$scratch"' EXIT
 if [ "$mode" = diff ]; then
   if [ -z "$base" ]; then
     base=$(sed -n 's/^Recorded at commit `\([0-9a-f]*\)`.*/\1/p' "$doc" | head -1)
-    [ -n "$base" ] || { echo "cargo-mutants.sh: $doc names no recorded commit; give a BASE" >&2; exit 2; }
+    # A recorded commit that is not in this history (the branch it was
+    # recorded on was squashed or rebased): the last commit that changed
+    # the table stands for it.
+    if [ -z "$base" ] || ! git rev-parse --verify -q "$base^{commit}" >/dev/null; then
+      base=$(git log -1 --format=%H -- "$doc")
+    fi
+    [ -n "$base" ] || { echo "cargo-mutants.sh: $doc records no run; give a BASE" >&2; exit 2; }
   fi
   git rev-parse --verify -q "$base^{commit}" >/dev/null \
     || { echo "cargo-mutants.sh: --in-diff base '$base' is not a commit here" >&2; exit 2; }
@@ -137,6 +144,8 @@ else
   mkdir -p "$tree"
   git ls-files -z -- . ':!:data' | tar -cf - --null -T - | tar -xf - -C "$tree"
 fi
+# A property test that fails needs no shrinking here: the failure is the answer.
+export FP_PROPTEST_MAX_SHRINK_ITERS=0 PROPTEST_MAX_SHRINK_ITERS=0
 failed=0
 for g in "${run[@]+"${run[@]}"}"; do
   args=(mutants --in-place --package "${pkg[$g]}" --output "$out/$g" --no-times --colors never)
