@@ -150,3 +150,12 @@ fn a_session_is_live_then_lapsed_for_its_grace_then_expired_to_the_nanosecond() 
     assert!(t.check_delete_session("s", at(ms(110) - ns)).is_ok());
     assert_eq!(t.session_status("never", T0), SessionStatus::Unknown);
 }
+
+#[test]
+fn a_session_ttl_is_the_default_or_the_request_clamped() {
+    let t = table_with_batch(100);
+    assert_eq!(t.session_ttl_for(None), ms(10_000));
+    assert_eq!(t.session_ttl_for(Some(2_500)), ms(2_500));
+    assert_eq!(t.session_ttl_for(Some(1)), ms(100));
+    assert_eq!(t.session_ttl_for(Some(u64::MAX)), ms(60_000));
+}
