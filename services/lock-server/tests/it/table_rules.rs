@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use fencepost_api::clock::MonoTime;
 use fencepost_api::grace::GracePolicy;
+use fencepost_api::lock::LockErrorCode;
 use lock_server::Limits;
 use lock_server::core::{Caps, LockTable, SessionStatus};
 
@@ -158,4 +159,30 @@ fn a_session_ttl_is_the_default_or_the_request_clamped() {
     assert_eq!(t.session_ttl_for(Some(2_500)), ms(2_500));
     assert_eq!(t.session_ttl_for(Some(1)), ms(100));
     assert_eq!(t.session_ttl_for(Some(u64::MAX)), ms(60_000));
+}
+
+#[test]
+fn a_held_key_says_so_and_asks_for_a_retry_within_a_second_a_key_in_grace_until_free() {
+    let mut t = table_with_batch(100);
+    t.insert_session("a".into(), "o".into(), None, ms(60_000), T0);
+    t.insert_session("b".into(), "o".into(), None, ms(60_000), T0);
+    grant(&mut t, "k", "a", 10_000, 1, T0);
+    // HELD by another grant for 10 s: the hint is capped at one second, so
+    // a waiter notices an early release.
+    let held = t
+        .begin_acquire("k", "b", Some(1_000), at(ms(1)))
+        .expect_err("held");
+    assert_eq!(held.code, LockErrorCode::LockHeld);
+    assert_eq!(held.retry_after_ms, Some(1_000));
+    assert!(
+        held.message.contains("held by another grant"),
+        "{}",
+        held.message
+    );
+    // In grace (10 ms after the lease end): free when the grace ends.
+    let grace = t
+        .begin_acquire("k", "b", Some(1_000), at(ms(10_004)))
+        .expect_err("grace");
+    assert_eq!(grace.retry_after_ms, Some(6));
+    assert!(grace.message.contains("in grace"), "{}", grace.message);
 }
