@@ -9,7 +9,7 @@ use fencepost_api::clock::MonoTime;
 use fencepost_api::grace::GracePolicy;
 use fencepost_api::lock::LockErrorCode;
 use lock_server::Limits;
-use lock_server::core::{Caps, LockTable, SessionStatus};
+use lock_server::core::{Caps, LockTable, Sabotage, SessionStatus};
 
 const T0: MonoTime = MonoTime::from_nanos(1_000_000_000);
 
@@ -185,4 +185,46 @@ fn a_held_key_says_so_and_asks_for_a_retry_within_a_second_a_key_in_grace_until_
         .expect_err("grace");
     assert_eq!(grace.retry_after_ms, Some(6));
     assert!(grace.message.contains("in grace"), "{}", grace.message);
+}
+
+#[test]
+fn a_grant_committed_across_a_takeover_is_adopted_only_if_it_is_this_tables_or_the_key_is_free() {
+    let mut t = table_with_batch(100);
+    t.insert_session("a".into(), "o".into(), None, ms(60_000), T0);
+    t.insert_session("b".into(), "o".into(), None, ms(60_000), T0);
+    grant(&mut t, "k", "a", 10_000, 1, T0);
+    // The table holds this very grant: nothing to do.
+    assert!(t.adopt_grant("k", "a", 1, ms(10_000), T0).is_ok());
+    // Another token, or another session, on a key granted here: refused.
+    let other_token = t
+        .adopt_grant("k", "a", 2, ms(10_000), T0)
+        .expect_err("token");
+    assert_eq!(other_token.code, LockErrorCode::LockHeld);
+    let other_session = t
+        .adopt_grant("k", "b", 1, ms(10_000), T0)
+        .expect_err("session");
+    assert_eq!(other_session.code, LockErrorCode::LockHeld);
+    assert_eq!(t.info("k", T0).expect("held").token, 1);
+    // A free key is adopted, leased from the instant given.
+    t.adopt_grant("free", "b", 7, ms(1_000), T0)
+        .expect("adopted");
+    let info = t.info("free", at(ms(1))).expect("adopted grant");
+    assert_eq!((info.token, info.remaining_ms), (7, Some(999)));
+    // A session that is not live adopts nothing.
+    let gone = t
+        .adopt_grant("x", "nobody", 1, ms(1_000), T0)
+        .expect_err("unknown");
+    assert_eq!(gone.code, LockErrorCode::SessionUnknown);
+}
+
+#[test]
+fn the_early_expiry_sabotage_ends_a_grant_at_half_its_lease() {
+    let mut t = LockTable::new(Limits {
+        sabotage: Some(Sabotage::EarlyExpiry),
+        ..limits()
+    });
+    t.insert_session("s".into(), "o".into(), None, ms(60_000), T0);
+    grant(&mut t, "k", "s", 1_000, 1, T0);
+    let info = t.info("k", T0).expect("held");
+    assert_eq!(info.remaining_ms, Some(500));
 }
