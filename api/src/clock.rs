@@ -189,4 +189,47 @@ mod tests {
         let b = c.now();
         assert!(b >= a);
     }
+
+    #[test]
+    fn monotonic_clock_counts_real_time_from_its_creation() {
+        let c = MonotonicClock::new();
+        let a = c.now();
+        // A sleep lasts at least its duration on CLOCK_MONOTONIC.
+        std::thread::sleep(Duration::from_millis(2));
+        let b = c.now();
+        assert!(b.saturating_duration_since(a) >= Duration::from_millis(2));
+    }
+
+    #[test]
+    fn arithmetic_is_exact_where_it_does_not_saturate() {
+        let t = MonoTime::from_nanos(10);
+        assert_eq!(t.as_nanos(), 10);
+        assert_eq!(MonoTime::from_nanos(u64::MAX).as_nanos(), u64::MAX);
+        assert_eq!(
+            t.checked_add(Duration::from_nanos(5)),
+            Some(MonoTime::from_nanos(15))
+        );
+        assert_eq!(
+            t.saturating_add(Duration::from_nanos(5)),
+            MonoTime::from_nanos(15)
+        );
+        assert_eq!(
+            t.saturating_sub(Duration::from_nanos(3)),
+            MonoTime::from_nanos(7)
+        );
+        assert_eq!(t.saturating_sub(Duration::from_nanos(11)), MonoTime::ZERO);
+        assert_eq!(
+            t.saturating_duration_since(MonoTime::from_nanos(4)),
+            Duration::from_nanos(6)
+        );
+    }
+
+    #[test]
+    fn a_shared_clock_reads_the_clock_it_wraps() {
+        let fake = FakeClock::new(MonoTime::from_nanos(1_234));
+        let shared: Arc<FakeClock> = Arc::new(fake.clone());
+        assert_eq!(shared.now(), MonoTime::from_nanos(1_234));
+        fake.advance(Duration::from_nanos(6));
+        assert_eq!(shared.now(), MonoTime::from_nanos(1_240));
+    }
 }

@@ -195,6 +195,26 @@ mod tests {
         assert!(b1.saturating_duration_since(b0) >= m1.saturating_duration_since(m0));
     }
 
+    #[test]
+    fn the_monotonic_fallback_says_so_and_counts_from_its_origin() {
+        // What `new` builds where CLOCK_BOOTTIME is refused.
+        let c = BootTimeClock {
+            source: BootSource::Monotonic(std::time::Instant::now()),
+        };
+        assert!(!c.is_boottime());
+        // Over an interval that encloses a millisecond of CLOCK_MONOTONIC
+        // (read before it, and after), it advances at least as much.
+        let mono = MonotonicClock::new();
+        let a = c.now();
+        let m0 = mono.now();
+        let spin_until = m0.saturating_add(Duration::from_millis(1));
+        while !mono.now().has_reached(spin_until) {}
+        let m1 = mono.now();
+        let b = c.now();
+        assert!(b.saturating_duration_since(a) >= m1.saturating_duration_since(m0));
+        assert!(b < MonoTime::MAX);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn tokio_clock_follows_paused_virtual_time() {
         let c = TokioClock::new();

@@ -185,6 +185,55 @@ mod tests {
     }
 
     #[test]
+    fn a_margin_of_one_or_more_stays_below_one() {
+        // A margin is in [0, 1): a whole margin would leave no usable lease.
+        for m in [1.0, 1.5] {
+            assert_eq!(ppm_nearest(m), PPM - 1, "nearest {m}");
+            assert_eq!(ppm_ceil(m), PPM - 1, "ceil {m}");
+        }
+        assert_eq!(ppm_nearest(0.999_999_9), PPM - 1);
+        assert_eq!(ppm_ceil(0.999_998_5), PPM - 1);
+    }
+
+    #[test]
+    fn adaptive_margin_divides_by_the_lease_also_past_one_lease() {
+        // k × p99 = 4 × 300 ms = 1.2 s over a 2 s lease: 0.6.
+        let rtt = RttSummary {
+            samples: 100,
+            p99_us: 300_000,
+        };
+        let m = adaptive_margin(4.0, 0.05, 0.9, Duration::from_secs(2), rtt);
+        assert!((m - 0.6).abs() < 1e-12, "{m}");
+    }
+
+    #[test]
+    fn renew_is_due_at_two_and_a_half_periods_left_and_not_before() {
+        let period = Duration::from_millis(1_000);
+        assert!(renew_due(Duration::from_millis(2_500), period));
+        assert!(renew_due(Duration::ZERO, period));
+        assert!(!renew_due(
+            Duration::from_millis(2_500) + Duration::from_nanos(1),
+            period
+        ));
+        assert!(!renew_due(Duration::from_millis(3_000), period));
+        assert!(!renew_due(Duration::from_secs(60), period));
+    }
+
+    #[test]
+    fn remaining_is_the_time_to_the_deadline_then_zero() {
+        let deadline = MonoTime::from_nanos(25);
+        assert_eq!(
+            remaining(MonoTime::from_nanos(10), deadline),
+            Duration::from_nanos(15)
+        );
+        assert_eq!(remaining(deadline, deadline), Duration::ZERO);
+        assert_eq!(
+            remaining(MonoTime::from_nanos(30), deadline),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
     fn usable_rounds_down_never_up() {
         // 1 ns × 0.7 = 0.7 ns -> 0 ns.
         assert_eq!(usable(Duration::from_nanos(1), 300_000), Duration::ZERO);

@@ -6,6 +6,7 @@ mod acquire;
 mod arithmetic;
 mod auth;
 mod config;
+mod confirm;
 mod gaps;
 mod hardening;
 mod heartbeat;

@@ -15,4 +15,5 @@ mod replicas;
 mod semantics;
 mod store_suite;
 mod support;
+mod table_rules;
 mod tls;

@@ -98,6 +98,28 @@ async fn deleting_a_session_clears_every_grant_it_holds(kind: StoreKind) {
     s.ping().await.unwrap();
 }
 
+/// A key granted again, to another session, belongs to that session only:
+/// deleting the first holder's session leaves the new grant in place.
+async fn deleting_a_session_leaves_a_key_granted_since_to_another(kind: StoreKind) {
+    let Some(url) = kind.fresh_url().await else {
+        return;
+    };
+    let s = store::open(&url).await.unwrap();
+    s.create_session(&session("a")).await.unwrap();
+    s.create_session(&session("b")).await.unwrap();
+    assert_eq!(s.grant("k", "a", 1_000).await.unwrap(), 1);
+    assert_eq!(s.grant("k", "b", 1_000).await.unwrap(), 2);
+    s.delete_session("a").await.unwrap();
+    let snap = s.load().await.unwrap();
+    let k = snap.keys.iter().find(|k| k.key == "k").unwrap();
+    let holder = k.holder.as_ref().expect("b still holds k");
+    assert_eq!((holder.session_id.as_str(), holder.token), ("b", 2));
+    // The live view agrees: only held keys, b's among them.
+    let live = s.load_live().await.unwrap();
+    assert_eq!(live.keys.len(), 1);
+    assert_eq!(s.last_token("k").await.unwrap(), Some(2));
+}
+
 async fn a_restarted_service_restores_grants_with_leases_from_its_own_start(kind: StoreKind) {
     let Some(url) = kind.fresh_url().await else {
         return;
@@ -508,6 +530,7 @@ store_suite!(
     tokens_only_go_up_even_after_reopening,
     clear_grant_only_clears_the_matching_token,
     deleting_a_session_clears_every_grant_it_holds,
+    deleting_a_session_leaves_a_key_granted_since_to_another,
     a_restarted_service_restores_grants_with_leases_from_its_own_start,
     a_failed_commit_persists_none_of_its_writes,
     concurrent_commits_share_a_transaction_and_a_bad_one_fails_alone,

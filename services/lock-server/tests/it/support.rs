@@ -206,6 +206,9 @@ pub fn proptest_seed(default: u64) -> u64 {
 
 /// A proptest runner of `cases` cases whose ChaCha generator starts from
 /// `seed`, with no failure persistence, so a run replays from its printed seed.
+/// `FP_PROPTEST_MAX_SHRINK_ITERS` (a number) overrides `max_shrink_iters`:
+/// `scripts/cargo-mutants.sh` sets 0, since it needs the failure, not the
+/// minimal case.
 pub fn seeded_runner(
     cases: u32,
     max_shrink_iters: u32,
@@ -222,6 +225,10 @@ pub fn seeded_runner(
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
     }
+    let max_shrink_iters = std::env::var("FP_PROPTEST_MAX_SHRINK_ITERS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(max_shrink_iters);
     let config = Config {
         cases,
         max_shrink_iters,
