@@ -228,3 +228,15 @@ fn the_early_expiry_sabotage_ends_a_grant_at_half_its_lease() {
     let info = t.info("k", T0).expect("held");
     assert_eq!(info.remaining_ms, Some(500));
 }
+
+#[test]
+fn only_a_lease_longer_than_every_earlier_one_is_written_to_the_store() {
+    let mut t = table_with_batch(100);
+    t.insert_session("s".into(), "o".into(), None, ms(60_000), T0);
+    grant(&mut t, "k", "s", 1_000, 1, T0);
+    // A plain renew (the same lease, or a shorter one) touches no disk.
+    assert_eq!(t.lease_to_persist("k", 1, ms(1_000)), None);
+    assert_eq!(t.lease_to_persist("k", 1, ms(500)), None);
+    assert_eq!(t.lease_to_persist("k", 1, ms(1_001)), Some(ms(1_001)));
+    assert_eq!(t.lease_to_persist("k", 2, ms(5_000)), None, "another token");
+}
