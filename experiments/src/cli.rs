@@ -450,12 +450,13 @@ pub struct ChaosArgs {
     /// Long holds, a preset: a 4 s lease (longer than a replicated
     /// takeover, leader lease 1 s plus grace), each payout holding its lock
     /// for uniform:24s..40s of production time (3.2–5.3 s here, renewed by
-    /// the heartbeat) in 2 steps, 12 payouts for 5 worker processes (they
-    /// contend for each), a 10 s window (--duration overrides it), and
-    /// the freeze in the critical section at a worker's first check for
-    /// 1.55–1.8 leases: holders keep their grants across leader faults, and
-    /// the frozen holder's stale submit lands while its successor's claim
-    /// stands. Not with --ttl, --hold, --steps, --payouts or --workers.
+    /// the heartbeat) in 2 steps, 6 payouts for 5 worker processes (they
+    /// contend for each), a 10 s window (--duration overrides it), the
+    /// freeze in the critical section at a worker's first check and another
+    /// worker's freeze between two legs, each for 1.8–2.1 leases: holders
+    /// keep their grants across leader faults, the frozen holder's stale
+    /// submit can land while its successor's claim stands (fence 2), and a
+    /// stale claim of the next leg after the successor's (fence 1). Not with --ttl, --hold, --steps, --payouts or --workers.
     /// E.g. --replicas 3 --long-holds [default: off].
     #[arg(long, conflicts_with_all = ["ttl", "hold", "steps", "payouts", "workers"])]
     pub long_holds: bool,

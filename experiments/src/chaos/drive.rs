@@ -250,7 +250,9 @@ impl ChaosDrive {
         let now = mono_ns();
         let applied = match f.kind {
             // The worker freezes itself; its history records when.
-            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs => None,
+            FaultKind::WorkerFreezeInCs
+            | FaultKind::WorkerFreezeOutsideCs
+            | FaultKind::WorkerFreezeBetweenLegs => None,
             FaultKind::WorkerSigstop | FaultKind::WorkerKill9 => {
                 Some(self.start_worker_fault(&f, run, backlog)?)
             }

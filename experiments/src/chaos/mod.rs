@@ -136,8 +136,12 @@ fn recorded_freezes(ops: &[Op]) -> Vec<Applied> {
     ops.iter()
         .filter(|o| o.kind == OpKind::Freeze)
         .map(|o| Applied {
-            // A freeze with a payout in hand is the in-CS one (Checked); idle has none.
-            kind: if o.payout.is_some() {
+            // A freeze at a leg boundary says so in its session's name;
+            // otherwise one with a payout in hand is the in-CS one
+            // (Checked); idle has none.
+            kind: if o.session.starts_with("freeze-leg/") {
+                FaultKind::WorkerFreezeBetweenLegs
+            } else if o.payout.is_some() {
                 FaultKind::WorkerFreezeInCs
             } else {
                 FaultKind::WorkerFreezeOutsideCs

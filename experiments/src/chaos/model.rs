@@ -31,7 +31,7 @@ pub const LONG_HOLDS_STEPS: u32 = 2;
 /// `--long-holds`: the payouts of a run: few, so that the workers contend
 /// for each (a held payout's key is asked for by the others while it is
 /// held, and taken over when its holder freezes).
-pub const LONG_HOLDS_PAYOUTS: u64 = 12;
+pub const LONG_HOLDS_PAYOUTS: u64 = 6;
 /// `--long-holds`: worker processes: with one or two frozen in their
 /// critical sections, others still hold (and renew) across a leader fault
 /// and contend for the frozen ones' keys.
@@ -160,7 +160,8 @@ pub struct ChaosConfig {
     #[serde(default = "one_step")]
     pub steps: u32,
     /// `--long-holds`: the freeze in the critical section comes at a
-    /// worker's first check and lasts 1.55–1.8 leases.
+    /// worker's first check, a second one between two legs, each for
+    /// 1.8–2.1 leases.
     #[serde(default)]
     pub long_holds: bool,
 }

@@ -20,6 +20,10 @@ pub enum FaultKind {
     WorkerFreezeInCs,
     /// A worker process SIGSTOPs itself between payouts, holding no lock.
     WorkerFreezeOutsideCs,
+    /// `--long-holds`: a worker process SIGSTOPs itself after a leg of a
+    /// multi-step payout was paid, before the next leg's claim, for longer
+    /// than its lease: its claim after the thaw meets a successor's (fence 1).
+    WorkerFreezeBetweenLegs,
     /// The driver SIGSTOPs a worker process at an arbitrary instant.
     WorkerSigstop,
     /// kill -9 of a worker process; a new one takes its place.
@@ -86,6 +90,7 @@ impl FaultKind {
         match self {
             FaultKind::WorkerFreezeInCs => "worker_freeze_in_cs",
             FaultKind::WorkerFreezeOutsideCs => "worker_freeze_outside_cs",
+            FaultKind::WorkerFreezeBetweenLegs => "worker_freeze_between_legs",
             FaultKind::WorkerSigstop => "worker_sigstop",
             FaultKind::WorkerKill9 => "worker_kill9",
             FaultKind::LockServerSigstop => "lock_server_sigstop",
@@ -105,7 +110,9 @@ impl FaultKind {
     pub fn is_freeze(self) -> bool {
         matches!(
             self,
-            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs
+            FaultKind::WorkerFreezeInCs
+                | FaultKind::WorkerFreezeOutsideCs
+                | FaultKind::WorkerFreezeBetweenLegs
         )
     }
 }
@@ -173,6 +180,7 @@ impl RunSchedule {
                 .map(|f| FreezePoint {
                     step: match f.kind {
                         FaultKind::WorkerFreezeInCs => FreezeStep::Checked,
+                        FaultKind::WorkerFreezeBetweenLegs => FreezeStep::LegPaid,
                         _ => FreezeStep::Idle,
                     },
                     nth: f.nth.unwrap_or(1),
@@ -201,11 +209,14 @@ pub struct ScheduleParams {
     /// Lock-server replicas (standby kills pick one of the others).
     pub replicas: u64,
     /// Long holds (`--long-holds`): the freeze in the critical section
-    /// comes at the worker's first check and lasts 1.55–1.8 leases: past
-    /// the moment its key is free again (the lease's server end plus grace,
-    /// with the session's: about 1.45 leases after the freeze began), yet
-    /// short enough that the successor's claim still stands, mid-hold, when
-    /// the frozen holder's stale submit arrives.
+    /// comes at the worker's first check, and a second worker freezes
+    /// between two legs of a payout (after one was paid, before the next
+    /// one's claim); each lasts 1.8–2.1 leases: past the moment its key is
+    /// free again (the lease's server end, from a renewal just before the
+    /// freeze, plus grace and the session's end: measured 1.5–1.8 leases
+    /// after the freeze began under the contenders' load), yet short enough
+    /// that the successor's claim often still stands, mid-hold, when the
+    /// frozen holder's stale submit (fence 2) or stale claim (fence 1) arrives.
     pub long_holds: bool,
 }
 
@@ -241,6 +252,10 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
         }
         kinds.push(p.kinds[rng.random_range(0..p.kinds.len())]);
     }
+    if p.long_holds {
+        // Drawn last, so the faults before it are those of a run without it.
+        kinds.push(FaultKind::WorkerFreezeBetweenLegs);
+    }
     for kind in kinds {
         let at_ms = rng.random_range(p.duration_ms / 10..=p.duration_ms * 6 / 10);
         let span = |rng: &mut ChaCha8Rng, lo: f64, hi: f64| {
@@ -256,13 +271,15 @@ pub fn draw(run: u32, seed: u64, p: &ScheduleParams) -> RunSchedule {
             loss: None,
         };
         match kind {
-            FaultKind::WorkerFreezeInCs if p.long_holds => {
-                f.for_ms = span(&mut rng, 1.55, 1.8);
+            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeBetweenLegs if p.long_holds => {
+                f.for_ms = span(&mut rng, 1.8, 2.1);
                 f.worker = Some(rng.random_range(0..p.workers.max(1)));
                 f.nth = Some(1);
                 f.at_ms = 0;
             }
-            FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeOutsideCs => {
+            FaultKind::WorkerFreezeInCs
+            | FaultKind::WorkerFreezeOutsideCs
+            | FaultKind::WorkerFreezeBetweenLegs => {
                 // Long enough for the lease to lapse and another worker to take over.
                 f.for_ms = span(&mut rng, 2.0, 3.0);
                 f.worker = Some(rng.random_range(0..p.workers.max(1)));
@@ -328,19 +345,52 @@ mod tests {
     }
 
     #[test]
-    fn long_holds_freeze_at_the_first_check_just_past_the_lease() {
+    fn long_holds_freeze_at_the_first_check_and_between_legs_past_the_lease() {
         let p = ScheduleParams {
             long_holds: true,
             ..params()
         };
+        let between_legs = |faults: &[PlannedFault]| {
+            faults
+                .iter()
+                .filter(|f| f.kind == FaultKind::WorkerFreezeBetweenLegs)
+                .count()
+        };
         for i in 0..50 {
-            for f in draw(i, u64::from(i), &p).faults {
-                if f.kind == FaultKind::WorkerFreezeInCs {
+            let run = draw(i, u64::from(i), &p);
+            assert_eq!(between_legs(&run.faults), 1, "{run:?}");
+            for f in run.faults {
+                if matches!(
+                    f.kind,
+                    FaultKind::WorkerFreezeInCs | FaultKind::WorkerFreezeBetweenLegs
+                ) {
                     assert_eq!(f.nth, Some(1), "{f:?}");
-                    assert!((775..=900).contains(&f.for_ms), "{f:?}");
+                    assert!((900..=1050).contains(&f.for_ms), "{f:?}");
                 }
             }
+            // Drawn last: the run's other faults are those of a run without it.
+            let plain = draw(i, u64::from(i), &params());
+            assert_eq!(between_legs(&plain.faults), 0, "{plain:?}");
         }
+    }
+
+    #[test]
+    fn a_freeze_between_legs_is_the_workers_leg_step() {
+        let run = RunSchedule {
+            run: 0,
+            seed: 0,
+            faults: vec![PlannedFault {
+                kind: FaultKind::WorkerFreezeBetweenLegs,
+                at_ms: 0,
+                for_ms: 7000,
+                worker: Some(2),
+                nth: Some(1),
+                delay_ms: None,
+                loss: None,
+            }],
+        };
+        assert_eq!(run.freezes_of(2).to_string(), "leg@1:7000");
+        assert!(run.freezes_of(1).0.is_empty());
     }
 
     #[test]

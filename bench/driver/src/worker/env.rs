@@ -83,6 +83,11 @@ pub enum Step {
     /// Between payouts, no lock held (outside the critical section): the
     /// context's `payout_id` is empty and its `token` 0.
     Idle,
+    /// A leg of a multi-step payout (`--steps`) was paid and another follows
+    /// under the same grant: the next leg's claim (fence 1) comes next, with
+    /// no check before it (a claim is undone by a rail release). The
+    /// context's `payout_id` is the paid leg's.
+    LegPaid,
 }
 
 /// What a [`StepHook`] is given.

@@ -370,6 +370,10 @@ impl<B: LockBackend> Worker<B> {
                 done = false;
                 break;
             }
+            if j + 1 < steps {
+                let token = <B::Session as BackendSession>::token(&handle);
+                self.step(Step::LegPaid, s, &id, token).await;
+            }
         }
         self.release_lock(s, handle, &at, &leg0).await;
         done

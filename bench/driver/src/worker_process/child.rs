@@ -128,7 +128,7 @@ fn pause_hook(plan: Arc<PausePlan>) -> ClaimHook {
 /// first sends the SIGCONT, so the freeze ends on time whatever the driver
 /// does. The freeze is recorded in the history.
 fn freeze_hook(freezes: Freezes, history: Option<Arc<Recorder>>) -> StepHook {
-    let seen = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let seen = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     StepHook(Arc::new(move |ctx: StepCtx<'_>| {
         if ctx.step == Step::Checked {
             emit(&WorkerLine::Believed {
@@ -139,6 +139,7 @@ fn freeze_hook(freezes: Freezes, history: Option<Arc<Recorder>>) -> StepHook {
         let (slot, step) = match ctx.step {
             Step::Checked => (0, FreezeStep::Checked),
             Step::Idle => (1, FreezeStep::Idle),
+            Step::LegPaid => (2, FreezeStep::LegPaid),
             Step::Acquired => return Box::pin(std::future::ready(())),
         };
         let n = seen[slot].fetch_add(1, Ordering::SeqCst) + 1;
@@ -164,7 +165,12 @@ fn freeze_hook(freezes: Freezes, history: Option<Arc<Recorder>>) -> StepHook {
                 payout: payout.clone(),
                 token: ctx.token,
             });
-            let session = format!("freeze/{}", p.for_ms);
+            // The step is in the session's name: the freeze op of a leg
+            // boundary holds a payout too, like the one after a check.
+            let session = match step {
+                FreezeStep::LegPaid => format!("freeze-leg/{}", p.for_ms),
+                _ => format!("freeze/{}", p.for_ms),
+            };
             let rec = history.as_ref().map(|r| {
                 let token = (ctx.token > 0).then_some(ctx.token);
                 let payout = (!payout.is_empty()).then_some(payout.as_str());

@@ -235,6 +235,9 @@ pub enum FreezeStep {
     Checked,
     /// Between payouts ([`crate::worker::Step::Idle`]).
     Idle,
+    /// After a leg of a multi-step payout was paid, before the next leg's
+    /// claim ([`crate::worker::Step::LegPaid`]).
+    LegPaid,
 }
 
 /// One self-freeze: at the `nth` time the worker reaches `step`, for `for_ms`.
@@ -248,7 +251,7 @@ pub struct FreezePoint {
     pub for_ms: u64,
 }
 
-/// A worker's self-freezes; written `checked@2:800,idle@5:300` (ms).
+/// A worker's self-freezes; written `checked@2:800,leg@1:6400,idle@5:300` (ms).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Freezes(pub Vec<FreezePoint>);
 
@@ -261,6 +264,7 @@ impl fmt::Display for Freezes {
                 let step = match p.step {
                     FreezeStep::Checked => "checked",
                     FreezeStep::Idle => "idle",
+                    FreezeStep::LegPaid => "leg",
                 };
                 format!("{step}@{}:{}", p.nth, p.for_ms)
             })
@@ -275,13 +279,15 @@ impl FromStr for Freezes {
     fn from_str(s: &str) -> Result<Self, String> {
         let mut out = Vec::new();
         for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-            let bad =
-                || format!("{part:?} is not STEP@N:MS (STEP checked or idle), e.g. checked@2:800");
+            let bad = || {
+                format!("{part:?} is not STEP@N:MS (STEP checked, leg or idle), e.g. checked@2:800")
+            };
             let (step, rest) = part.trim().split_once('@').ok_or_else(bad)?;
             let (nth, ms) = rest.split_once(':').ok_or_else(bad)?;
             let step = match step {
                 "checked" => FreezeStep::Checked,
                 "idle" => FreezeStep::Idle,
+                "leg" => FreezeStep::LegPaid,
                 _ => return Err(bad()),
             };
             let nth: u64 = nth.parse().map_err(|_| bad())?;
@@ -374,8 +380,8 @@ mod tests {
 
     #[test]
     fn freezes_parse_and_print_back() {
-        let f: Freezes = "checked@2:800,idle@5:300".parse().unwrap();
-        assert_eq!(f.to_string(), "checked@2:800,idle@5:300");
+        let f: Freezes = "checked@2:800,leg@1:6400,idle@5:300".parse().unwrap();
+        assert_eq!(f.to_string(), "checked@2:800,leg@1:6400,idle@5:300");
         assert!("checked@0:1".parse::<Freezes>().is_err());
         assert!("held@1:1".parse::<Freezes>().is_err());
     }
