@@ -66,10 +66,14 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-if [ "$mode" != report ] && ! cargo mutants --version >/dev/null 2>&1; then
-  echo "cargo-mutants.sh: cargo-mutants is not installed; cargo install --locked cargo-mutants" >&2
-  exit 2
-fi
+# Whether cargo-mutants is here is asked once the work is known: an
+# --in-diff run with no scoped change needs none.
+need_cargo_mutants() {
+  if ! cargo mutants --version >/dev/null 2>&1; then
+    echo "cargo-mutants.sh: cargo-mutants is not installed; cargo install --locked cargo-mutants" >&2
+    exit 2
+  fi
+}
 
 # One group per crate: the package, its scoped source files (as in
 # .cargo/mutants.toml), and the tests its mutants run. The slow tests that
@@ -124,6 +128,7 @@ if [ "$mode" = diff ]; then
 elif [ "$mode" = full ]; then
   run=("${groups[@]}")
 fi
+[ "$mode" = report ] || need_cargo_mutants
 
 target=${CARGO_TARGET_DIR:-$root/target}
 out=${FENCEPOST_CARGO_MUTANTS_OUT:-$target/mutants-out}
