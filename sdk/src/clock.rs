@@ -61,10 +61,16 @@ impl BootTimeClock {
                      which stops while the host is suspended: after a resume a client \
                      deadline can look ahead for a grant the server has expired"
                 );
-                BootTimeClock {
-                    source: BootSource::Monotonic(std::time::Instant::now()),
-                }
+                BootTimeClock::monotonic_fallback()
             }
+        }
+    }
+
+    /// The fallback where `CLOCK_BOOTTIME` is refused: `CLOCK_MONOTONIC`,
+    /// its origin now.
+    fn monotonic_fallback() -> Self {
+        BootTimeClock {
+            source: BootSource::Monotonic(std::time::Instant::now()),
         }
     }
 
@@ -198,9 +204,7 @@ mod tests {
     #[test]
     fn the_monotonic_fallback_says_so_and_counts_from_its_origin() {
         // What `new` builds where CLOCK_BOOTTIME is refused.
-        let c = BootTimeClock {
-            source: BootSource::Monotonic(std::time::Instant::now()),
-        };
+        let c = BootTimeClock::monotonic_fallback();
         assert!(!c.is_boottime());
         // Over an interval that encloses a millisecond of CLOCK_MONOTONIC
         // (read before it, and after), it advances at least as much.

@@ -358,6 +358,7 @@ impl<B: LockBackend> Worker<B> {
             return false;
         };
         let work = self.draw_hold() / steps;
+        let token = <B::Session as BackendSession>::token(&handle);
         let mut done = true;
         for j in 0..steps {
             let id = leg_id(&self.env.payout_prefix, n, steps, j);
@@ -371,7 +372,6 @@ impl<B: LockBackend> Worker<B> {
                 break;
             }
             if j + 1 < steps {
-                let token = <B::Session as BackendSession>::token(&handle);
                 self.step(Step::LegPaid, s, &id, token).await;
             }
         }
