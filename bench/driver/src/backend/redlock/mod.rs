@@ -56,11 +56,15 @@
 
 pub mod backend;
 pub mod error;
+#[cfg(test)]
+mod fake;
 pub mod instance;
 pub mod quorum;
 pub mod round;
 pub mod session;
 mod shared;
+#[cfg(test)]
+mod tests;
 
 pub use backend::RedlockBackend;
 pub use error::RedlockError;

@@ -97,79 +97,13 @@ pub async fn attempt(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use fencepost_sdk::FakeClock;
 
-    use super::super::instance::{Answer, InstanceError};
+    use super::super::fake::{Script, Scripted, dyns, instances, unlocks};
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
     const TTL: Duration = Duration::from_secs(1);
-
-    /// How a scripted instance answers a lock or extend.
-    #[derive(Clone, Copy)]
-    enum Script {
-        Yes,
-        No,
-        Fail,
-        Hang,
-    }
-
-    /// An instance that answers as scripted, advances the shared fake clock
-    /// by `delay` first (the time its answer took), and logs every request.
-    struct Scripted {
-        script: Script,
-        delay: Duration,
-        clock: Arc<FakeClock>,
-        log: Mutex<Vec<Op>>,
-    }
-
-    impl Instance for Scripted {
-        fn call<'a>(&'a self, op: Op, _key: &'a str, _value: &'a str) -> Answer<'a> {
-            self.log.lock().unwrap().push(op);
-            Box::pin(async move {
-                self.clock.advance(self.delay);
-                match (op, self.script) {
-                    (Op::Unlock, _) => Ok(true),
-                    (_, Script::Yes) => Ok(true),
-                    (_, Script::No) => Ok(false),
-                    (_, Script::Fail) => Err(InstanceError::Redis {
-                        url: "redis://scripted".into(),
-                        cause: redis::RedisError::from(std::io::Error::other("refused")),
-                    }),
-                    (_, Script::Hang) => std::future::pending().await,
-                }
-            })
-        }
-    }
-
-    fn instances(clock: &Arc<FakeClock>, scripts: &[(Script, Duration)]) -> Vec<Arc<Scripted>> {
-        scripts
-            .iter()
-            .map(|&(script, delay)| {
-                Arc::new(Scripted {
-                    script,
-                    delay,
-                    clock: clock.clone(),
-                    log: Mutex::new(Vec::new()),
-                })
-            })
-            .collect()
-    }
-
-    fn dyns(v: &[Arc<Scripted>]) -> Vec<Arc<dyn Instance>> {
-        v.iter().map(|i| i.clone() as Arc<dyn Instance>).collect()
-    }
-
-    fn unlocks(i: &Scripted) -> usize {
-        i.log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|op| **op == Op::Unlock)
-            .count()
-    }
 
     async fn lock(clock: &Arc<FakeClock>, set: &[Arc<Scripted>]) -> Attempt {
         let op = Op::Lock { ttl_ms: 1_000 };

@@ -105,6 +105,17 @@ impl Inner {
         })
     }
 
+    /// `config` over the given instances (tests: scripted ones).
+    #[cfg(test)]
+    pub(crate) fn with_instances(config: RedlockConfig, instances: Instances) -> Self {
+        Inner {
+            config,
+            instances,
+            metrics: Metrics::new(false),
+            sessions_opened: AtomicU64::new(0),
+        }
+    }
+
     /// The margin (ppm) a deadline of a `ttl` lock is computed with: the
     /// policy's (adaptive: from the RTTs seen so far), raised to Redlock's
     /// drift allowance.
