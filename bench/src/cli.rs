@@ -546,6 +546,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub etcd_url: Option<String>,
 
+    /// How many independent redis-servers --backend redlock runs on: odd, at
+    /// least 3; a lock needs a majority of them [default: 3, or as many as
+    /// --redis-url names].
+    #[arg(long, value_name = "N")]
+    pub redlock_instances: Option<u32>,
+
     /// PostgreSQL for --runtime docker's lock-server, as this machine reaches it
     /// (relayed into the containers' network) [default: $FENCEPOST_TEST_PG_URL].
     #[arg(long, env = "FENCEPOST_PG_URL")]
