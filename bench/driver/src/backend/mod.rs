@@ -13,6 +13,12 @@
 //!   in the SDK's own recorder (`fencepost_sdk::metrics::Metrics`), so every
 //!   results column means the same on both backends.
 //!
+//! - [`redis`]: an adapter on one Redis instance: acquire is one Lua script
+//!   (`SET NX PX` and, when it succeeds, `INCR` of the key's fencing
+//!   counter), the renew script (compare-value `PEXPIRE` of every held key)
+//!   is the heartbeat, release is a compare-value `DEL`; the session lives
+//!   in the client. Recorded in the SDK's recorder too.
+//!
 //! - [`redlock`]: the Redlock algorithm over N independent redis-servers:
 //!   a lock is a random value set with `SET NX PX` on a majority within its
 //!   validity, extended by compare-value-and-`PEXPIRE` rounds recorded as
@@ -49,6 +55,10 @@ pub enum BackendError {
     /// the message says otherwise; retry later.
     #[error("etcd: {0}")]
     Etcd(etcd_client::Error),
+    /// Redis answered with an error or could not be reached. Transient
+    /// unless the message says otherwise (a bad URL); retry later.
+    #[error("redis: {0}")]
+    Redis(::redis::RedisError),
     /// A Redlock round gave no lock (no majority, or no validity left), or
     /// its configuration is refused. Its own doc says what to do.
     #[error(transparent)]
@@ -57,6 +67,13 @@ pub enum BackendError {
     /// header, a keep-alive for another lease): a version mismatch. Report it.
     #[error("unexpected reply from etcd: {0}")]
     Unexpected(&'static str),
+}
+
+impl From<::redis::RedisError> for BackendError {
+    // Not `#[from]`, for the same reason as etcd's.
+    fn from(e: ::redis::RedisError) -> Self {
+        BackendError::Redis(e)
+    }
 }
 
 impl From<etcd_client::Error> for BackendError {
