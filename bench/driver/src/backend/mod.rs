@@ -18,7 +18,6 @@
 //!   counter), the renew script (compare-value `PEXPIRE` of every held key)
 //!   is the heartbeat, release is a compare-value `DEL`; the session lives
 //!   in the client. Recorded in the SDK's recorder too.
-//!
 //! - [`redlock`]: the Redlock algorithm over N independent redis-servers:
 //!   a lock is a random value set with `SET NX PX` on a majority within its
 //!   validity, extended by compare-value-and-`PEXPIRE` rounds recorded as
