@@ -57,7 +57,7 @@ async fn three(tag: &str) -> (Vec<RedisServer>, std::path::PathBuf) {
 }
 
 fn client(servers: &[RedisServer], seed: u64) -> RedlockBackend {
-    let mut config = RedlockConfig::new(servers.iter().map(RedisServer::url));
+    let mut config = RedlockConfig::new(servers.iter().map(RedisServer::url), TTL);
     config.seed = seed;
     RedlockBackend::new(config).expect("a valid config")
 }
@@ -121,10 +121,7 @@ async fn redlock_grants_extends_blocks_and_releases_on_three_instances() {
         st.hb_attempts, st.hb_replies,
         "every round answered: {st:?}"
     );
-    assert_eq!(
-        st.heartbeats, st.hb_replies,
-        "every answered round extended"
-    );
+    assert!(st.heartbeats >= 3, "the held lock was extended: {st:?}");
 
     a.release(h).await.expect("a releases");
     let h2 = b

@@ -20,7 +20,6 @@ use tokio::time::Instant;
 
 use crate::backend::etcd::{EtcdBackend, EtcdConfig};
 use crate::backend::redis::{RedisBackend, RedisConfig};
-use crate::backend::redlock::{RedlockBackend, RedlockConfig};
 use crate::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
 use crate::rail::{RailClient, RailOutcome, history_outcome};
 use crate::worker::env::{BoxFuture, Step, StepCtx, WorkerEnv};
@@ -129,30 +128,8 @@ impl Worker<RedisBackend> {
     }
 }
 
-impl Worker<RedlockBackend> {
-    /// Builds worker `idx` on Redlock (`env.lock_url` is the instances'
-    /// URLs, comma-separated). Its locks have the cell's lease as TTL; its
-    /// token is always 0. Fails only on a configuration error; connects at
-    /// the first round.
-    pub fn new_redlock(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
-        let urls = env
-            .lock_url
-            .split(',')
-            .map(str::trim)
-            .filter(|u| !u.is_empty());
-        let mut config = RedlockConfig::new(urls);
-        config.margin = env.margin;
-        config.heartbeat_divisor = env.heartbeat_divisor;
-        config.request_timeout = request_timeout(&env);
-        config.seed = env.seed.wrapping_add(idx);
-        config.prometheus = env.prometheus.clone();
-        let client = RedlockBackend::new(config)?;
-        Ok(Worker::with_backend(idx, env, client))
-    }
-}
-
 /// The per-request timeout of a worker's lock client: the lease, at least 1 s.
-fn request_timeout(env: &WorkerEnv) -> Duration {
+pub(crate) fn request_timeout(env: &WorkerEnv) -> Duration {
     env.lease.max(Duration::from_secs(1))
 }
 
