@@ -4,7 +4,7 @@
 //! fencepost are in the parent module's doc.
 //!
 //! Redlock has no session on the servers. Here a session is the client's
-//! own: it opens without I/O and starts its heartbeat task ([`heartbeat`]:
+//! own: it opens without I/O and starts its heartbeat task (the `heartbeat` module:
 //! extend rounds for the held locks, a ping round when none is held), and
 //! it is lost when one of its locks is (its client deadline passes, or an
 //! extend round gets no majority). The worker then opens a new one, as it
@@ -131,8 +131,8 @@ impl RedlockSession {
         lock(&s.held).iter().find_map(|h| h.lease.lost_at(now))
     }
 
-    /// One lock round; a granted one becomes a registered lock with its
-    /// extend task running, anything else the error to give up with.
+    /// One lock round; a granted one becomes a registered lock the
+    /// heartbeat extends, anything else the error to give up with.
     async fn try_lock(
         &self,
         key: &str,
@@ -163,11 +163,16 @@ impl RedlockSession {
             .into());
         }
         s.inner.metrics.margin_applied(DeadlineKind::Acquire, ppm);
-        self.register(key, value, ttl, lease)
+        let registered = self.register(key, value, ttl, lease);
+        if registered.is_err() {
+            // The session was lost meanwhile: nobody will extend it.
+            let _ = round::ask_all(&s.inner.instances, Op::Unlock, key, value, timeout).await;
+        }
+        registered
     }
 
-    /// Registers a granted lock and starts its extend task; refused when the
-    /// session was lost meanwhile.
+    /// Registers a granted lock for the heartbeat to extend; refused when
+    /// the session was lost meanwhile.
     fn register(
         &self,
         key: &str,
