@@ -113,11 +113,13 @@ impl Worker<EtcdBackend> {
 
 impl Worker<RedisBackend> {
     /// Builds worker `idx` on one Redis instance (`env.lock_url`, a
-    /// `redis://` URL): every lock's `PX` is the cell's lease. Fails only on
+    /// `redis://` URL): every lock's `PX` is the cell's lease, and its
+    /// client-side sessions run on the cell's session TTL. Fails only on
     /// a configuration error (the margin policy, the URL); connects at the
     /// first session.
     pub fn new_redis(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
         let mut config = RedisConfig::new(env.lock_url.clone(), env.lease);
+        config.session_ttl = env.session_ttl;
         config.margin = env.margin;
         config.heartbeat_divisor = env.heartbeat_divisor;
         config.request_timeout = request_timeout(&env);

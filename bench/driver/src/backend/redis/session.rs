@@ -74,7 +74,7 @@ impl Drop for RedisSession {
 
 impl RedisSession {
     /// Opens a session (L1): one renew exchange without keys, whose send
-    /// sets the first deadline, `send + lease × (1 − m)`; then the renew task.
+    /// sets the first deadline, `send + session TTL × (1 − m)`; then the renew task.
     pub(super) async fn open(
         inner: Arc<Inner>,
         owner: &str,
@@ -94,7 +94,7 @@ impl RedisSession {
         let first = GrantReply {
             send,
             received: clock.now(),
-            granted_ms: lease_ms,
+            granted_ms: inner.config.session_ms(),
         };
         let ppm = inner.margin_ppm();
         inner.metrics.margin_applied(DeadlineKind::Open, ppm);
