@@ -3,7 +3,7 @@
 //! heartbeats, released on every instance; a second client cannot take a
 //! held key; one instance down still grants, two down refuse; and a lock
 //! whose extend round loses its majority is reported lost; a bench cell on
-//! redlock pays with the rail's fences off and no duplicate. Without
+//! redlock pays with the rail's fences off. Without
 //! `redis-server` these tests are skipped with a message, except under
 //! `CI=true`, where its absence fails them (`.ci/run` installs it).
 
@@ -218,8 +218,9 @@ async fn an_extend_round_without_a_majority_loses_the_lock() {
 }
 
 /// `bench run --backend redlock` in small: three redis-servers and a rail
-/// with its fences off; payouts are paid, none twice, the ledger holds, and
-/// the row says redlock, fences off, and the lease as its session TTL.
+/// with its fences off; payouts are paid, nothing is fenced, a payout is
+/// paid twice only through a submit whose outcome the worker never learnt,
+/// and the row says redlock, fences off, and the lease as its session TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bench_cell_on_redlock_pays_with_no_duplicate_and_fences_off() {
     if !redis_here() {
@@ -243,8 +244,14 @@ async fn a_bench_cell_on_redlock_pays_with_no_duplicate_and_fences_off() {
     assert_eq!(r.rail_fences, RailFences::Off.to_string());
     assert_eq!(r.session_ttl_ms, 1_000, "no session: the lease");
     assert!(r.payouts_paid > 0, "{r:?}");
-    assert_eq!((r.duplicate_attempted, r.fenced_out), (0, 0), "{r:?}");
-    assert_eq!((r.paid_twice, r.stale_paid), (0, 0));
-    assert!(r.ledger_ok);
+    assert_eq!(r.fenced_out, 0, "no fence to refuse anything: {r:?}");
+    // With no token, a submit whose answer never came (a rail stalled past
+    // the hop, as on a loaded machine) can be decided after the next
+    // holder's and pay again: every double payment needs one such submit.
+    assert!(
+        r.paid_twice <= r.rail_transport_errors,
+        "a double payment without an unknown-outcome submit: {r:?}"
+    );
+    assert_eq!(r.ledger_ok, r.paid_twice == 0 && r.stale_paid == 0, "{r:?}");
     let _ = std::fs::remove_dir_all(&out);
 }
