@@ -14,3 +14,4 @@ mod prometheus;
 mod promtool;
 mod proxy;
 mod redis;
+mod redlock;

@@ -27,6 +27,7 @@
 
 pub mod env;
 pub mod payout;
+pub mod redlock;
 pub mod renewals;
 pub mod tally;
 

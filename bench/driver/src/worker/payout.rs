@@ -34,13 +34,10 @@ pub enum BuildError {
     /// fix the cell's parameters.
     #[error(transparent)]
     Sdk(#[from] ConfigError),
-    /// The etcd or redis adapter refused the configuration (its margin
-    /// policy, its URL): fix the cell's parameters.
+    /// The etcd, redis or Redlock adapter refused the configuration (its
+    /// margin policy, a URL): fix the cell's parameters.
     #[error(transparent)]
     Etcd(#[from] BackendError),
-    /// The backend has no worker in this build yet: pick another `--backend`.
-    #[error("{0}: not built yet")]
-    NotBuilt(BackendKind),
 }
 
 /// One worker: its own lock client (own heartbeat task, own RTT histogram).
@@ -134,7 +131,7 @@ impl Worker<RedisBackend> {
 }
 
 /// The per-request timeout of a worker's lock client: the lease, at least 1 s.
-fn request_timeout(env: &WorkerEnv) -> Duration {
+pub(crate) fn request_timeout(env: &WorkerEnv) -> Duration {
     env.lease.max(Duration::from_secs(1))
 }
 
@@ -187,7 +184,7 @@ pub fn build_worker(idx: u64, env: WorkerEnv) -> Result<Arc<dyn RunWorker>, Buil
         BackendKind::Fencepost => Arc::new(Worker::new(idx, env)?),
         BackendKind::Etcd => Arc::new(Worker::new_etcd(idx, env)?),
         BackendKind::Redis => Arc::new(Worker::new_redis(idx, env)?),
-        b @ BackendKind::Redlock => return Err(BuildError::NotBuilt(b)),
+        BackendKind::Redlock => Arc::new(Worker::new_redlock(idx, env)?),
     })
 }
 
