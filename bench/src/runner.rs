@@ -371,7 +371,10 @@ pub fn recorded_argv() -> Vec<String> {
 /// the runtimes that start them as processes; empty otherwise.
 pub fn binary_versions(runtime: &Runtime) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let local = matches!(runtime, Runtime::Process { .. } | Runtime::Etcd { .. });
+    let local = matches!(
+        runtime,
+        Runtime::Process { .. } | Runtime::Etcd { .. } | Runtime::Redis { .. }
+    );
     if !local {
         return out;
     }
