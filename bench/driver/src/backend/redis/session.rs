@@ -60,6 +60,7 @@ impl RedisHandle {
 
 /// One client-side session on Redis; see the module doc.
 pub struct RedisSession {
+    /// What the session's calls and its renew task share.
     pub(super) shared: Arc<Shared>,
     /// The renew task, aborted on close or drop.
     task: JoinHandle<()>,
