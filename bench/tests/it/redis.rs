@@ -251,6 +251,44 @@ async fn the_adapter_grants_renews_and_releases_on_a_real_redis() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A connection that goes silent (the path drops what it is sent) is
+/// dropped at the first timeout: once the path heals, the next call
+/// reconnects and is answered, instead of waiting on the dead socket for
+/// the rest of the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_replaced_after_a_timeout() {
+    if !redis_here() {
+        return;
+    }
+    let dir = temp_dir("silent");
+    let redis = RedisServer::start(&dir, RedisPersistence::None)
+        .await
+        .unwrap();
+    let upstream = redis.url().trim_start_matches("redis://").parse().unwrap();
+    let proxy = bench_driver::proxy::DelayProxy::start(upstream, "fixed:0ms".parse().unwrap(), 1)
+        .await
+        .unwrap();
+    let url = format!("redis://{}", proxy.addr());
+    let mut config = RedisConfig::new(&url, 10 * SEC);
+    config.request_timeout = Duration::from_millis(200);
+    let client = RedisBackend::new(config).unwrap();
+    let s = client
+        .open_session("a")
+        .await
+        .expect("session over the proxy");
+    proxy.control().set_loss(1.0);
+    let lost = s.acquire("payout:silent", 10 * SEC, Duration::ZERO).await;
+    assert!(lost.is_err(), "a lost request is not answered: {lost:?}");
+    proxy.control().set_loss(0.0);
+    let h = s
+        .acquire("payout:healed", 10 * SEC, 3 * SEC)
+        .await
+        .expect("after the path heals the next call is answered on a new connection");
+    s.release(h).await.unwrap();
+    s.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Holders one after another, across sessions and clients, each get a
 /// token above every earlier one for the same key; another key counts on
 /// its own.

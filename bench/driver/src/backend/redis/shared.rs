@@ -318,8 +318,10 @@ impl Shared {
 }
 
 /// Runs `script` with `keys` and `args` within `timeout` (connecting first
-/// if needed); a transport error drops the connection so the next call
-/// reconnects (a restarted server).
+/// if needed). A transport error or a timeout drops the connection so the
+/// next call reconnects: a restarted server, or a connection that went
+/// silent (a peer or a path that drops what it is sent answers nothing on
+/// that socket ever again, as etcd's adapter drops a silent stream).
 pub(super) async fn eval(
     inner: &Inner,
     script: &Script,
@@ -343,9 +345,14 @@ pub(super) async fn eval(
         .await
         .map_err(|_| BackendError::from(LockError::Timeout { after: timeout }))
         .and_then(|r| r);
-    if let Err(BackendError::Redis(e)) = &r
-        && (e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error())
-    {
+    let broken = match &r {
+        Err(BackendError::Redis(e)) => {
+            e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
+        }
+        Err(BackendError::Lock(LockError::Timeout { .. })) => true,
+        _ => false,
+    };
+    if broken {
         inner.reset_conn();
     }
     r
