@@ -95,7 +95,9 @@ pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
     /// On a grant, a check or an acknowledged renewal: the client's deadline for the lease then, in
-    /// [`mono_ns`] (`now + remaining`): the end of what the client believed.
+    /// [`mono_ns`] (`now + remaining`): the end of what the client believed. A grant whose reply
+    /// came after its own client deadline (already lost when it arrived) has none: the deadline
+    /// lies before the reply, and the history cannot say where.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ns: Option<u64>,
     /// On a session: whether its worker runs the client check.

@@ -466,11 +466,14 @@ impl<B: LockBackend> Worker<B> {
             }
         };
         let token = <B::Session as BackendSession>::token(&handle);
+        // A grant lost by the time its reply came records no deadline (it
+        // lay before the reply); the checker then does not read the reply
+        // as the end of what the service owed it.
         self.complete(
             granting,
             Outcome::Ok,
             Some(token),
-            Some(s.remaining(&handle).unwrap_or_default()),
+            s.remaining(&handle).ok(),
         );
         self.step(Step::Acquired, s, id, token).await;
         if let Ok(left) = s.remaining(&handle) {

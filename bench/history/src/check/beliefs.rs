@@ -29,6 +29,11 @@ pub struct Belief<'a> {
     pub to_ns: u64,
     /// The invocations of the acknowledged renewals that extended it.
     pub renewed_ns: Vec<u64>,
+    /// Whether the grant reported its deadline. One already lost when its
+    /// reply came reports none: how long the service owed it is then
+    /// unknown (its deadline lies somewhere before the reply), so rule 6
+    /// cannot weigh it; rule 4 sees an empty belief.
+    pub owed_known: bool,
 }
 
 /// Rule 6 over one key's beliefs: each acknowledged grant whose reply came
@@ -37,7 +42,7 @@ pub struct Belief<'a> {
 /// that is rule 3's regression, not an overlap.
 pub(super) fn grant_overlaps(payout: &str, beliefs: &[Belief<'_>]) -> Vec<String> {
     let mut out = Vec::new();
-    for early in beliefs {
+    for early in beliefs.iter().filter(|b| b.owed_known) {
         for late in beliefs.iter().filter(|b| b.token > early.token) {
             if late.from_ns >= early.asked_ns && late.from_ns < early.to_ns {
                 out.push(format!(
@@ -197,6 +202,7 @@ pub fn beliefs<'a>(ops: &[&'a Op]) -> Vec<Belief<'a>> {
             from_ns,
             to_ns,
             renewed_ns,
+            owed_known: g.deadline_ns.is_some(),
         });
     }
     out.sort_by_key(|b| b.from_ns);

@@ -165,6 +165,35 @@ fn an_overlap_the_fence_covered_passes_rule_4_and_fails_the_lock_rule() {
     assert_eq!(c.grant_overlaps, 1);
 }
 
+/// A grant asked at 0 whose reply came at 1,035 ms, after a higher token's
+/// grant at 508 ms: with the reply's time as its recorded deadline (how a
+/// lost-at-reply grant was recorded before) rule 6 reads the reply as the
+/// end the service owed it and fires; recorded as it is now, with no
+/// deadline (it lay somewhere before the reply), rule 6 cannot weigh it.
+#[test]
+fn a_grant_lost_by_its_reply_owes_nothing_rule_6_can_weigh() {
+    for (deadline, overlaps) in [(Some(1_035 * MS), 1), (None, 0)] {
+        let mut h = H::default();
+        h.session("a/s1", true);
+        h.op(
+            OpKind::Grant,
+            "a/s1",
+            Some(1),
+            (0, Some(1_035)),
+            Outcome::Ok,
+        )
+        .deadline_ns = deadline;
+        h.holder("b/s1", 2, 508, Outcome::Ok);
+        let c = h.check(&ledger(&[(2, SubmissionOutcome::Paid)]), 0);
+        assert_eq!(
+            c.grant_overlaps, overlaps,
+            "{deadline:?}: {:?}",
+            c.violations
+        );
+        assert_eq!(c.overlaps, 0, "the late grant's belief is empty");
+    }
+}
+
 #[test]
 fn a_release_ends_the_belief_so_a_later_grant_does_not_overlap() {
     let mut h = H::default();
