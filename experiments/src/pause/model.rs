@@ -80,6 +80,15 @@ pub fn resolve(inputs: &PauseInputs, seed: u64) -> PauseConfig {
         worst_case_hop_ms: ms(timings.worst_case_hop),
         acquire_budget_ms: ms(timings.acquire_budget),
         backend: inputs.backend,
+        rail_fences: rail_fences(inputs.backend),
+    }
+}
+
+/// Whether the rail checks tokens under `backend`: off only for a lock
+/// without a fencing token.
+pub fn rail_fences(backend: BackendKind) -> bool {
+    match backend {
+        BackendKind::Fencepost | BackendKind::Etcd => true,
     }
 }
 

@@ -27,15 +27,15 @@ pub fn report_section(r: &PauseResult) -> String {
         r.config.workers,
         r.client_check,
         r.pauses,
-        r.fenced_out,
-        r.fenced_out_fence1,
-        r.fenced_out_fence2,
+        fenced(r, r.fenced_out),
+        fenced(r, r.fenced_out_fence1),
+        fenced(r, r.fenced_out_fence2),
         r.duplicate_attempted,
         r.paid,
         r.payouts,
         r.paid_twice,
         r.stale_paid,
-        r.ledger_ok,
+        ledger_verdict(r),
     ));
     s.push_str(&format!(
         "{}Expectation: {} — **{}**.\n\n| round | payout | stale token | paid under | frozen ms | taken over after ms | stale token's fate |\n|---|---|---|---|---|---|---|\n",
@@ -48,10 +48,8 @@ pub fn report_section(r: &PauseResult) -> String {
             "| {} | {} | {} | {} | {:.0} | {} | {} |\n",
             p.round,
             p.payout,
-            p.stale_token,
-            p.paid_token
-                .map(|t| t.to_string())
-                .unwrap_or_else(|| "-".into()),
+            token(r, Some(p.stale_token)),
+            token(r, p.paid_token),
             (p.resumed_at_s - p.stopped_at_s) * 1e3,
             p.takeover_after_s
                 .map(|t| format!("{:.0}", t * 1e3))
@@ -65,6 +63,40 @@ pub fn report_section(r: &PauseResult) -> String {
         r.config.seed
     ));
     s
+}
+
+/// A fenced count, or "n/a" when the rail's fences were off (a lock
+/// without a fencing token: nothing can be fenced, so 0 would read as a
+/// success it is not).
+fn fenced(r: &PauseResult, n: u64) -> String {
+    if r.config.rail_fences {
+        n.to_string()
+    } else {
+        "n/a (fences off)".into()
+    }
+}
+
+/// A token of the round table; "none" without a fencing token (every
+/// token is 0 then, and says nothing).
+fn token(r: &PauseResult, t: Option<u64>) -> String {
+    match t {
+        _ if !r.config.rail_fences => "none".into(),
+        Some(t) => t.to_string(),
+        None => "-".into(),
+    }
+}
+
+/// The ledger check's verdict: `ok`, or its violation — without a fencing
+/// token and the client check, named as that lock's expected consequence.
+fn ledger_verdict(r: &PauseResult) -> String {
+    match (r.ledger_ok, r.config.rail_fences, r.client_check) {
+        (true, _, _) => "ok".into(),
+        (false, false, false) => format!(
+            "**violated**: {} paid twice, expected of a lock without a fencing token",
+            r.paid_twice
+        ),
+        (false, _, _) => "**violated**".into(),
+    }
 }
 
 /// What differs on etcd, in the report's words (empty on fencepost).
@@ -87,17 +119,18 @@ fn backend_note(r: &PauseResult) -> String {
 /// The lines `experiments pause` prints at the end.
 pub fn summary(r: &PauseResult, dir: &Path) -> String {
     format!(
-        "pause.json: backend={} client_check={} pauses={} fenced_out={} duplicate_attempted={} paid={} paid_twice={} stale_paid={}\n\
+        "pause.json: backend={} client_check={} pauses={} fenced_out={} duplicate_attempted={} paid={} paid_twice={} stale_paid={} ledger={}\n\
          expectation {}: {}\n\
          results: {}\n",
         r.config.backend,
         r.client_check,
         r.pauses,
-        r.fenced_out,
+        fenced(r, r.fenced_out),
         r.duplicate_attempted,
         r.paid,
         r.paid_twice,
         r.stale_paid,
+        ledger_verdict(r).replace("**", ""),
         if r.expectation_met { "met" } else { "NOT met" },
         r.expectation,
         dir.display()
@@ -120,7 +153,7 @@ pub fn timeline_input(r: &PauseResult, events: Vec<Event>) -> TimelineInput {
             "pause: {} freezes of {PAUSED_WORKER} (own process), client check {} — fenced_out {}, paid_twice {}, stale_paid {}",
             r.pauses,
             if r.client_check { "on" } else { "off" },
-            r.fenced_out,
+            fenced(r, r.fenced_out),
             r.paid_twice,
             r.stale_paid
         ),
