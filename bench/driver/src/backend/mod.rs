@@ -13,7 +13,13 @@
 //!   in the SDK's own recorder (`fencepost_sdk::metrics::Metrics`), so every
 //!   results column means the same on both backends.
 //!
-//! The report puts the two side by side, cell by cell.
+//! - [`redlock`]: the Redlock algorithm over N independent redis-servers:
+//!   a lock is a random value set with `SET NX PX` on a majority within its
+//!   validity, extended by compare-value-and-`PEXPIRE` rounds recorded as
+//!   heartbeats, released by compare-value-and-`DEL` on every instance. It
+//!   has no fencing token (`token()` is 0).
+//!
+//! The report puts the backends side by side, cell by cell.
 //!
 //! The worker ([`crate::worker::Worker`]) is written once against these
 //! traits; [`crate::worker::build_worker`] picks the backend a
@@ -21,6 +27,7 @@
 
 pub mod etcd;
 pub mod fencepost;
+pub mod redlock;
 
 use std::future::Future;
 use std::time::Duration;
@@ -41,6 +48,10 @@ pub enum BackendError {
     /// the message says otherwise; retry later.
     #[error("etcd: {0}")]
     Etcd(etcd_client::Error),
+    /// A Redlock round gave no lock (no majority, or no validity left), or
+    /// its configuration is refused. Its own doc says what to do.
+    #[error(transparent)]
+    Redlock(#[from] redlock::error::RedlockError),
     /// etcd's reply is not what the adapter asked for (a txn without a
     /// header, a keep-alive for another lease): a version mismatch. Report it.
     #[error("unexpected reply from etcd: {0}")]

@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
 use crate::backend::etcd::{EtcdBackend, EtcdConfig};
+use crate::backend::redlock::{RedlockBackend, RedlockConfig};
 use crate::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
 use crate::rail::{RailClient, RailOutcome, history_outcome};
 use crate::worker::env::{BoxFuture, Step, StepCtx, WorkerEnv};
@@ -33,8 +34,8 @@ pub enum BuildError {
     /// fix the cell's parameters.
     #[error(transparent)]
     Sdk(#[from] ConfigError),
-    /// The etcd adapter refused the configuration (its margin policy): fix
-    /// the cell's parameters.
+    /// The etcd or Redlock adapter refused the configuration (its margin
+    /// policy, a Redlock instance URL): fix the cell's parameters.
     #[error(transparent)]
     Etcd(#[from] BackendError),
 }
@@ -106,6 +107,28 @@ impl Worker<EtcdBackend> {
         config.seed = env.seed.wrapping_add(idx);
         config.prometheus = env.prometheus.clone();
         let client = EtcdBackend::new(config)?;
+        Ok(Worker::with_backend(idx, env, client))
+    }
+}
+
+impl Worker<RedlockBackend> {
+    /// Builds worker `idx` on Redlock (`env.lock_url` is the instances'
+    /// URLs, comma-separated). Its locks have the cell's lease as TTL; its
+    /// token is always 0. Fails only on a configuration error; connects at
+    /// the first round.
+    pub fn new_redlock(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
+        let urls = env
+            .lock_url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty());
+        let mut config = RedlockConfig::new(urls);
+        config.margin = env.margin;
+        config.heartbeat_divisor = env.heartbeat_divisor;
+        config.request_timeout = request_timeout(&env);
+        config.seed = env.seed.wrapping_add(idx);
+        config.prometheus = env.prometheus.clone();
+        let client = RedlockBackend::new(config)?;
         Ok(Worker::with_backend(idx, env, client))
     }
 }
