@@ -13,4 +13,5 @@ mod peer;
 mod prometheus;
 mod promtool;
 mod proxy;
+mod redis;
 mod redlock;

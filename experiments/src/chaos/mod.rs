@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bench_driver::backend::BackendKind;
-use bench_driver::cell::{CellError, Hooks, Runtime, Spawn, Stack, StackError, measure};
+use bench_driver::cell::{CellError, Hooks, Spawn, Stack, StackError, measure};
 use bench_driver::docker::RunCleanup;
 use bench_driver::rail::RailError;
 use bench_history::check::{HistoryViolation, check};

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bench_driver::backend::BackendKind;
 use bench_driver::backend::redis::RedisPersistence;
-use bench_driver::cell::{CellPlan, Runtime};
 use bench_driver::cell::plan::PlanInputs;
+use bench_driver::cell::{CellPlan, Runtime};
 use bench_history::check::HistoryCheck;
 use fencepost_api::latency::{LatencySpec, LatencySpecError};
 use serde::{Deserialize, Serialize};

@@ -154,7 +154,10 @@ fn on_redis_a_frozen_worker_without_the_client_check_is_refused_by_fence_two() {
     );
     assert_eq!(r.config.backend, bench_driver::backend::BackendKind::Redis);
     assert!(r.config.rail_fences);
-    assert_eq!(r.fenced_out_fence2, 2, "one fence-2 refusal per pause: {r:?}");
+    assert_eq!(
+        r.fenced_out_fence2, 2,
+        "one fence-2 refusal per pause: {r:?}"
+    );
     assert_eq!(
         (r.paid_twice, r.stale_paid, r.duplicate_attempted),
         (0, 0, 0)
@@ -181,15 +184,21 @@ fn on_redlock_a_frozen_worker_without_the_client_check_pays_a_second_time() {
         2,
         &["--backend", "redlock", "--disable-client-check"],
     );
-    assert_eq!(r.config.backend, bench_driver::backend::BackendKind::Redlock);
+    assert_eq!(
+        r.config.backend,
+        bench_driver::backend::BackendKind::Redlock
+    );
     assert!(!r.config.rail_fences);
     assert_eq!(r.paid_twice, 2, "every resumed holder paid again: {r:?}");
     assert_eq!(r.fenced_out, 0, "fences off: nothing is ever fenced");
     assert!(!r.ledger_ok, "a double payment is never ledger ok");
     assert!(r.expectation_met, "{}", r.expectation);
     assert!(r.expectation.contains("without a fencing token"));
-    assert!(r.paused.iter().all(|p| p.outcome == "paid"
-        && p.stale_submissions == [SubmissionOutcome::Paid]));
+    assert!(
+        r.paused
+            .iter()
+            .all(|p| p.outcome == "paid" && p.stale_submissions == [SubmissionOutcome::Paid])
+    );
 }
 
 /// With the client check on, neither redis backend fences anything: the
