@@ -99,13 +99,12 @@ fn ledger_verdict(r: &PauseResult) -> String {
     }
 }
 
-/// What differs on etcd, in the report's words (empty on fencepost).
+/// What differs on etcd, Redis and Redlock, in the report's words (empty on fencepost).
 fn backend_note(r: &PauseResult) -> String {
+    use bench_driver::backend::BackendKind;
     match r.config.backend {
-        bench_driver::backend::BackendKind::Fencepost
-        | bench_driver::backend::BackendKind::Redis
-        | bench_driver::backend::BackendKind::Redlock => String::new(),
-        bench_driver::backend::BackendKind::Etcd => format!(
+        BackendKind::Fencepost => String::new(),
+        BackendKind::Etcd => format!(
             "On etcd the key lives on the frozen worker's session lease ({} ms: etcd leases are \
              whole seconds) and etcd has no grace: the key is deleted once etcd's lessor finds the \
              lease expired (it checks every 500 ms), and the next acquire's txn gets it with a \
@@ -115,6 +114,23 @@ fn backend_note(r: &PauseResult) -> String {
              worker's claim.\n\n",
             r.config.session_ttl_ms
         ),
+        BackendKind::Redis => "On one redis-server the key is set with `SET NX PX` (the lease) \
+             and the fencing token is a per-key counter incremented in the same script; the \
+             heartbeat renews with an owner-checked `PEXPIRE`. Redis has no grace: the frozen \
+             holder's key expires a lease after its last renewal and the next acquire gets a \
+             higher counter value, which the rail's fences compare as on fencepost. \"Taken \
+             over after\" is the freeze to the first other worker's claim.\n\n"
+            .into(),
+        BackendKind::Redlock => "On Redlock the key is set on a majority of independent \
+             redis-servers for the lease and expires on each; the lock hands out **no fencing \
+             token** (every token is 0), so the rail runs with its fences off: nothing can \
+             refuse a holder whose lease ran out. With the client check the resumed worker finds \
+             its deadline passed and stops itself; without it, its stale submit pays the payout \
+             a second time. That double payment is the expected consequence of a lock without a \
+             fencing token, not a defect of the experiment, and the ledger check reports it as \
+             the violation it is; the fenced counts are not applicable (n/a), never a 0 that \
+             reads as success.\n\n"
+            .into(),
     }
 }
 

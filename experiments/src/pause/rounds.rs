@@ -195,8 +195,9 @@ impl<'a> Rounds<'a> {
             .await?;
         w0.resume()?;
         let resumed_at_s = self.t0.elapsed().as_secs_f64();
+        let held = self.token_words(stale_token);
         println!(
-            "  froze {stale_payout} under token {stale_token} for {:.0} ms; resumed",
+            "  froze {stale_payout} under {held} for {:.0} ms; resumed",
             (resumed_at_s - stopped_at_s) * 1e3
         );
 
@@ -216,10 +217,12 @@ impl<'a> Rounds<'a> {
         let view = run.stack.rail().payout(&stale_payout).await?;
         let stale_submissions = self.stale_submissions(&view, stale_token, taken);
         let outcome = stale_fate(&stale_submissions);
-        println!(
-            "  stale token {stale_token}: {outcome}; paid under {:?}",
-            view.paid_token
-        );
+        match view.paid_token {
+            Some(t) if self.cfg.rail_fences => {
+                println!("  {held}: {outcome}; paid under token {t}")
+            }
+            _ => println!("  {held}: {outcome}; paid {} time(s)", paid_times(&view)),
+        }
         self.records.push(PauseRecord {
             round,
             payout: stale_payout,
@@ -267,6 +270,16 @@ impl Rounds<'_> {
                 });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// How the round's lines name a token: "token N", or "no token" when
+    /// the lock has none (the rail's fences off).
+    fn token_words(&self, token: u64) -> String {
+        if self.cfg.rail_fences {
+            format!("token {token}")
+        } else {
+            "no token".into()
         }
     }
 
@@ -326,6 +339,14 @@ fn stale_fate(submissions: &[SubmissionOutcome]) -> &'static str {
     } else {
         "refused"
     }
+}
+
+/// How many submissions paid `view`'s payout.
+fn paid_times(view: &PayoutView) -> usize {
+    view.submissions
+        .iter()
+        .filter(|s| s.outcome == SubmissionOutcome::Paid)
+        .count()
 }
 
 fn push(events: &Mutex<Vec<Event>>, e: Event) {

@@ -189,7 +189,8 @@ pub fn build_worker(idx: u64, env: WorkerEnv) -> Result<Arc<dyn RunWorker>, Buil
     Ok(match env.backend {
         BackendKind::Fencepost => Arc::new(Worker::new(idx, env)?),
         BackendKind::Etcd => Arc::new(Worker::new_etcd(idx, env)?),
-        b @ (BackendKind::Redis | BackendKind::Redlock) => return Err(BuildError::NotBuilt(b)),
+        BackendKind::Redlock => Arc::new(Worker::new_redlock(idx, env)?),
+        b @ BackendKind::Redis => return Err(BuildError::NotBuilt(b)),
     })
 }
 
