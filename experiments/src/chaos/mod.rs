@@ -17,6 +17,15 @@
 //! `docker kill` and `docker start` of the same container, and a PostgreSQL
 //! restart as `docker kill` and `docker start` of its container.
 //!
+//! `--backend redis` puts one redis-server in the lock-server's place,
+//! behind the same delay proxy (workers on the driver's redis adapter: `SET
+//! NX PX`, a per-key counter as the fencing token, the rail's fences on):
+//! the lock-server faults become the redis-server's SIGSTOP and its kill -9
+//! with a restart on the same port and directory, with the persistence
+//! `--redis-persistence` names (recorded in `chaos.json`); the flags that
+//! name what one redis-server does not have (replicas, containers, a
+//! lock-server sabotage) are refused, and the checker runs unchanged.
+//!
 //! `--sabotage no-fences` starts every rail-stub with both fences off
 //! (`rail-stub --sabotage no-fences`): the checker must then find
 //! violations — a checker that cannot fail is no checker.

@@ -178,3 +178,45 @@ fn chaos_over_replicas_that_skip_the_epoch_fence_finds_the_deposed_leaders_write
     assert!(stdout.contains("VIOLATION EpochBreach"), "{stdout}");
     assert_eq!(r.config.sabotage.as_deref(), Some("skip-epoch-fence"));
 }
+
+/// Flags with no meaning on one redis-server are refused before anything
+/// starts, each error naming its flag; chaos runs on no other backend.
+#[test]
+fn flags_without_a_meaning_on_redis_are_refused_naming_the_flag() {
+    for (args, why) in [
+        (
+            &["--backend", "redis", "--replicas", "3"][..],
+            "--replicas has no meaning with --backend redis",
+        ),
+        (
+            &["--backend", "redis", "--runtime", "docker"][..],
+            "--runtime docker has no meaning",
+        ),
+        (
+            &["--backend", "redis", "--sabotage", "early-expiry"][..],
+            "--sabotage early-expiry has no meaning",
+        ),
+        (
+            &["--redis-persistence", "always"][..],
+            "add --backend redis",
+        ),
+        (
+            &["--backend", "redlock"][..],
+            "--backend redlock: chaos runs on fencepost",
+        ),
+        (
+            &["--backend", "etcd"][..],
+            "--backend etcd: chaos runs on fencepost",
+        ),
+    ] {
+        let out = Command::new(crate::bin())
+            .arg("chaos")
+            .args(args)
+            .env_remove("FENCEPOST_TEST_PG_URL")
+            .output()
+            .expect("run experiments chaos");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
