@@ -13,13 +13,19 @@
 //!   in the SDK's own recorder (`fencepost_sdk::metrics::Metrics`), so every
 //!   results column means the same on both backends.
 //!
+//! - [`redis`]: an adapter on one Redis instance: acquire is one Lua script
+//!   (`SET NX PX` and, when it succeeds, `INCR` of the key's fencing
+//!   counter), the renew script (compare-value `PEXPIRE` of every held key)
+//!   is the heartbeat, release is a compare-value `DEL`; the session lives
+//!   in the client. Recorded in the SDK's recorder too.
+//!
 //! - [`redlock`]: the Redlock algorithm over N independent redis-servers:
 //!   a lock is a random value set with `SET NX PX` on a majority within its
 //!   validity, extended by compare-value-and-`PEXPIRE` rounds recorded as
 //!   heartbeats, released by compare-value-and-`DEL` on every instance. It
 //!   has no fencing token (`token()` is 0).
 //!
-//! The report puts the backends side by side, cell by cell.
+//! The report puts them side by side, cell by cell.
 //!
 //! The worker ([`crate::worker::Worker`]) is written once against these
 //! traits; [`crate::worker::build_worker`] picks the backend a
@@ -53,10 +59,21 @@ pub enum BackendError {
     /// its configuration is refused. Its own doc says what to do.
     #[error(transparent)]
     Redlock(#[from] redlock::error::RedlockError),
+    /// Redis answered with an error or could not be reached. Transient
+    /// unless the message says otherwise (a bad URL); retry later.
+    #[error("redis: {0}")]
+    Redis(::redis::RedisError),
     /// etcd's reply is not what the adapter asked for (a txn without a
     /// header, a keep-alive for another lease): a version mismatch. Report it.
     #[error("unexpected reply from etcd: {0}")]
     Unexpected(&'static str),
+}
+
+impl From<::redis::RedisError> for BackendError {
+    // Not `#[from]`, for the same reason as etcd's.
+    fn from(e: ::redis::RedisError) -> Self {
+        BackendError::Redis(e)
+    }
 }
 
 impl From<etcd_client::Error> for BackendError {

@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
 use crate::backend::etcd::{EtcdBackend, EtcdConfig};
+use crate::backend::redis::{RedisBackend, RedisConfig};
 use crate::backend::redlock::{RedlockBackend, RedlockConfig};
 use crate::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
 use crate::rail::{RailClient, RailOutcome, history_outcome};
@@ -34,8 +35,8 @@ pub enum BuildError {
     /// fix the cell's parameters.
     #[error(transparent)]
     Sdk(#[from] ConfigError),
-    /// The etcd or Redlock adapter refused the configuration (its margin
-    /// policy, a Redlock instance URL): fix the cell's parameters.
+    /// The etcd, redis or Redlock adapter refused the configuration (its
+    /// margin policy, its URL, a Redlock instance URL): fix the cell's parameters.
     #[error(transparent)]
     Etcd(#[from] BackendError),
     /// The backend has no worker in this build yet: pick another `--backend`.
@@ -110,6 +111,23 @@ impl Worker<EtcdBackend> {
         config.seed = env.seed.wrapping_add(idx);
         config.prometheus = env.prometheus.clone();
         let client = EtcdBackend::new(config)?;
+        Ok(Worker::with_backend(idx, env, client))
+    }
+}
+
+impl Worker<RedisBackend> {
+    /// Builds worker `idx` on one Redis instance (`env.lock_url`, a
+    /// `redis://` URL): every lock's `PX` is the cell's lease. Fails only on
+    /// a configuration error (the margin policy, the URL); connects at the
+    /// first session.
+    pub fn new_redis(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
+        let mut config = RedisConfig::new(env.lock_url.clone(), env.lease);
+        config.margin = env.margin;
+        config.heartbeat_divisor = env.heartbeat_divisor;
+        config.request_timeout = request_timeout(&env);
+        config.seed = env.seed.wrapping_add(idx);
+        config.prometheus = env.prometheus.clone();
+        let client = RedisBackend::new(config)?;
         Ok(Worker::with_backend(idx, env, client))
     }
 }
@@ -189,8 +207,8 @@ pub fn build_worker(idx: u64, env: WorkerEnv) -> Result<Arc<dyn RunWorker>, Buil
     Ok(match env.backend {
         BackendKind::Fencepost => Arc::new(Worker::new(idx, env)?),
         BackendKind::Etcd => Arc::new(Worker::new_etcd(idx, env)?),
+        BackendKind::Redis => Arc::new(Worker::new_redis(idx, env)?),
         BackendKind::Redlock => Arc::new(Worker::new_redlock(idx, env)?),
-        b @ BackendKind::Redis => return Err(BuildError::NotBuilt(b)),
     })
 }
 
