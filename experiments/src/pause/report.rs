@@ -181,3 +181,64 @@ pub fn timeline_input(r: &PauseResult, events: Vec<Event>) -> TimelineInput {
         events,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bench_driver::backend::BackendKind;
+
+    use super::*;
+    use crate::pause::model::PauseConfig;
+
+    fn redlock_off() -> PauseResult {
+        PauseResult {
+            pauses: 5,
+            paid: 20,
+            payouts: 20,
+            paid_twice: 5,
+            ledger_ok: false,
+            expectation_met: true,
+            config: PauseConfig {
+                backend: BackendKind::Redlock,
+                rail_fences: false,
+                ..PauseConfig::default()
+            },
+            ..PauseResult::default()
+        }
+    }
+
+    #[test]
+    fn without_fences_the_fenced_counts_read_not_applicable_and_the_double_payment_violated() {
+        let r = redlock_off();
+        let section = report_section(&r);
+        assert!(section.contains("| n/a (fences off) | n/a (fences off) | n/a (fences off) |"));
+        assert!(
+            section
+                .contains("**violated**: 5 paid twice, expected of a lock without a fencing token")
+        );
+        assert!(section.contains("no fencing token"), "{section}");
+        let line = summary(&r, Path::new("out"));
+        assert!(line.contains("fenced_out=n/a (fences off)"), "{line}");
+        assert!(!line.contains("ledger=ok"), "{line}");
+    }
+
+    #[test]
+    fn with_fences_a_zero_is_a_count_and_a_clean_ledger_reads_ok() {
+        let mut r = redlock_off();
+        r.config.backend = BackendKind::Redis;
+        r.config.rail_fences = true;
+        r.paid_twice = 0;
+        r.ledger_ok = true;
+        let section = report_section(&r);
+        assert!(
+            section.contains("| false | 5 | 0 | 0 | 0 | 0 | 20/20 | 0 | 0 | ok |"),
+            "{section}"
+        );
+    }
+
+    #[test]
+    fn a_pause_json_from_before_the_rail_fences_field_had_its_fences_on() {
+        let c: PauseConfig = serde_json::from_str(r#"{"ttl_ms": 1000}"#).unwrap();
+        assert!(c.rail_fences);
+        assert_eq!(c.backend, BackendKind::Fencepost);
+    }
+}

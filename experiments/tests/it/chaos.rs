@@ -220,3 +220,43 @@ fn flags_without_a_meaning_on_redis_are_refused_naming_the_flag() {
         assert!(err.contains(why), "{args:?}: {err}");
     }
 }
+
+/// Whether redis-server can be started here; under `CI=true` its absence
+/// is a failure, never a skip.
+fn redis_here() -> bool {
+    match bench_driver::backend::redis::server::redis_binary() {
+        Ok(_) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and no redis-server for chaos on redis: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            false
+        }
+    }
+}
+
+/// One redis-server without persistence, killed and restarted mid-run
+/// (run 2 of seed 1 draws that restart): it comes back with neither the lock
+/// keys nor the fencing counters, so the next grants carry tokens at or
+/// below those already handed out. The checker reports that as what it is,
+/// token regressions, and the run exits 1; the config records the backend
+/// and its persistence.
+#[test]
+fn on_redis_without_persistence_a_restart_regresses_tokens_and_the_checker_says_so() {
+    if !redis_here() {
+        return;
+    }
+    let (ok, r) = run_chaos(
+        "chaos-redis-none",
+        &["--backend", "redis", "--runs", "3", "--only-run", "2"],
+    );
+    assert!(!ok, "token regressions must fail the run: {r:#?}");
+    assert_eq!(r.config.backend, bench_driver::backend::BackendKind::Redis);
+    assert_eq!(
+        r.config.redis_persistence,
+        Some(bench_driver::backend::redis::RedisPersistence::None)
+    );
+    assert_eq!(r.faults["lock_server_kill9_restart"], 1, "{:?}", r.faults);
+    assert!(r.token_regressions > 0, "{:#?}", r.per_run);
+}
