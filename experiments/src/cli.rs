@@ -54,9 +54,9 @@ use crate::throttle::ThrottleInputs;
 ///       and checked (paid twice, stale paid, token regressions, overlaps)
 ///   experiments chaos --runs 3 --seed 1 --sabotage no-fences
 ///       the same against a rail-stub with its fences off: must exit 1
-///   experiments chaos --backend redis --redis-persistence always --runs 50 --seed 1
+///   experiments chaos --backend redis --redis-persistence none --runs 50 --seed 1
 ///       the same over one redis-server (counter tokens), SIGSTOPped and
-///       kill -9'd + restarted on its own append-only file
+///       kill -9'd + restarted with nothing on disk: its tokens regress
 ///
 /// Exit codes: 0 ok, 1 the experiment failed (a service, an expectation, the
 /// ledger invariant), 2 bad input, 4 (throttle) cgroups cannot be written.
@@ -481,7 +481,7 @@ pub struct ChaosArgs {
     /// With --backend redis: what the redis-server keeps on disk across its
     /// kill -9 and restart. none: nothing (the restart forgets every lock
     /// key and fencing counter); everysec: an append-only file fsynced once
-    /// a second; always: fsynced before every reply [default: none].
+    /// a second; always: fsynced before every reply [default: everysec].
     #[arg(long, value_name = "MODE")]
     pub redis_persistence: Option<bench_driver::backend::redis::RedisPersistence>,
 }

@@ -237,7 +237,7 @@ fn redis_here() -> bool {
 }
 
 /// One redis-server without persistence, killed and restarted mid-run
-/// (run 2 of seed 1 draws that restart): it comes back with neither the lock
+/// (run 43 of seed 1 draws two restarts): it comes back with neither the lock
 /// keys nor the fencing counters, so the next grants carry tokens at or
 /// below those already handed out. The checker reports that as what it is,
 /// token regressions, and the run exits 1; the config records the backend
@@ -249,7 +249,16 @@ fn on_redis_without_persistence_a_restart_regresses_tokens_and_the_checker_says_
     }
     let (ok, r) = run_chaos(
         "chaos-redis-none",
-        &["--backend", "redis", "--runs", "3", "--only-run", "2"],
+        &[
+            "--backend",
+            "redis",
+            "--redis-persistence",
+            "none",
+            "--runs",
+            "44",
+            "--only-run",
+            "43",
+        ],
     );
     assert!(!ok, "token regressions must fail the run: {r:#?}");
     assert_eq!(r.config.backend, bench_driver::backend::BackendKind::Redis);
@@ -257,6 +266,6 @@ fn on_redis_without_persistence_a_restart_regresses_tokens_and_the_checker_says_
         r.config.redis_persistence,
         Some(bench_driver::backend::redis::RedisPersistence::None)
     );
-    assert_eq!(r.faults["lock_server_kill9_restart"], 1, "{:?}", r.faults);
+    assert_eq!(r.faults["lock_server_kill9_restart"], 2, "{:?}", r.faults);
     assert!(r.token_regressions > 0, "{:#?}", r.per_run);
 }
