@@ -26,6 +26,7 @@ use crate::values::whole;
 ///   bench run --backend etcd --ttl 2s --duration 4s            # the workers on etcd
 ///   bench sweep --backend fencepost,etcd --ttl 2s --margin 0.1..0.5:0.2
 ///   bench run --backend redis --ttl 1s --duration 6s           # one redis-server, counter tokens
+///   bench run --backend redlock --ttl 1s --duration 6s         # Redlock on 3 redis-servers, no token
 ///   bench peer --duration 4s                  # fencepost vs etcd: heartbeats and grants
 ///   bench sweep ... --out data/runs/my-sweep --resume     # skip cells already done
 ///   bench report data/runs/my-sweep                       # redraw report.md and plots
@@ -541,7 +542,10 @@ pub struct RunArgs {
     /// runs as a child process (`etcd` on PATH) unless --etcd-url names one;
     /// its lease TTL is min(--ttl, session TTL) rounded up to whole seconds.
     /// redis runs one redis-server child (`redis-server` on PATH) unless
-    /// --redis-url names one; every lock's PX is --ttl.
+    /// --redis-url names one; every lock's PX is --ttl. redlock runs
+    /// --redlock-instances redis-server children (3) unless --redis-url names
+    /// them; a lock is a majority of them, it has no fencing token, and the
+    /// rail runs with its fences off.
     #[arg(long, default_value = "fencepost")]
     pub backend: String,
 
@@ -563,6 +567,12 @@ pub struct RunArgs {
     /// request].
     #[arg(long, value_name = "none|everysec|always")]
     pub redis_persistence: Option<String>,
+
+    /// How many independent redis-servers --backend redlock runs on: odd, at
+    /// least 3; a lock needs a majority of them [default: 3, or as many as
+    /// --redis-url names].
+    #[arg(long, value_name = "N")]
+    pub redlock_instances: Option<u32>,
 
     /// PostgreSQL for --runtime docker's lock-server, as this machine reaches it
     /// (relayed into the containers' network) [default: $FENCEPOST_TEST_PG_URL].

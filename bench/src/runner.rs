@@ -211,7 +211,8 @@ impl RunConfig {
     /// The plan of `cell`: the run's configuration with the time-base scaling
     /// applied. Its `run_id` is empty until [`CellPlan::in_run`] names the run.
     /// On etcd the cell id starts with `backend=etcd_` and the session TTL
-    /// is the etcd lease's: min(lease, session TTL) rounded up to whole seconds.
+    /// is the etcd lease's: min(lease, session TTL) rounded up to whole seconds;
+    /// on redlock it is the lease (there is no session).
     pub fn plan(&self, cell: Cell) -> CellPlan {
         let time_base = TimeBase::for_lease(cell.lease, self.time_scale);
         let session_ttl = self.session_ttl.unwrap_or_else(|| time_base.session_ttl());
@@ -221,9 +222,10 @@ impl RunConfig {
                 format!("backend=etcd_{}", cell.id()),
                 session_ttl_on_etcd(cell.lease, session_ttl),
             ),
-            b @ (BackendKind::Redis | BackendKind::Redlock) => {
-                (format!("backend={b}_{}", cell.id()), session_ttl)
-            }
+            BackendKind::Redis => (format!("backend=redis_{}", cell.id()), session_ttl),
+            // Redlock has no session: a lock lives by its own TTL, the lease,
+            // and is extended on the lease's schedule.
+            BackendKind::Redlock => (format!("backend=redlock_{}", cell.id()), cell.lease),
         };
         let mut plan = CellPlan::new(PlanInputs {
             id,
@@ -369,7 +371,10 @@ pub fn recorded_argv() -> Vec<String> {
 /// the runtimes that start them as processes; empty otherwise.
 pub fn binary_versions(runtime: &Runtime) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let local = matches!(runtime, Runtime::Process { .. } | Runtime::Etcd { .. });
+    let local = matches!(
+        runtime,
+        Runtime::Process { .. } | Runtime::Etcd { .. } | Runtime::Redis { .. }
+    );
     if !local {
         return out;
     }

@@ -1,7 +1,7 @@
 //! The per-TTL margin recommendation that `bench sweep` prints at its end and
 //! `report.md` opens with ([`crate::verdict`] puts it in plain words). It
 //! follows the data in three steps, per TTL (and per backend when a run has
-//! cells on both fencepost and etcd), over the fixed-margin points of
+//! cells on several: fencepost, etcd, redis, redlock), over the fixed-margin points of
 //! [`crate::summary`] (each over its `--repeat`s):
 //!
 //! 1. **Margin needed (trigger 1).** ADR-006's trigger 1 is `p99 RTT >
@@ -155,7 +155,7 @@ fn fmt_interval(i: &Interval) -> String {
 
 /// The recommended margin per TTL of a results table, its percentiles
 /// pooled from the cells' histograms in `src` ([`crate::pool`]; see
-/// [`recommendations_from`]), sorted by TTL, fencepost before etcd. `Err`
+/// [`recommendations_from`]), sorted by TTL, then backend. `Err`
 /// names the first histogram file that is missing.
 pub fn recommendations(
     rows: &[CellRow],
@@ -164,18 +164,28 @@ pub fn recommendations(
     Ok(recommendations_from(&build(rows, src)?))
 }
 
-/// The recommended margin per TTL (module doc), sorted by TTL, fencepost before etcd.
+/// A backend's place in report order (fencepost, etcd, redis, redlock);
+/// a name none of them has sorts after them.
+fn backend_rank(backend: &str) -> usize {
+    let all = bench_core::backend::BackendKind::ALL;
+    all.iter()
+        .position(|b| b.as_str() == backend)
+        .unwrap_or(all.len())
+}
+
+/// The recommended margin per TTL (module doc), sorted by TTL, then by
+/// backend in report order (fencepost, etcd, redis, redlock).
 pub fn recommendations_from(summary: &Summary) -> Vec<Recommendation> {
-    let mut by_ttl: BTreeMap<(u64, bool), Vec<&SummaryRow>> = BTreeMap::new();
+    let mut by_ttl: BTreeMap<(u64, usize, &str), Vec<&SummaryRow>> = BTreeMap::new();
     for r in &summary.rows {
         by_ttl
-            .entry((r.lease_ms, r.backend == "etcd"))
+            .entry((r.lease_ms, backend_rank(&r.backend), r.backend.as_str()))
             .or_default()
             .push(r);
     }
     by_ttl
         .into_iter()
-        .map(|((lease_ms, _), rows)| {
+        .map(|((lease_ms, _, _), rows)| {
             let backend = rows[0].backend.clone();
             let floor = summary
                 .floors

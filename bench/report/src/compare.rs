@@ -161,7 +161,11 @@ fn verdict(triggers: &[TriggerResult], cell: &str, id: &str) -> String {
             |t| {
                 format!(
                     "{} ({} vs {} {})",
-                    if t.fired { "**fired**" } else { "ok" },
+                    if t.fired {
+                        "**fired**"
+                    } else {
+                        t.verdict.as_str()
+                    },
                     fmt_value(t.observed),
                     fmt_value(t.threshold),
                     t.unit
@@ -179,7 +183,8 @@ fn triggers_table(
 ) {
     let _ = writeln!(
         md,
-        "\nThe §6.5 triggers on each side (observed vs threshold; `fired` or `ok`):\n"
+        "\nThe §6.5 triggers on each side (observed vs threshold; `fired`, `ok`, \
+         `insufficient_data` or `not_evaluated`):\n"
     );
     let _ = writeln!(
         md,

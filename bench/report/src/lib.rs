@@ -1,6 +1,6 @@
 //! `bench-report`: what a person reads. Pure over the analysis of a results
 //! directory: [`plots`] (SVG and PNG with plotters), [`report`] (`report.md`
-//! of a run, `bench report`), [`compare`] (fencepost and etcd side by side),
+//! of a run, `bench report`), [`compare`] (the lock services side by side),
 //! [`peer`] (`bench peer`'s section, summary and plot), [`peer_sessions`]
 //! (`bench peer --sessions`: cost against live sessions), [`adr`] (the
 //! ADR-006 evidence document and the revision it proposes) and

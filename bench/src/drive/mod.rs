@@ -11,6 +11,7 @@
 pub mod execute;
 pub mod plan;
 pub mod redis_flags;
+pub mod redlock_flags;
 pub mod replay;
 pub mod resume;
 

@@ -72,6 +72,8 @@ pub fn resolve(args: &RunArgs, sweep: Option<SweepOnly>) -> Result<Plan, FlagErr
         ));
     }
     check_tls(args, &runtime, &backends)?;
+    let redlock_instances =
+        super::redlock_flags::resolve_redlock(args, &backends, &runtime, &redis.urls)?;
     let out = out_dir(args, resume, command)?;
     let axes = grid::Axes {
         divisors: g.divisors.clone(),
@@ -108,7 +110,7 @@ pub fn resolve(args: &RunArgs, sweep: Option<SweepOnly>) -> Result<Plan, FlagErr
             etcd_url,
             redis_urls: redis.urls,
             redis_persistence: redis.persistence,
-            redlock_instances: 3,
+            redlock_instances,
             sampling: load.sampling,
             tls: args.tls,
             hold: load.hold,

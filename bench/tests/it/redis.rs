@@ -580,3 +580,29 @@ async fn a_redlock_stack_runs_the_rail_without_fences() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The client-side session runs on the session TTL, as the SDK's does: a
+/// 1 s session under a 2 s lease ends its first deadline `send + 1 s × 0.7`
+/// after the open, not `2 s × 0.7`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_deadline_counts_the_session_ttl_not_the_lease() {
+    if !redis_here() {
+        return;
+    }
+    let dir = temp_dir("session-ttl");
+    let redis = RedisServer::start(&dir, RedisPersistence::None)
+        .await
+        .unwrap();
+    let mut config = RedisConfig::new(redis.url(), 2 * SEC);
+    config.session_ttl = SEC;
+    let clock = config.clock.clone();
+    let client = RedisBackend::new(config).unwrap();
+    let before = clock.now();
+    let s = client.open_session("a").await.unwrap();
+    let left = s.client_deadline().saturating_duration_since(before);
+    // The send is at or after `before`; the lease would give 1.4 s.
+    assert!(left >= Duration::from_millis(700), "{left:?}");
+    assert!(left < SEC, "{left:?}");
+    s.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,112 +2,62 @@
 //! a lock is granted on a majority, extended by rounds recorded as
 //! heartbeats, released on every instance; a second client cannot take a
 //! held key; one instance down still grants, two down refuse; and a lock
-//! whose extend round loses its majority is reported lost. Without
+//! whose extend round loses its majority is reported lost; a bench cell on
+//! redlock pays with the rail's fences off. Without
 //! `redis-server` these tests are skipped with a message, except under
 //! `CI=true`, where its absence fails them (`.ci/run` installs it).
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use bench::runner;
+use bench_core::grid::Cell;
+use bench_driver::backend::redis::server::{self, RedisPersistence, RedisServer, redis_binary};
 use bench_driver::backend::redlock::{RedlockBackend, RedlockConfig, RedlockError};
-use bench_driver::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
+use bench_driver::backend::{
+    BackendError, BackendKind, BackendSession, HeartbeatStats, LockBackend, RailFences,
+};
 use fencepost_sdk::{LockError, LostReason};
+use tokio::sync::watch;
 
 const TTL: Duration = Duration::from_secs(1);
 
-/// The redis-server binary: `FENCEPOST_REDIS`, else `redis-server` on PATH.
-fn redis_binary() -> String {
-    std::env::var("FENCEPOST_REDIS").unwrap_or_else(|_| "redis-server".into())
-}
-
 /// Whether redis-server can be started here; under `CI=true` its absence is a failure.
 fn redis_here() -> bool {
-    let found = Command::new(redis_binary())
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    match found {
-        true => true,
-        false if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "CI=true and no {} to test the redlock backend against (apt-get install redis-server)",
-                redis_binary()
-            )
+    match redis_binary() {
+        Ok(_) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and no redis-server to test the redlock backend against: {e:#}")
         }
-        false => {
-            eprintln!(
-                "skipping: no {} (apt-get install redis-server)",
-                redis_binary()
-            );
+        Err(e) => {
+            eprintln!("skipping: {e:#}");
             false
         }
     }
 }
 
-/// One redis-server child on a free loopback port, without persistence;
-/// killed (SIGKILL) on drop.
-struct Redis {
-    child: Option<Child>,
-    port: u16,
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "fencepost-redlock-{tag}-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
-impl Redis {
-    async fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(redis_binary())
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        let up = eventually(Duration::from_secs(10), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        })
-        .await;
-        assert!(up, "redis-server on port {port} never listened");
-        Redis {
-            child: Some(child),
-            port,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// kill -9: the instance is gone (connections are refused).
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// Three redis-server children without persistence, in a fresh directory.
+async fn three(tag: &str) -> (Vec<RedisServer>, std::path::PathBuf) {
+    let dir = temp_dir(tag);
+    let servers = server::start_n(&dir, 3, RedisPersistence::None)
+        .await
+        .expect("three redis-servers start");
+    (servers, dir)
 }
 
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-async fn three() -> Vec<Redis> {
-    vec![
-        Redis::start().await,
-        Redis::start().await,
-        Redis::start().await,
-    ]
-}
-
-fn client(servers: &[Redis], seed: u64) -> RedlockBackend {
-    let mut config = RedlockConfig::new(servers.iter().map(Redis::url));
+fn client(servers: &[RedisServer], seed: u64) -> RedlockBackend {
+    let mut config = RedlockConfig::new(servers.iter().map(RedisServer::url), TTL);
     config.seed = seed;
     RedlockBackend::new(config).expect("a valid config")
 }
@@ -132,7 +82,7 @@ async fn redlock_grants_extends_blocks_and_releases_on_three_instances() {
     if !redis_here() {
         return;
     }
-    let servers = three().await;
+    let (servers, dir) = three("grant").await;
     let (a_client, b_client) = (client(&servers, 1), client(&servers, 2));
     let a = a_client.open_session("a").await.unwrap();
     let b = b_client.open_session("b").await.unwrap();
@@ -171,10 +121,7 @@ async fn redlock_grants_extends_blocks_and_releases_on_three_instances() {
         st.hb_attempts, st.hb_replies,
         "every round answered: {st:?}"
     );
-    assert_eq!(
-        st.heartbeats, st.hb_replies,
-        "every answered round extended"
-    );
+    assert!(st.heartbeats >= 3, "the held lock was extended: {st:?}");
 
     a.release(h).await.expect("a releases");
     let h2 = b
@@ -184,6 +131,7 @@ async fn redlock_grants_extends_blocks_and_releases_on_three_instances() {
     b.release(h2).await.unwrap();
     a.close().await;
     b.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// With N = 3, one instance killed still leaves a majority (2 of 3); a
@@ -193,16 +141,16 @@ async fn one_instance_down_still_grants_two_down_refuse() {
     if !redis_here() {
         return;
     }
-    let mut servers = three().await;
+    let (mut servers, dir) = three("down").await;
     let c = client(&servers, 3);
     let s = c.open_session("w").await.unwrap();
-    servers[0].kill();
+    servers[0].child_mut().kill9();
     let h = s
         .acquire("payout:y", TTL, Duration::ZERO)
         .await
         .expect("2 of 3 is a majority");
     s.release(h).await.expect("released on the two live ones");
-    servers[1].kill();
+    servers[1].child_mut().kill9();
     let refused = s
         .acquire("payout:y", TTL, Duration::from_millis(300))
         .await
@@ -221,6 +169,7 @@ async fn one_instance_down_still_grants_two_down_refuse() {
     );
     assert!(!s.is_lost(), "a refused acquire loses nothing");
     assert_eq!(c.stats().acquires_failed, 1);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A held lock whose extend round finds no majority (two instances killed
@@ -231,7 +180,7 @@ async fn an_extend_round_without_a_majority_loses_the_lock() {
     if !redis_here() {
         return;
     }
-    let mut servers = three().await;
+    let (mut servers, dir) = three("extend").await;
     let c = client(&servers, 4);
     let s = c.open_session("w").await.unwrap();
     let fired = Arc::new(AtomicU64::new(0));
@@ -240,8 +189,8 @@ async fn an_extend_round_without_a_majority_loses_the_lock() {
         f.fetch_add(1, Ordering::Relaxed);
     }));
     let h = s.acquire("payout:z", TTL, Duration::ZERO).await.unwrap();
-    servers[1].kill();
-    servers[2].kill();
+    servers[1].child_mut().kill9();
+    servers[2].child_mut().kill9();
     assert!(
         eventually(Duration::from_secs(5), || fired.load(Ordering::Relaxed)
             == 1)
@@ -265,4 +214,44 @@ async fn an_extend_round_without_a_majority_loses_the_lock() {
         "a lost lock is not released as held"
     );
     assert_eq!(fired.load(Ordering::Relaxed), 1, "reported once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bench run --backend redlock` in small: three redis-servers and a rail
+/// with its fences off; payouts are paid, nothing is fenced, a payout is
+/// paid twice only through a submit whose outcome the worker never learnt,
+/// and the row says redlock, fences off, and the lease as its session TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bench_cell_on_redlock_pays_with_no_duplicate_and_fences_off() {
+    if !redis_here() {
+        return;
+    }
+    let mut cfg = crate::driver::config(None);
+    cfg.workers = 4;
+    cfg.duration = Duration::from_secs(3);
+    cfg.backends = vec![BackendKind::Redlock];
+    let cfg = cfg.on_backend(BackendKind::Redlock);
+    let plan = cfg.plan(Cell::fixed(Duration::from_secs(1), 0.3));
+    assert_eq!(plan.id, "backend=redlock_ttl=1s_margin=0.30");
+    let out = temp_dir("cell");
+    let (_tx, rx) = watch::channel(false);
+    let result = runner::run_cell(&cfg, &plan, &out, rx, &|_| {}, false, None)
+        .await
+        .expect("the cell runs")
+        .expect("not interrupted");
+    let r = &result.row;
+    assert_eq!(r.backend, "redlock");
+    assert_eq!(r.rail_fences, RailFences::Off.to_string());
+    assert_eq!(r.session_ttl_ms, 1_000, "no session: the lease");
+    assert!(r.payouts_paid > 0, "{r:?}");
+    assert_eq!(r.fenced_out, 0, "no fence to refuse anything: {r:?}");
+    // With no token, a submit whose answer never came (a rail stalled past
+    // the hop, as on a loaded machine) can be decided after the next
+    // holder's and pay again: every double payment needs one such submit.
+    assert!(
+        r.paid_twice <= r.rail_transport_errors,
+        "a double payment without an unknown-outcome submit: {r:?}"
+    );
+    assert_eq!(r.ledger_ok, r.paid_twice == 0 && r.stale_paid == 0, "{r:?}");
+    let _ = std::fs::remove_dir_all(&out);
 }

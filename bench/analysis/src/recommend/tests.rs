@@ -166,3 +166,21 @@ fn adaptive_is_compared_with_the_best_fixed_margin() {
         r.adaptive[0]
     );
 }
+
+#[test]
+fn each_backend_of_a_ttl_gets_its_own_recommendation_in_report_order() {
+    let on = |backend: &str, margin: f64| SummaryRow {
+        backend: backend.into(),
+        ..point(margin, &[20.0, 22.0, 18.0])
+    };
+    let s = summary(vec![
+        on("redis", 0.10),
+        on("fencepost", 0.10),
+        on("redis", 0.30),
+        on("etcd", 0.10),
+    ]);
+    let r = recommendations_from(&s);
+    let backends: Vec<&str> = r.iter().map(|r| r.backend.as_str()).collect();
+    assert_eq!(backends, ["fencepost", "etcd", "redis"], "never pooled");
+    assert_eq!(ttl_label(&r[2]), "TTL 1s on redis");
+}

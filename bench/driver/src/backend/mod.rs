@@ -18,14 +18,13 @@
 //!   counter), the renew script (compare-value `PEXPIRE` of every held key)
 //!   is the heartbeat, release is a compare-value `DEL`; the session lives
 //!   in the client. Recorded in the SDK's recorder too.
-//!
 //! - [`redlock`]: the Redlock algorithm over N independent redis-servers:
 //!   a lock is a random value set with `SET NX PX` on a majority within its
 //!   validity, extended by compare-value-and-`PEXPIRE` rounds recorded as
 //!   heartbeats, released by compare-value-and-`DEL` on every instance. It
 //!   has no fencing token (`token()` is 0).
 //!
-//! The report puts them side by side, cell by cell.
+//! The report puts the backends side by side, cell by cell.
 //!
 //! The worker ([`crate::worker::Worker`]) is written once against these
 //! traits; [`crate::worker::build_worker`] picks the backend a
@@ -55,14 +54,14 @@ pub enum BackendError {
     /// the message says otherwise; retry later.
     #[error("etcd: {0}")]
     Etcd(etcd_client::Error),
-    /// A Redlock round gave no lock (no majority, or no validity left), or
-    /// its configuration is refused. Its own doc says what to do.
-    #[error(transparent)]
-    Redlock(#[from] redlock::error::RedlockError),
     /// Redis answered with an error or could not be reached. Transient
     /// unless the message says otherwise (a bad URL); retry later.
     #[error("redis: {0}")]
     Redis(::redis::RedisError),
+    /// A Redlock round gave no lock (no majority, or no validity left), or
+    /// its configuration is refused. Its own doc says what to do.
+    #[error(transparent)]
+    Redlock(#[from] redlock::error::RedlockError),
     /// etcd's reply is not what the adapter asked for (a txn without a
     /// header, a keep-alive for another lease): a version mismatch. Report it.
     #[error("unexpected reply from etcd: {0}")]

@@ -23,12 +23,11 @@
 
 //!
 //! [`tally`] holds what workers share and count, [`env`] what each is given,
-//! [`payout`] the loop itself, `backends` its constructors on the etcd,
-//! redis and Redlock adapters, [`renewals`] its SDK renewals in its history.
+//! [`payout`] the loop itself, [`renewals`] its SDK renewals in its history.
 
-mod backends;
 pub mod env;
 pub mod payout;
+pub mod redlock;
 pub mod renewals;
 pub mod tally;
 

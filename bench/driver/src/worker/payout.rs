@@ -18,6 +18,8 @@ use rand::SeedableRng as _;
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
+use crate::backend::etcd::{EtcdBackend, EtcdConfig};
+use crate::backend::redis::{RedisBackend, RedisConfig};
 use crate::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
 use crate::rail::{RailClient, RailOutcome, history_outcome};
 use crate::worker::env::{BoxFuture, Step, StepCtx, WorkerEnv};
@@ -33,12 +35,9 @@ pub enum BuildError {
     #[error(transparent)]
     Sdk(#[from] ConfigError),
     /// The etcd, redis or Redlock adapter refused the configuration (its
-    /// margin policy, its URL, a Redlock instance URL): fix the cell's parameters.
+    /// margin policy, a URL): fix the cell's parameters.
     #[error(transparent)]
     Etcd(#[from] BackendError),
-    /// The backend has no worker in this build yet: pick another `--backend`.
-    #[error("{0}: not built yet")]
-    NotBuilt(BackendKind),
 }
 
 /// One worker: its own lock client (own heartbeat task, own RTT histogram).
@@ -93,6 +92,42 @@ pub fn sdk_client(env: &WorkerEnv, idx: u64) -> Result<LockClient, BuildError> {
         Some(p) => LockClient::with_prometheus(config, p.clone())?,
         None => LockClient::new(config)?,
     })
+}
+
+impl Worker<EtcdBackend> {
+    /// Builds worker `idx` on etcd (`env.lock_url` is etcd's client URL).
+    /// Its sessions are etcd leases of `min(lease, session TTL)`, rounded up
+    /// to whole seconds. Fails only on a configuration error; connects at
+    /// the first session.
+    pub fn new_etcd(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
+        let mut config = EtcdConfig::new(env.lock_url.clone(), env.lease.min(env.session_ttl));
+        config.margin = env.margin;
+        config.heartbeat_divisor = env.heartbeat_divisor;
+        config.request_timeout = request_timeout(&env);
+        config.seed = env.seed.wrapping_add(idx);
+        config.prometheus = env.prometheus.clone();
+        let client = EtcdBackend::new(config)?;
+        Ok(Worker::with_backend(idx, env, client))
+    }
+}
+
+impl Worker<RedisBackend> {
+    /// Builds worker `idx` on one Redis instance (`env.lock_url`, a
+    /// `redis://` URL): every lock's `PX` is the cell's lease, and its
+    /// client-side sessions run on the cell's session TTL. Fails only on
+    /// a configuration error (the margin policy, the URL); connects at the
+    /// first session.
+    pub fn new_redis(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
+        let mut config = RedisConfig::new(env.lock_url.clone(), env.lease);
+        config.session_ttl = env.session_ttl;
+        config.margin = env.margin;
+        config.heartbeat_divisor = env.heartbeat_divisor;
+        config.request_timeout = request_timeout(&env);
+        config.seed = env.seed.wrapping_add(idx);
+        config.prometheus = env.prometheus.clone();
+        let client = RedisBackend::new(config)?;
+        Ok(Worker::with_backend(idx, env, client))
+    }
 }
 
 /// The per-request timeout of a worker's lock client: the lease, at least 1 s.

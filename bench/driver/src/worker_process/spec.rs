@@ -385,4 +385,45 @@ mod tests {
         assert!("checked@0:1".parse::<Freezes>().is_err());
         assert!("held@1:1".parse::<Freezes>().is_err());
     }
+
+    /// A worker process's spec on redlock over `lock_url`.
+    fn redlock_spec(lock_url: &str) -> WorkerSpec {
+        WorkerSpec {
+            idx: 1,
+            backend: BackendKind::Redlock,
+            lock_url: lock_url.into(),
+            tls_ca: None,
+            rail_url: "http://127.0.0.1:2".into(),
+            lease: Duration::from_secs(1),
+            session_ttl: Duration::from_secs(1),
+            heartbeat_divisor: 3,
+            margin: MarginPolicy::default(),
+            rail_read_timeout: Duration::from_millis(166),
+            worst_case_hop: Duration::from_millis(233),
+            client_check: true,
+            acquire_budget: Duration::from_millis(250),
+            payout_prefix: "p".into(),
+            seed: 7,
+            mode: WorkerMode::Continuous { first: 1, count: 1 },
+            history: None,
+            freezes: Default::default(),
+            shuffle_block: None,
+            hold: None,
+            steps: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_worker_process_spec_builds_a_redlock_worker_over_every_url() {
+        let urls = "redis://127.0.0.1:1, redis://127.0.0.1:2,redis://127.0.0.1:3";
+        let line = serde_json::to_string(&redlock_spec(urls)).unwrap();
+        let back: WorkerSpec = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.backend, BackendKind::Redlock);
+        assert!(crate::worker::build_worker(back.idx, back.env(None)).is_ok());
+        let bad = redlock_spec("redis://127.0.0.1:1,not a url");
+        let err = crate::worker::build_worker(bad.idx, bad.env(None))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("not a url"), "{err}");
+    }
 }

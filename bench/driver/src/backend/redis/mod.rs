@@ -5,8 +5,8 @@
 //!
 //! | fencepost (C1/C3)            | Redis, as this adapter does it |
 //! |---|---|
-//! | L1 open a session            | client-side only: one renew exchange without keys (connects, loads the script); deadline `send + lease × (1 − m)` |
-//! | L2 heartbeat                 | the renew exchange (L5 below), sent every `lease × (1 − m) / k` on the SDK's fixed-rate schedule, with every key the session holds, or none |
+//! | L1 open a session            | client-side only: one renew exchange without keys (connects, loads the script); deadline `send + session TTL × (1 − m)` |
+//! | L2 heartbeat                 | the renew exchange (L5 below), sent every `min(session TTL, lease) × (1 − m) / k` on the SDK's fixed-rate schedule (the SDK's period), with every key the session holds, or none; an answer moves the session's deadline to `send + session TTL × (1 − m)` |
 //! | L4 acquire                   | one Lua script: `SET lock:{K} OWNER NX PX lease`; if it succeeds `INCR fence:{K}` is the token and the value becomes `OWNER:TOKEN`; retried with the SDK's jittered backoff within the budget |
 //! | fencing token                | the per-key counter `fence:{K}`: strictly increasing per key while Redis keeps it (no expiry; only `INCR` touches it) |
 //! | L5 renew                     | one Lua script for all held keys: `PEXPIRE lock:{K} lease` where the value is still `OWNER:TOKEN`; deadline `send + lease × (1 − m)` per key and for the session |
@@ -15,8 +15,9 @@
 //! | 410 SESSION_EXPIRED          | a renew refused for a held key (it expired, or holds another value): the session and its grants are lost |
 //!
 //! What a session is here: Redis has none. [`RedisSession`] lives in the
-//! client: it owns a renew task and a client deadline moved by each
-//! acknowledged renew exchange, and each grant has a deadline of its own
+//! client: it owns a renew task and a client deadline over the session TTL
+//! moved by each acknowledged renew exchange (as the SDK's session is by
+//! each heartbeat), and each grant has a deadline of its own
 //! (from its acquire's send, then from each renew that extended it). The
 //! session is lost when its deadline or a held grant's passes, or when a
 //! renew is refused; its held grants are then reported lost, once, to the
@@ -52,6 +53,9 @@
 //!   still expires on time across a restart (by the wall clock).
 //! - **One lease for every key.** The backend's lease (`--ttl`) is every
 //!   key's `PX`; the acquire's `ttl` argument is that same lease in the bench.
+//!   The session TTL exists only in the client (no key lives on it); as in
+//!   the SDK it sets the heartbeat period and bounds every grant's usable
+//!   lease.
 
 pub mod backend;
 mod renew;

@@ -8,8 +8,9 @@
 //! holds (none is fine: the exchange still measures the round trip and
 //! keeps the session's deadline). Recorded as the heartbeat (`hb_*`); each
 //! key it carried is also counted as a renewal (`renew_*` counts, no RTT
-//! sample of its own: its RTT is the exchange's). On a reply, the session's
-//! deadline and each renewed grant's become `send + lease × (1 − m)`; a key
+//! sample of its own: its RTT is the exchange's). On a reply, each renewed
+//! grant's deadline becomes `send + lease × (1 − m)` and the session's
+//! `send + session TTL × (1 − m)`; a key
 //! refused (expired, or another holder's) loses the session (as a fencepost
 //! `410`: `session_lost_expired`). A timeout or an error moves nothing: the
 //! deadlines decide (D5).
@@ -56,7 +57,8 @@ async fn renew_once(s: &Shared, grants: &[Arc<Grant>], timeout: Duration) -> Ren
     }
 }
 
-/// Applies a reply: the session's deadline, each grant's, the gap; a refused key loses the session.
+/// Applies a reply (`reply` grants the lease): each grant's deadline, the
+/// session's (over the session TTL), the gap; a refused key loses the session.
 fn apply_reply(s: &Shared, grants: &[Arc<Grant>], flags: &[bool], reply: GrantReply, ppm: u64) {
     let metrics = &s.inner.metrics;
     for (g, renewed) in grants.iter().zip(flags) {
@@ -79,7 +81,11 @@ fn apply_reply(s: &Shared, grants: &[Arc<Grant>], flags: &[bool], reply: GrantRe
         }
     }
     let before = s.lease.deadline();
-    match s.lease.apply_keep_alive(reply, ppm) {
+    let session = GrantReply {
+        granted_ms: s.session_ms(),
+        ..reply
+    };
+    match s.lease.apply_keep_alive(session, ppm) {
         Ok(_) => {
             // The SDK's gap: last acknowledged send to this receipt.
             let last = MonoTime::from_nanos(

@@ -60,6 +60,7 @@ impl RedisHandle {
 
 /// One client-side session on Redis; see the module doc.
 pub struct RedisSession {
+    /// What the session's calls and its renew task share.
     pub(super) shared: Arc<Shared>,
     /// The renew task, aborted on close or drop.
     task: JoinHandle<()>,
@@ -74,7 +75,7 @@ impl Drop for RedisSession {
 
 impl RedisSession {
     /// Opens a session (L1): one renew exchange without keys, whose send
-    /// sets the first deadline, `send + lease × (1 − m)`; then the renew task.
+    /// sets the first deadline, `send + session TTL × (1 − m)`; then the renew task.
     pub(super) async fn open(
         inner: Arc<Inner>,
         owner: &str,
@@ -94,7 +95,7 @@ impl RedisSession {
         let first = GrantReply {
             send,
             received: clock.now(),
-            granted_ms: lease_ms,
+            granted_ms: inner.config.session_ms(),
         };
         let ppm = inner.margin_ppm();
         inner.metrics.margin_applied(DeadlineKind::Open, ppm);

@@ -28,9 +28,13 @@ pub struct RedisConfig {
     pub url: String,
     /// The lease: every lock's `PX`, and the renew that extends it.
     pub ttl: Duration,
+    /// The session TTL: the client-side session's deadline is `send +
+    /// session_ttl × (1 − m)` from each answered renew, as the SDK's is
+    /// from each heartbeat (Redis keeps no session).
+    pub session_ttl: Duration,
     /// The client safety margin policy (the SDK's).
     pub margin: MarginPolicy,
-    /// The heartbeat divisor k: renews every `ttl × (1 − m) / k`.
+    /// The heartbeat divisor k: renews every `min(ttl, session_ttl) × (1 − m) / k`.
     pub heartbeat_divisor: u32,
     /// The timeout of every request (bounded by the deadline it protects).
     pub request_timeout: Duration,
@@ -47,6 +51,7 @@ impl std::fmt::Debug for RedisConfig {
         f.debug_struct("RedisConfig")
             .field("url", &self.url)
             .field("ttl", &self.ttl)
+            .field("session_ttl", &self.session_ttl)
             .field("margin", &self.margin)
             .field("heartbeat_divisor", &self.heartbeat_divisor)
             .field("request_timeout", &self.request_timeout)
@@ -56,12 +61,14 @@ impl std::fmt::Debug for RedisConfig {
 }
 
 impl RedisConfig {
-    /// `url` with a `ttl` lease: margin 0.30, heartbeat divisor 3, 1 s
-    /// request timeout, seed 0, the SDK's production clock (`CLOCK_BOOTTIME`).
+    /// `url` with a `ttl` lease and session TTL: margin 0.30, heartbeat
+    /// divisor 3, 1 s request timeout, seed 0, the SDK's production clock
+    /// (`CLOCK_BOOTTIME`).
     pub fn new(url: impl Into<String>, ttl: Duration) -> Self {
         RedisConfig {
             url: url.into(),
             ttl,
+            session_ttl: ttl,
             margin: MarginPolicy::default(),
             heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
             request_timeout: Duration::from_secs(1),
@@ -74,6 +81,13 @@ impl RedisConfig {
     /// The lease in ms (at least 1: `PX 0` is refused by Redis).
     pub fn lease_ms(&self) -> u64 {
         u64::try_from(self.ttl.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    /// The session TTL in ms (at least 1).
+    pub fn session_ms(&self) -> u64 {
+        u64::try_from(self.session_ttl.as_millis())
             .unwrap_or(u64::MAX)
             .max(1)
     }
@@ -199,10 +213,17 @@ impl Shared {
         self.inner.config.lease_ms()
     }
 
-    /// The renew period: the SDK's heartbeat period over the lease, with the divisor.
+    /// The session TTL, ms.
+    pub(super) fn session_ms(&self) -> u64 {
+        self.inner.config.session_ms()
+    }
+
+    /// The renew period: the SDK's heartbeat period, `min(session TTL,
+    /// lease) × (1 − m) / k`.
     pub(super) fn period(&self) -> Duration {
         let k = self.inner.config.heartbeat_divisor;
-        lease::heartbeat_period(self.lease_ms(), None, self.inner.margin_ppm(), k)
+        let ppm = self.inner.margin_ppm();
+        lease::heartbeat_period(self.session_ms(), Some(self.lease_ms()), ppm, k)
     }
 
     /// The send of the last acknowledged exchange.

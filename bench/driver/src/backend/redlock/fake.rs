@@ -9,7 +9,8 @@ use fencepost_sdk::FakeClock;
 
 use super::instance::{Answer, Instance, InstanceError, Op};
 
-/// How a scripted instance answers a lock or extend (an unlock always succeeds).
+/// How a scripted instance answers a lock or extend (an unlock always
+/// succeeds; a ping succeeds unless the instance fails or hangs).
 #[derive(Clone, Copy, Debug)]
 pub enum Script {
     /// Yes.
@@ -49,6 +50,7 @@ impl Instance for Scripted {
             self.clock.advance(self.delay);
             match (op, script) {
                 (Op::Unlock, _) | (_, Script::Yes) => Ok(true),
+                (Op::Ping, Script::No) => Ok(true),
                 (_, Script::No) => Ok(false),
                 (_, Script::Fail) => Err(InstanceError::Redis {
                     url: "redis://scripted".into(),
@@ -97,5 +99,15 @@ pub fn extends(i: &Scripted) -> usize {
         .unwrap()
         .iter()
         .filter(|op| matches!(op, Op::Extend { .. }))
+        .count()
+}
+
+/// How many pings `i` was sent.
+pub fn pings(i: &Scripted) -> usize {
+    i.log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|op| **op == Op::Ping)
         .count()
 }

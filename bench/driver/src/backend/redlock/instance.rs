@@ -1,5 +1,5 @@
-//! One Redlock instance: the three requests a round sends to it
-//! ([`Op`]: `SET NX PX`, compare-value-and-`PEXPIRE`, compare-value-and-`DEL`)
+//! One Redlock instance: the requests a round sends to it ([`Op`]: `SET NX
+//! PX`, compare-value-and-`PEXPIRE`, compare-value-and-`DEL`, `PING`)
 //! behind the small [`Instance`] trait, and [`RedisInstance`], the real one
 //! on the `redis` crate. A round ([`super::round`]) is written against the
 //! trait, so its tests run on scripted instances and a fake clock.
@@ -32,6 +32,9 @@ pub enum Op {
     },
     /// `DEL key` if the key's value is ours: yes when deleted.
     Unlock,
+    /// `PING` (key and value unused): yes on `PONG`. The heartbeat round of a
+    /// session that holds no lock: it measures a round and moves nothing.
+    Ping,
 }
 
 /// Why one instance gave no answer.
@@ -162,6 +165,10 @@ impl RedisInstance {
                 .invoke_async::<i64>(&mut c)
                 .await
                 .map(|n| n == 1),
+            Op::Ping => redis::cmd("PING")
+                .query_async::<String>(&mut c)
+                .await
+                .map(|pong| pong == "PONG"),
             Op::Unlock => self
                 .unlock
                 .key(key)

@@ -5,10 +5,10 @@
 //!
 //! | fencepost (C1/C3)            | Redlock, as this adapter does it |
 //! |---|---|
-//! | L1 open a session            | none on the servers: a client-side session ([`session`]), no I/O |
+//! | L1 open a session            | none on the servers: a client-side session ([`session`]) and its heartbeat task, no I/O |
 //! | L4 acquire                   | one round: `SET key value NX PX ttl` on every instance at once, each bounded by a per-instance timeout (a tenth of the TTL); granted iff ≥ N/2+1 said yes and the validity `ttl − elapsed − drift` is positive (`drift = ttl × 0.01 + 2 ms`, `elapsed` from the send of the round); otherwise unlocked on ALL instances and retried after the SDK's jittered backoff within the budget. One random value per acquire (owner + 128 seeded bits), reused by its rounds |
 //! | client deadline              | `t_send + min(ttl × (1 − margin), ttl − drift)`: the SDK's `lease::client_deadline` with the margin raised to at least `drift / ttl` ([`quorum::effective_margin_ppm`]); the margin stats record that raised margin |
-//! | L2 heartbeat / L5 renew      | one extend round per lock: compare-value-and-`PEXPIRE ttl` on every instance, at the SDK's fixed rate `ttl × (1 − m) / k` from the grant, recorded as a heartbeat exchange; extended iff a majority said yes with validity left, deadline from the round's send (a reply read at or after the current deadline revives nothing) |
+//! | L2 heartbeat / L5 renew      | one beat of the session's heartbeat task at the SDK's fixed rate `ttl × (1 − m) / k`: an extend round per held lock (compare-value-and-`PEXPIRE ttl` on every instance), extended iff a majority said yes with validity left, deadline from the round's send (a reply read at or after the current deadline revives nothing); holding nothing, a `PING` round that measures and moves nothing. Recorded as one heartbeat exchange |
 //! | fencing token                | none: [`RedlockHandle::token`] is 0 |
 //! | L6 release                   | compare-value-and-`DEL` on ALL instances |
 //! | L3 close                     | release what is still held, best effort |
@@ -45,24 +45,27 @@
 //!   `appendfsync always`). This adapter does not enforce either; the server
 //!   helpers of the bench decide how instances run and restart.
 //!
-//! Measurement: every extend round is recorded in the SDK's own recorder
+//! Measurement: every beat is recorded in the SDK's own recorder
 //! (`fencepost_sdk::metrics::Metrics`) as the etcd adapter records its
-//! keep-alives: outcome (a majority answered: reply; else a timeout if one
-//! timed out; else error), the round's RTT with timeouts censored at the
-//! per-instance timeout, the RTT corrected from the scheduled send, tick lag,
-//! gaps, margins, locks lost. So `hb_*` columns mean the same on every
-//! backend, with one difference: there are only as many heartbeats as there
-//! is lock time, since a lock is extended only while it is held.
+//! keep-alives: outcome (a majority answered every round of it: reply; else a
+//! timeout if an instance timed out; else error), the beat's RTT to its last
+//! answer (with an instance's timeout in it: "≥"), the RTT corrected from the
+//! scheduled send, tick lag, gaps (from one beat that did its job to the next),
+//! margins, locks lost. So `hb_*` columns mean the same on every backend; a
+//! ping beat between locks keeps them measured when payouts hold their locks
+//! for less than a period (`heartbeats` counts only the extensions).
 
 pub mod backend;
 pub mod error;
 #[cfg(test)]
 mod fake;
+mod heartbeat;
 pub mod instance;
 pub mod quorum;
 pub mod round;
 pub mod session;
 mod shared;
+mod state;
 #[cfg(test)]
 mod tests;
 

@@ -20,6 +20,9 @@ pub struct RedlockConfig {
     /// The instances' URLs, `redis://IP:PORT`: independent redis-servers
     /// (no replication between them). Any number ≥ 1; the bench runs 3 or 5.
     pub urls: Vec<String>,
+    /// The lock TTL the heartbeat is paced by (a held lock with a shorter
+    /// TTL paces it faster): the worker's lease.
+    pub ttl: Duration,
     /// The client safety margin policy (the SDK's); raised to Redlock's
     /// drift allowance where it is smaller (see [`quorum::margin_floor_ppm`]).
     pub margin: MarginPolicy,
@@ -43,6 +46,7 @@ impl std::fmt::Debug for RedlockConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedlockConfig")
             .field("urls", &self.urls)
+            .field("ttl", &self.ttl)
             .field("margin", &self.margin)
             .field("heartbeat_divisor", &self.heartbeat_divisor)
             .field("instance_timeout", &self.instance_timeout)
@@ -53,12 +57,13 @@ impl std::fmt::Debug for RedlockConfig {
 }
 
 impl RedlockConfig {
-    /// `urls` with margin 0.30, heartbeat divisor 3, a per-instance timeout
-    /// of a tenth of the TTL, a 1 s request timeout, seed 0 and the SDK's
-    /// production clock (`CLOCK_BOOTTIME`).
-    pub fn new<S: Into<String>>(urls: impl IntoIterator<Item = S>) -> Self {
+    /// `urls` pacing its heartbeat by `ttl`, with margin 0.30, heartbeat
+    /// divisor 3, a per-instance timeout of a tenth of the TTL, a 1 s request
+    /// timeout, seed 0 and the SDK's production clock (`CLOCK_BOOTTIME`).
+    pub fn new<S: Into<String>>(urls: impl IntoIterator<Item = S>, ttl: Duration) -> Self {
         RedlockConfig {
             urls: urls.into_iter().map(Into::into).collect(),
+            ttl,
             margin: MarginPolicy::default(),
             heartbeat_divisor: fencepost_sdk::lease::HEARTBEAT_DIVISOR,
             instance_timeout: None,

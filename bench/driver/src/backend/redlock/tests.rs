@@ -11,7 +11,7 @@ use std::time::Duration;
 use fencepost_sdk::{Clock, FakeClock, LockError, LostReason, MonoTime};
 
 use super::error::RedlockError;
-use super::fake::{Script, Scripted, dyns, extends, instances, unlocks};
+use super::fake::{Script, Scripted, dyns, extends, instances, pings, unlocks};
 use super::session::RedlockSession;
 use super::shared::{Inner, RedlockConfig};
 use crate::backend::{BackendError, BackendSession};
@@ -22,7 +22,7 @@ const TTL: Duration = Duration::from_secs(1);
 /// A session over `set` on `clock` (margin 0.30, period 233 ms), and a
 /// counter of the locks it reported lost.
 fn session(clock: &Arc<FakeClock>, set: &[Arc<Scripted>]) -> (RedlockSession, Arc<AtomicU64>) {
-    let mut config = RedlockConfig::new(["redis://scripted"]);
+    let mut config = RedlockConfig::new(["redis://scripted"], TTL);
     config.clock = clock.clone();
     let inner = Arc::new(Inner::with_instances(config, dyns(set).into()));
     let s = RedlockSession::open(inner, "w", 0);
@@ -135,4 +135,21 @@ async fn an_extend_refused_by_a_majority_loses_the_lock_at_once() {
         s.acquire("k2", TTL, Duration::ZERO).await,
         Err(BackendError::Lock(LockError::SessionLost { .. }))
     ));
+}
+
+#[tokio::test]
+async fn a_session_holding_nothing_pings_every_instance_and_moves_nothing() {
+    let clock = Arc::new(FakeClock::new(MonoTime::ZERO));
+    let set = instances(
+        &clock,
+        &[(Script::Yes, MS), (Script::No, MS), (Script::Hang, MS)],
+    );
+    let (s, lost) = session(&clock, &set);
+    assert!(eventually(Duration::from_secs(3), || pings(&set[1]) >= 2).await);
+    assert!(
+        set.iter()
+            .all(|i| pings(i) >= 1 && extends(i) == 0 && unlocks(i) == 0)
+    );
+    assert!(!s.is_lost(), "a ping moves nothing and loses nothing");
+    assert_eq!(lost.load(Ordering::Relaxed), 0);
 }

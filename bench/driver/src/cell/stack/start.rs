@@ -404,9 +404,9 @@ async fn start_redis(
     })
 }
 
-/// Writes `redis-server.json` into the stack's directory: each started
-/// instance's URL and flags, and the persistence mode, so a run records how
-/// its Redis ran.
+/// Writes `redis-server.json` into the stack's directory: the binary and
+/// its version, each started instance's URL and flags, and the persistence
+/// mode, so a run records how its Redis ran.
 fn record_redis(
     dir: &Path,
     persistence: RedisPersistence,
@@ -416,8 +416,11 @@ fn record_redis(
         .iter()
         .map(|l| serde_json::json!({"url": l.url(), "args": l.args()}))
         .collect();
+    let binary = redis_server::redis_binary()?.display().to_string();
+    let version = bench_analysis::manifest::first_line(&binary, &["--version"]);
     let record = serde_json::json!({
-        "binary": redis_server::redis_binary()?.display().to_string(),
+        "binary": binary,
+        "version": version,
         "persistence": persistence.as_str(),
         "instances": instances,
     });
