@@ -36,6 +36,9 @@ use crate::throttle::ThrottleInputs;
 ///       refuses it: fenced_out = 5, paid_twice = stale_paid = 0
 ///   experiments pause --backend etcd --ttl 1s --pauses 5 --seed 3
 ///       the same on etcd (its lock, fencepost's client arithmetic and fences)
+///   experiments pause --backend redlock --ttl 1s --pauses 5 --seed 3 --disable-client-check
+///       the same on Redlock (3 redis-servers, no fencing token, the rail's
+///       fences off): the resumed worker pays a second time, paid_twice = 5
 ///   experiments clock --cases 1000 --seed 1
 ///       simulated client/server clocks (offset, drift, quantisation, steps);
 ///       violation rate against grace / (θ + 2ρD + q), no real sleeps
@@ -51,6 +54,9 @@ use crate::throttle::ThrottleInputs;
 ///       and checked (paid twice, stale paid, token regressions, overlaps)
 ///   experiments chaos --runs 3 --seed 1 --sabotage no-fences
 ///       the same against a rail-stub with its fences off: must exit 1
+///   experiments chaos --backend redis --redis-persistence none --runs 50 --seed 1
+///       the same over one redis-server (counter tokens), SIGSTOPped and
+///       kill -9'd + restarted with nothing on disk: its tokens regress
 ///
 /// Exit codes: 0 ok, 1 the experiment failed (a service, an expectation, the
 /// ledger invariant), 2 bad input, 4 (throttle) cgroups cannot be written.
@@ -345,7 +351,9 @@ impl FailoverArgs {
 /// its critical section, plus 1–3 of: a worker frozen outside it, SIGSTOP or
 /// kill -9 of a worker, SIGSTOP or kill -9 + restart of the lock-server,
 /// delay and loss spikes — and checks the recorded history and the final
-/// ledger. Exit 1 on any violation.
+/// ledger. Exit 1 on any violation. With `--backend redis` the lock-server
+/// is one redis-server behind the same proxy, and its faults are the
+/// redis-server's SIGSTOP and kill -9 + restart (`--redis-persistence`).
 #[derive(Debug, Args, Clone)]
 pub struct ChaosArgs {
     /// How many runs (each a few seconds).
@@ -460,6 +468,22 @@ pub struct ChaosArgs {
     /// E.g. --replicas 3 --long-holds [default: off].
     #[arg(long, conflicts_with_all = ["ttl", "hold", "steps", "payouts", "workers"])]
     pub long_holds: bool,
+
+    /// The lock service: fencepost (the lock-server) or redis (one
+    /// redis-server from PATH behind the delay proxy, `SET NX PX` with a
+    /// per-key counter as the fencing token, the rail's fences on). On
+    /// redis the lock-server faults are redis-server's: SIGSTOP, and kill -9
+    /// with a restart on the same port and directory; not with --replicas,
+    /// --runtime docker or a lock-server --sabotage.
+    #[arg(long, default_value = "fencepost")]
+    pub backend: bench_driver::backend::BackendKind,
+
+    /// With --backend redis: what the redis-server keeps on disk across its
+    /// kill -9 and restart. none: nothing (the restart forgets every lock
+    /// key and fencing counter); everysec: an append-only file fsynced once
+    /// a second; always: fsynced before every reply [default: everysec].
+    #[arg(long, value_name = "MODE")]
+    pub redis_persistence: Option<bench_driver::backend::redis::RedisPersistence>,
 }
 
 /// A latency spec (`--hold`): fixed:…, uniform:…..…, lognormal:p50=…,p99=….
@@ -491,6 +515,8 @@ impl ChaosArgs {
             hold: self.hold,
             steps: self.steps,
             long_holds: self.long_holds,
+            backend: self.backend,
+            redis_persistence: self.redis_persistence,
         }
         .with_long_holds(self.long_holds)
     }

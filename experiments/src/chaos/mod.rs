@@ -17,6 +17,15 @@
 //! `docker kill` and `docker start` of the same container, and a PostgreSQL
 //! restart as `docker kill` and `docker start` of its container.
 //!
+//! `--backend redis` puts one redis-server in the lock-server's place,
+//! behind the same delay proxy (workers on the driver's redis adapter: `SET
+//! NX PX`, a per-key counter as the fencing token, the rail's fences on):
+//! the lock-server faults become the redis-server's SIGSTOP and its kill -9
+//! with a restart on the same port and directory, with the persistence
+//! `--redis-persistence` names (recorded in `chaos.json`); the flags that
+//! name what one redis-server does not have (replicas, containers, a
+//! lock-server sabotage) are refused, and the checker runs unchanged.
+//!
 //! `--sabotage no-fences` starts every rail-stub with both fences off
 //! (`rail-stub --sabotage no-fences`): the checker must then find
 //! violations — a checker that cannot fail is no checker.
@@ -31,7 +40,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use bench_driver::cell::{CellError, Hooks, Runtime, Spawn, Stack, StackError, measure};
+use bench_driver::backend::BackendKind;
+use bench_driver::cell::{CellError, Hooks, Spawn, Stack, StackError, measure};
 use bench_driver::docker::RunCleanup;
 use bench_driver::rail::RailError;
 use bench_history::check::{HistoryViolation, check};
@@ -63,6 +73,27 @@ pub enum ChaosError {
         /// The replicas asked for.
         replicas: u32,
     },
+    /// A backend chaos does not run on: use fencepost or redis.
+    #[error(
+        "--backend {backend}: chaos runs on fencepost (the lock-server) or redis (one \
+         redis-server with counter tokens); use one of those"
+    )]
+    Backend {
+        /// The backend asked for.
+        backend: BackendKind,
+    },
+    /// A flag that has no meaning on one redis-server: drop it.
+    #[error(
+        "{flag} has no meaning with --backend redis (one redis-server behind the delay proxy: \
+         no lock-server, no replicas, no PostgreSQL, no containers); drop it"
+    )]
+    NotOnRedis {
+        /// The flag, as typed.
+        flag: &'static str,
+    },
+    /// `--redis-persistence` without `--backend redis`: add it, or drop the flag.
+    #[error("--redis-persistence is a redis-server setting: add --backend redis, or drop it")]
+    PersistenceWithoutRedis,
     /// `--only-run` names a run past `--runs`: pick one of `0..runs`.
     #[error("--only-run {run} is not a run of --runs {runs} (runs are numbered 0..{runs})")]
     OnlyRun {
@@ -213,19 +244,7 @@ async fn one_run(
         _ => None,
     };
     let store_url = store.clone();
-    let runtime = match &cfg.images {
-        Some(images) => Runtime::Docker {
-            pg_url: store,
-            lock_image: images.lock.clone(),
-            rail_image: images.rail.clone(),
-            pg_image: images.postgres.clone().unwrap_or_default(),
-            replicas: cfg.replicas,
-        },
-        None => Runtime::Process {
-            store,
-            replicas: cfg.replicas,
-        },
-    };
+    let runtime = cfg.runtime(store);
     let mut spec = plan.stack_spec(&runtime);
     spec.db_relays = cfg.replicated();
     match cfg.sabotage.as_deref() {
@@ -308,6 +327,7 @@ async fn one_run(
 
 /// Runs the experiment; returns the result and the output directory.
 pub async fn run(args: &ChaosInputs) -> Result<(ChaosResult, PathBuf), ChaosError> {
+    check_backend(args)?;
     if args.sabotage == Some(SabotageMode::SkipEpochFence) && args.replicas < 2 {
         return Err(ChaosError::FenceSabotageNeedsReplicas);
     }
@@ -412,6 +432,32 @@ pub async fn run(args: &ChaosInputs) -> Result<(ChaosResult, PathBuf), ChaosErro
     run_dir.write_json("chaos.json", &result)?;
     let dir = run_dir.finish(&report::report_section(&result))?;
     Ok((result, dir))
+}
+
+/// Refuses a backend chaos does not run on, and the flags that make no
+/// sense with the one it runs on.
+fn check_backend(args: &ChaosInputs) -> Result<(), ChaosError> {
+    match args.backend {
+        BackendKind::Fencepost if args.redis_persistence.is_some() => {
+            Err(ChaosError::PersistenceWithoutRedis)
+        }
+        BackendKind::Fencepost => Ok(()),
+        BackendKind::Redis => {
+            let flag = if args.replicas > 1 {
+                Some("--replicas")
+            } else if args.runtime == ChaosRuntime::Docker {
+                Some("--runtime docker")
+            } else {
+                match args.sabotage {
+                    Some(SabotageMode::EarlyExpiry) => Some("--sabotage early-expiry"),
+                    Some(SabotageMode::SkipEpochFence) => Some("--sabotage skip-epoch-fence"),
+                    Some(SabotageMode::NoFences) | None => None,
+                }
+            };
+            flag.map_or(Ok(()), |flag| Err(ChaosError::NotOnRedis { flag }))
+        }
+        backend => Err(ChaosError::Backend { backend }),
+    }
 }
 
 /// The store whose breach audit a run reads: its fresh schema on the

@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bench_driver::cell::CellPlan;
+use bench_driver::backend::BackendKind;
+use bench_driver::backend::redis::RedisPersistence;
 use bench_driver::cell::plan::PlanInputs;
+use bench_driver::cell::{CellPlan, Runtime};
 use bench_history::check::HistoryCheck;
 use fencepost_api::latency::{LatencySpec, LatencySpecError};
 use serde::{Deserialize, Serialize};
@@ -105,6 +107,10 @@ pub struct ChaosInputs {
     /// `--long-holds`: the preset's lease, hold, steps and window (already
     /// in the fields above) and its freeze in the critical section.
     pub long_holds: bool,
+    /// The lock service: fencepost's lock-server, or one redis-server.
+    pub backend: BackendKind,
+    /// `--redis-persistence`, when given (only with the redis backend).
+    pub redis_persistence: Option<RedisPersistence>,
 }
 
 /// The resolved configuration (manifest, `chaos.json`).
@@ -164,6 +170,15 @@ pub struct ChaosConfig {
     /// 1.8–2.1 leases.
     #[serde(default)]
     pub long_holds: bool,
+    /// The lock service: `fencepost` (its lock-server) or `redis` (one
+    /// redis-server, a per-key counter as the fencing token, the rail's
+    /// fences on); absent in a file from before it: fencepost.
+    #[serde(default)]
+    pub backend: BackendKind,
+    /// The redis-server's persistence (`none`, `everysec`, `always`) on the
+    /// redis backend; absent on fencepost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_persistence: Option<RedisPersistence>,
 }
 
 /// A `chaos.json` written before multi-step payouts: one step.
@@ -239,6 +254,36 @@ impl ChaosConfig {
             hold: args.hold.map(|h| h.to_string()),
             steps: args.steps.max(1),
             long_holds: args.long_holds,
+            backend: args.backend,
+            redis_persistence: (args.backend == BackendKind::Redis)
+                .then(|| args.redis_persistence.unwrap_or_default()),
+        }
+    }
+
+    /// Where a run's services come from, given its lock store (a PostgreSQL
+    /// schema) `store`: one redis-server (restarted on the same port
+    /// and directory), containers, or child processes.
+    pub fn runtime(&self, store: Option<String>) -> Runtime {
+        if let Some(persistence) = self.redis_persistence {
+            return Runtime::Redis {
+                urls: Vec::new(),
+                instances: 1,
+                persistence,
+                redlock: false,
+            };
+        }
+        match &self.images {
+            Some(images) => Runtime::Docker {
+                pg_url: store,
+                lock_image: images.lock.clone(),
+                rail_image: images.rail.clone(),
+                pg_image: images.postgres.clone().unwrap_or_default(),
+                replicas: self.replicas,
+            },
+            None => Runtime::Process {
+                store,
+                replicas: self.replicas,
+            },
         }
     }
 

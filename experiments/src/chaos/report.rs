@@ -135,7 +135,13 @@ pub fn report_section(r: &ChaosResult) -> String {
          Seed {}, {}, lease {} ms, {} worker processes, {} ms per run, {:.0} s in all.{sabotage}\n\n{}",
         r.runs,
         r.config.seed,
-        if r.config.replicas > 1 {
+        if let Some(p) = r.config.redis_persistence {
+            format!(
+                "one redis-server behind the delay proxy (persistence {p}; a per-key counter as \
+                 the fencing token, the rail's fences on; its SIGSTOP, and its kill -9 with a \
+                 restart on the same port and directory, as the lock-service faults)"
+            )
+        } else if r.config.replicas > 1 {
             format!(
                 "{} lock-server replicas on PostgreSQL (leader lease {} ms{})",
                 r.config.replicas,

@@ -113,7 +113,7 @@ pub async fn run(args: &PauseRun) -> Result<(PauseResult, PathBuf), PauseError> 
     let m = measured?.ok_or(PauseError::Interrupted)?;
     m.write_ledger_check(&dir)?;
     let (expectation_met, expectation) =
-        PauseResult::judge(&m.ledger, cfg.client_check, cfg.pauses);
+        PauseResult::judge(&m.ledger, cfg.client_check, cfg.rail_fences, cfg.pauses);
     let l = &m.ledger;
     let events = rounds.take_events();
     for r in &mut rounds.records {

@@ -80,6 +80,7 @@ pub fn resolve(inputs: &PauseInputs, seed: u64) -> PauseConfig {
         worst_case_hop_ms: ms(timings.worst_case_hop),
         acquire_budget_ms: ms(timings.acquire_budget),
         backend: inputs.backend,
+        rail_fences: inputs.backend.has_fencing_tokens(),
     }
 }
 

@@ -12,7 +12,7 @@ use bench_driver::worker::{ClaimHook, TallySnapshot};
 use bench_driver::worker_process::{
     Counter, WorkerChild, WorkerLine, WorkerMode, WorkerProcError, WorkerSpec, wait_stopped,
 };
-use fencepost_api::rail::{PayoutState, SubmissionOutcome};
+use fencepost_api::rail::{PayoutState, PayoutView, Submission, SubmissionOutcome};
 use rand::{Rng as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
@@ -189,29 +189,15 @@ impl<'a> Rounds<'a> {
         // 3: the others work the same backlog while it is frozen.
         run.spawn_workers(backlog, 1..u64::from(cfg.workers) + 1)?;
 
-        // 4: at least pause_factor × lease, and until the payout is paid under a higher token.
-        let min_pause = run.plan.lease.mul_f64(cfg.pause_factor);
-        let deadline = stopped + min_pause + WAIT_LIMIT;
-        loop {
-            let view = run.stack.rail().payout(&stale_payout).await?;
-            let taken_over =
-                view.state == PayoutState::Paid && view.paid_token.is_some_and(|p| p > stale_token);
-            if taken_over && stopped.elapsed() >= min_pause {
-                break;
-            }
-            if Instant::now() >= deadline {
-                return Err(RoundError::NotTakenOver {
-                    round,
-                    payout: stale_payout,
-                    within: min_pause + WAIT_LIMIT,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        // 4: at least pause_factor × lease, and until another worker paid the payout.
+        let taken = self
+            .await_takeover(run, round, &stale_payout, stale_token, stopped)
+            .await?;
         w0.resume()?;
         let resumed_at_s = self.t0.elapsed().as_secs_f64();
+        let held = self.token_words(stale_token);
         println!(
-            "  froze {stale_payout} under token {stale_token} for {:.0} ms; resumed",
+            "  froze {stale_payout} under {held} for {:.0} ms; resumed",
             (resumed_at_s - stopped_at_s) * 1e3
         );
 
@@ -229,17 +215,14 @@ impl<'a> Rounds<'a> {
         }
 
         let view = run.stack.rail().payout(&stale_payout).await?;
-        let stale_submissions: Vec<SubmissionOutcome> = view
-            .submissions
-            .iter()
-            .filter(|s| s.token == stale_token)
-            .map(|s| s.outcome)
-            .collect();
+        let stale_submissions = self.stale_submissions(&view, stale_token, taken);
         let outcome = stale_fate(&stale_submissions);
-        println!(
-            "  stale token {stale_token}: {outcome}; paid under {:?}",
-            view.paid_token
-        );
+        match view.paid_token {
+            Some(t) if self.cfg.rail_fences => {
+                println!("  {held}: {outcome}; paid under token {t}")
+            }
+            _ => println!("  {held}: {outcome}; paid {} time(s)", paid_times(&view)),
+        }
         self.records.push(PauseRecord {
             round,
             payout: stale_payout,
@@ -252,6 +235,73 @@ impl<'a> Rounds<'a> {
             takeover_after_s: None,
         });
         Ok(())
+    }
+}
+
+impl Rounds<'_> {
+    /// Waits, from the freeze at `stopped`, for at least `pause_factor` ×
+    /// lease and until the frozen payout is PAID by another worker: under a
+    /// token above `stale_token` — or, with the rail's fences off (no
+    /// fencing token: every token is 0), PAID at all, which while `w0` is
+    /// frozen only another worker can have done. Returns how many
+    /// submissions the payout had then: every later one is `w0`'s.
+    async fn await_takeover(
+        &self,
+        run: &CellRun<'_>,
+        round: u32,
+        stale_payout: &str,
+        stale_token: u64,
+        stopped: Instant,
+    ) -> Result<usize, RoundError> {
+        let min_pause = run.plan.lease.mul_f64(self.cfg.pause_factor);
+        let deadline = stopped + min_pause + WAIT_LIMIT;
+        loop {
+            let view = run.stack.rail().payout(stale_payout).await?;
+            let higher = view.paid_token.is_some_and(|p| p > stale_token);
+            let taken_over = view.state == PayoutState::Paid && (higher || !self.cfg.rail_fences);
+            if taken_over && stopped.elapsed() >= min_pause {
+                return Ok(view.submissions.len());
+            }
+            if Instant::now() >= deadline {
+                return Err(RoundError::NotTakenOver {
+                    round,
+                    payout: stale_payout.to_string(),
+                    within: min_pause + WAIT_LIMIT,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// How the round's lines name a token: "token N", or "no token" when
+    /// the lock has none (the rail's fences off).
+    fn token_words(&self, token: u64) -> String {
+        if self.cfg.rail_fences {
+            format!("token {token}")
+        } else {
+            "no token".into()
+        }
+    }
+
+    /// What the ledger recorded for `w0`'s stale submissions: those under
+    /// `stale_token`; with the rail's fences off (every token 0) those
+    /// after the first `taken` (the takeover's), which only `w0`, resumed,
+    /// can have sent — the others find the payout PAID at their claim.
+    fn stale_submissions(
+        &self,
+        view: &PayoutView,
+        stale_token: u64,
+        taken: usize,
+    ) -> Vec<SubmissionOutcome> {
+        let theirs: Vec<&Submission> = if self.cfg.rail_fences {
+            view.submissions
+                .iter()
+                .filter(|s| s.token == stale_token)
+                .collect()
+        } else {
+            view.submissions.iter().skip(taken).collect()
+        };
+        theirs.into_iter().map(|s| s.outcome).collect()
     }
 }
 
@@ -289,6 +339,14 @@ fn stale_fate(submissions: &[SubmissionOutcome]) -> &'static str {
     } else {
         "refused"
     }
+}
+
+/// How many submissions paid `view`'s payout.
+fn paid_times(view: &PayoutView) -> usize {
+    view.submissions
+        .iter()
+        .filter(|s| s.outcome == SubmissionOutcome::Paid)
+        .count()
 }
 
 fn push(events: &Mutex<Vec<Event>>, e: Event) {

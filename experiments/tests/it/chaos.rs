@@ -178,3 +178,94 @@ fn chaos_over_replicas_that_skip_the_epoch_fence_finds_the_deposed_leaders_write
     assert!(stdout.contains("VIOLATION EpochBreach"), "{stdout}");
     assert_eq!(r.config.sabotage.as_deref(), Some("skip-epoch-fence"));
 }
+
+/// Flags with no meaning on one redis-server are refused before anything
+/// starts, each error naming its flag; chaos runs on no other backend.
+#[test]
+fn flags_without_a_meaning_on_redis_are_refused_naming_the_flag() {
+    for (args, why) in [
+        (
+            &["--backend", "redis", "--replicas", "3"][..],
+            "--replicas has no meaning with --backend redis",
+        ),
+        (
+            &["--backend", "redis", "--runtime", "docker"][..],
+            "--runtime docker has no meaning",
+        ),
+        (
+            &["--backend", "redis", "--sabotage", "early-expiry"][..],
+            "--sabotage early-expiry has no meaning",
+        ),
+        (
+            &["--redis-persistence", "always"][..],
+            "add --backend redis",
+        ),
+        (
+            &["--backend", "redlock"][..],
+            "--backend redlock: chaos runs on fencepost",
+        ),
+        (
+            &["--backend", "etcd"][..],
+            "--backend etcd: chaos runs on fencepost",
+        ),
+    ] {
+        let out = Command::new(crate::bin())
+            .arg("chaos")
+            .args(args)
+            .env_remove("FENCEPOST_TEST_PG_URL")
+            .output()
+            .expect("run experiments chaos");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
+
+/// Whether redis-server can be started here; under `CI=true` its absence
+/// is a failure, never a skip.
+fn redis_here() -> bool {
+    match bench_driver::backend::redis::server::redis_binary() {
+        Ok(_) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and no redis-server for chaos on redis: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            false
+        }
+    }
+}
+
+/// One redis-server without persistence, killed and restarted mid-run
+/// (run 43 of seed 1 draws two restarts): it comes back with neither the lock
+/// keys nor the fencing counters, so the next grants carry tokens at or
+/// below those already handed out. The checker reports that as what it is,
+/// token regressions, and the run exits 1; the config records the backend
+/// and its persistence.
+#[test]
+fn on_redis_without_persistence_a_restart_regresses_tokens_and_the_checker_says_so() {
+    if !redis_here() {
+        return;
+    }
+    let (ok, r) = run_chaos(
+        "chaos-redis-none",
+        &[
+            "--backend",
+            "redis",
+            "--redis-persistence",
+            "none",
+            "--runs",
+            "44",
+            "--only-run",
+            "43",
+        ],
+    );
+    assert!(!ok, "token regressions must fail the run: {r:#?}");
+    assert_eq!(r.config.backend, bench_driver::backend::BackendKind::Redis);
+    assert_eq!(
+        r.config.redis_persistence,
+        Some(bench_driver::backend::redis::RedisPersistence::None)
+    );
+    assert_eq!(r.faults["lock_server_kill9_restart"], 2, "{:?}", r.faults);
+    assert!(r.token_regressions > 0, "{:#?}", r.per_run);
+}

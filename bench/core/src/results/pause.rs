@@ -43,6 +43,17 @@ pub struct PauseConfig {
     /// The lock service; absent in runs before it: fencepost.
     #[serde(default)]
     pub backend: BackendKind,
+    /// Whether the rail-stub checked tokens (fence 1 on claim, fence 2 on
+    /// submit); off for a lock without a fencing token (redlock), whose
+    /// fenced counts are then not applicable. Absent in runs before it: on.
+    #[serde(default = "fences_on")]
+    pub rail_fences: bool,
+}
+
+/// `rail_fences` of a `pause.json` written before the field: every earlier
+/// run's rail checked tokens.
+fn fences_on() -> bool {
+    true
 }
 
 /// What happened to one frozen holder.
@@ -116,22 +127,93 @@ pub struct PauseResult {
 }
 
 impl PauseResult {
-    /// Checks the expectation from the ledger numbers.
-    pub fn judge(check: &LedgerCheck, client_check: bool, pauses: u32) -> (bool, String) {
+    /// Checks the experiment's expectation for its mode from the ledger
+    /// numbers: `client_check` on the resumed worker, `rail_fences` on the
+    /// rail. With the fences on, nothing is ever paid twice and, without the
+    /// client check, fence 2 refuses the stale submit. With them off (a lock
+    /// without a fencing token) nothing can be fenced: with the client check
+    /// the resumed holder stops itself, without it its stale submit pays a
+    /// second time — the expected consequence of such a lock, which the ledger
+    /// check still reports as its violation (`ledger_ok` false).
+    pub fn judge(
+        check: &LedgerCheck,
+        client_check: bool,
+        rail_fences: bool,
+        pauses: u32,
+    ) -> (bool, String) {
         let safe = check.paid_twice == 0
             && check.stale_paid == 0
             && check.duplicate_attempted == 0
             && check.holds();
-        if client_check {
-            (
+        match (rail_fences, client_check) {
+            (true, true) => (
                 safe && check.fenced_out_total == 0,
                 "client check on: the resumed worker abandons, fenced_out = 0; paid_twice = stale_paid = duplicate_attempted = 0".into(),
-            )
-        } else {
-            (
+            ),
+            (true, false) => (
                 safe && check.fenced_out_total >= 1 && pauses >= 1,
                 "client check off (UC-03): the stale submit reaches fence 2, fenced_out >= 1; paid_twice = stale_paid = duplicate_attempted = 0".into(),
-            )
+            ),
+            (false, true) => (
+                safe,
+                "client check on, no fencing token (rail fences off, fenced_out not applicable): the resumed worker abandons; paid_twice = stale_paid = duplicate_attempted = 0".into(),
+            ),
+            (false, false) => (
+                check.paid_twice >= 1 && pauses >= 1,
+                "client check off, no fencing token (rail fences off, fenced_out not applicable): the resumed worker's stale submit pays the payout a second time, paid_twice >= 1 — the expected consequence of a lock without a fencing token; the ledger check reports it as a violation".into(),
+            ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencepost_api::ledger_check::{Violation, ViolationKind};
+
+    use super::*;
+
+    fn ledger(paid_twice: u64, fenced_out: u64) -> LedgerCheck {
+        LedgerCheck {
+            payouts: 20,
+            paid: 20,
+            paid_twice,
+            fenced_out_fence2: fenced_out,
+            fenced_out_total: fenced_out,
+            violations: (0..paid_twice)
+                .map(|_| Violation {
+                    payout_id: Some("pause-1".into()),
+                    kind: ViolationKind::PaidTwice,
+                    detail: "paid 2 times, by tokens [0, 0]".into(),
+                })
+                .collect(),
+            ..LedgerCheck::default()
+        }
+    }
+
+    #[test]
+    fn without_a_fencing_token_a_double_payment_is_the_expectation_and_still_a_violation() {
+        let l = ledger(5, 0);
+        let (met, words) = PauseResult::judge(&l, false, false, 5);
+        assert!(met, "{words}");
+        assert!(!l.holds(), "the ledger check keeps calling it a violation");
+        assert!(words.contains("not applicable"), "{words}");
+        // Nothing paid twice: the no-token run did not show what it should.
+        assert!(!PauseResult::judge(&ledger(0, 0), false, false, 5).0);
+    }
+
+    #[test]
+    fn without_a_fencing_token_the_client_check_must_keep_every_payment_single() {
+        assert!(PauseResult::judge(&ledger(0, 0), true, false, 5).0);
+        assert!(!PauseResult::judge(&ledger(1, 0), true, false, 5).0);
+    }
+
+    #[test]
+    fn with_fences_a_double_payment_never_meets_any_expectation() {
+        for client_check in [true, false] {
+            assert!(!PauseResult::judge(&ledger(1, 1), client_check, true, 5).0);
+        }
+        assert!(PauseResult::judge(&ledger(0, 5), false, true, 5).0);
+        assert!(!PauseResult::judge(&ledger(0, 0), false, true, 5).0);
+        assert!(PauseResult::judge(&ledger(0, 0), true, true, 5).0);
     }
 }
