@@ -1110,7 +1110,7 @@ def pause_cell(run: dict | None) -> str:
     if run is None:
         return NO_DATA
     if not run["backend_matches"]:
-        raise Missing(f"{run['file']} for this service (it ran another backend)")
+        raise Missing(f"data/reference/{run['file']} for this service (it ran another backend)")
     fences = (f"fences off, nothing to fence" if run["rail_fences"] == "off"
               else f"fenced out {run['fenced_out']} (fence 1 / 2: {run['fenced_out_fence1']} / {run['fenced_out_fence2']})")
     twice = run["paid_twice"]

@@ -237,6 +237,8 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
         skipped,
         pg_url,
         etcd_url: args.etcd_url.clone(),
+        redis_stores: Vec::new(),
+        redis_url: None,
         pg_dir: args.pg_dir.clone(),
         http_clients,
         seed: args.seed.unwrap_or_else(rand::random),

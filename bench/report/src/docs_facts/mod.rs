@@ -20,8 +20,8 @@
 //! pauses, the clock), `peer` (`bench peer` runs: ratios, floors, the fsync
 //! ceiling, the performance targets, the HTTP clients), `pairs` (the
 //! interleaved pairs of the scripts: wrk, pg-floor, the A/B runs), `runs`
-//! (the idle-sessions, TLS and live-sessions runs) and `services` (the
-//! per-lock-service table: lease, token, exchange RTT, margin, pauses).
+//! (the idle-sessions, TLS and live-sessions runs); the per-lock-service
+//! table's facts are [`crate::lock_services`]'s.
 
 use std::path::Path;
 
@@ -32,7 +32,6 @@ mod pack;
 mod pairs;
 mod peer;
 mod runs;
-pub mod services;
 
 pub use input::FactsError;
 
@@ -63,7 +62,11 @@ pub fn render(data: &Path) -> String {
         ("sessions", runs::sessions),
         ("tls", runs::tls),
         ("peer_sessions", runs::peer_sessions),
-        ("lock_services", services::lock_services),
+        ("lock_services", |data| {
+            Ok(crate::lock_services::lock_services_in(
+                &data.join("reference"),
+            ))
+        }),
         ("about", |_| {
             Ok(json!(
                 "Computed by `bench docs` from the runs under data/ for scripts/gen-docs.py, \

@@ -8,23 +8,25 @@
 //! what the fences and the ledger check saw when a worker was frozen in its
 //! critical section (`experiments pause`, client check on and off).
 //!
-//! Inputs, all under `data/reference/`: `peer/peer.csv`, and per service
-//! two pause runs: `pause/` and `pause-uc03/` for fencepost (the pack's own
-//! steps), `pause-<service>/` and `pause-<service>-uc03/` for the others.
-//! A service whose file is absent gets `null` there (the table says "no
-//! data committed"); nothing is invented for it.
+//! Inputs, all in the reference pack (`data/reference/`): `peer/peer.csv`,
+//! and per service two pause runs: `pause/` and `pause-uc03/` for fencepost
+//! (the pack's own steps), `pause-<service>/` and `pause-<service>-uc03/`
+//! for the others. A service whose file is absent gets `null` there (the
+//! table says "no data committed"); nothing is invented for it. The same
+//! facts feed `docs-facts.json` (`bench docs`) and the evidence document
+//! (`bench adr`).
 
 use std::path::Path;
 
-use bench_analysis::peer::PeerRow;
+use bench_analysis::peer::{PeerRow, Spread};
 use bench_analysis::projection::Production;
 use bench_analysis::summary::margin_for;
 use bench_analysis::targets::{Bound, over_repeats};
 use bench_core::peer::PeerOp;
 use serde_json::{Value, json};
 
-use super::input::{FactsError, read_json, spread_of};
-use super::peer::peer_rows;
+use bench_analysis::peer_csv::read_peer_csv;
+use bench_core::error::Chain;
 
 /// One lock service of the table: its name (the `backend` of a pause run,
 /// the `system` of a `bench peer` row), and what plays the lease and the token.
@@ -81,16 +83,48 @@ pub fn pause_dirs(service: &str) -> (String, String) {
     }
 }
 
-/// The table's facts: one row per [`SERVICES`] entry.
-pub(super) fn lock_services(data: &Path) -> Result<Value, FactsError> {
+/// A spread as the facts write it: `{"n", "median", "min", "max", "ci95":
+/// [lo, hi] | null}`, `null` for none.
+pub fn spread_json(s: Option<Spread>) -> Value {
+    match s {
+        None => Value::Null,
+        Some(s) => json!({
+            "n": s.n,
+            "median": s.median,
+            "min": s.min,
+            "max": s.max,
+            "ci95": s.ci95.map(|(lo, hi)| json!([lo, hi])),
+        }),
+    }
+}
+
+/// The spread of `values` as [`spread_json`] writes it.
+fn spread_of(values: &[f64]) -> Value {
+    spread_json(Spread::of(values))
+}
+
+/// The JSON file `rel` of `pack`, or `None` when it is absent or unreadable.
+fn pack_json(pack: &Path, rel: &str) -> Option<Value> {
+    let text = std::fs::read_to_string(pack.join(rel)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The table's facts from the reference pack `pack`: one row per
+/// [`SERVICES`] entry.
+pub fn lock_services_in(pack: &Path) -> Value {
     let prod = Production::default();
-    let peer = peer_rows(data, "reference/peer");
-    let reference = read_json(data, "reference/pause/pause.json").ok();
+    let peer_csv = pack.join("peer").join("peer.csv");
+    let peer = if peer_csv.is_file() {
+        read_peer_csv(&peer_csv).map_err(|e| Chain(&e).to_string())
+    } else {
+        Err("peer/peer.csv is missing".to_string())
+    };
+    let reference = pack_json(pack, "pause/pause.json");
     let rows: Vec<Value> = SERVICES
         .iter()
         .map(|s| {
             let (on, off) = pause_dirs(s.name);
-            let pause = |dir: &str| pause_run(data, dir, s.name, reference.as_ref());
+            let pause = |dir: &str| pause_run(pack, dir, s.name, reference.as_ref());
             json!({
                 "service": s.name,
                 "lease": s.lease,
@@ -101,15 +135,15 @@ pub(super) fn lock_services(data: &Path) -> Result<Value, FactsError> {
             })
         })
         .collect();
-    Ok(json!({
+    json!({
         "production": {
             "lease_ms": prod.lease_ms,
             "session_ttl_ms": prod.session_ttl_ms,
             "margin": prod.margin,
         },
-        "peer_unavailable": peer.err().map(|e| e.to_string()),
+        "peer_unavailable": peer.err(),
         "rows": rows,
-    }))
+    })
 }
 
 /// The heartbeat-equivalent exchange of `system` in the peer rows, at the
@@ -170,9 +204,9 @@ const SCHEDULE_KEYS: [&str; 9] = [
 /// One pause run's counts (`null` when its `pause.json` is not committed),
 /// whether it ran the service it is filed under, and whether its schedule
 /// is the fencepost reference run's.
-fn pause_run(data: &Path, dir: &str, service: &str, reference: Option<&Value>) -> Value {
-    let rel = format!("reference/{dir}/pause.json");
-    let Ok(p) = read_json(data, &rel) else {
+fn pause_run(pack: &Path, dir: &str, service: &str, reference: Option<&Value>) -> Value {
+    let rel = format!("{dir}/pause.json");
+    let Some(p) = pack_json(pack, &rel) else {
         return Value::Null;
     };
     let cfg = &p["config"];
@@ -203,7 +237,7 @@ fn pause_run(data: &Path, dir: &str, service: &str, reference: Option<&Value>) -
         .into_iter()
         .map(|k| (k.to_string(), p.get(k).cloned().unwrap_or(Value::Null)))
         .collect();
-    out.insert("file".into(), json!(format!("data/{rel}")));
+    out.insert("file".into(), json!(rel));
     out.insert("backend_matches".into(), json!(backend == service));
     out.insert("rail_fences".into(), rail_fences(&p));
     out.insert(
@@ -293,7 +327,7 @@ mod tests {
         write("pause", "fencepost", 17);
         write("pause-redis", "redis", 18);
         write("pause-etcd", "fencepost", 17);
-        let v = lock_services(&dir).unwrap();
+        let v = lock_services_in(&dir.join("reference"));
         std::fs::remove_dir_all(&dir).ok();
         let rows = v["rows"].as_array().unwrap();
         let by = |name: &str| rows.iter().find(|r| r["service"] == name).unwrap();
