@@ -34,6 +34,7 @@ use bench_core::overhead::ProxyOverhead;
 use bench_core::timebase::TimeBase;
 use bench_driver::backend::BackendKind;
 use bench_driver::backend::etcd::session_ttl_on_etcd;
+use bench_driver::backend::redis::RedisPersistence;
 use bench_driver::cell::plan::PlanInputs;
 use bench_driver::cell::{
     CellError, Conditions, Hooks, Sampling, Stack, StackError, Steady, WriteError, measure,
@@ -92,6 +93,14 @@ pub struct RunConfig {
     pub backends: Vec<BackendKind>,
     /// `--etcd-url`: an etcd to use instead of starting one.
     pub etcd_url: Option<String>,
+    /// `--redis-url`: Redis instances to use instead of starting them (one
+    /// for redis, N for redlock); empty starts them.
+    pub redis_urls: Vec<String>,
+    /// `--redis-persistence`: how the redis-servers the bench starts persist.
+    #[serde(serialize_with = "display")]
+    pub redis_persistence: RedisPersistence,
+    /// How many redis-servers redlock runs on.
+    pub redlock_instances: u32,
     /// `--warmup`: excluded from every figure; `None` = the default per cell
     /// ([`bench_driver::cell::WARMUP_PERIODS`] heartbeat periods).
     #[serde(serialize_with = "warmup")]
@@ -164,13 +173,26 @@ fn display_opt<T: std::fmt::Display, S: serde::Serializer>(
 
 impl RunConfig {
     /// This configuration with its cells run on `backend`: for etcd the
-    /// runtime becomes [`Runtime::Etcd`] (etcd as a child, or `--etcd-url`).
+    /// runtime becomes [`Runtime::Etcd`] (etcd as a child, or `--etcd-url`),
+    /// for redis and redlock [`Runtime::Redis`] (redis-server children, or
+    /// `--redis-url`).
     pub fn on_backend(&self, backend: BackendKind) -> RunConfig {
         let mut cfg = self.clone();
-        if backend == BackendKind::Etcd {
-            cfg.runtime = Runtime::Etcd {
-                etcd_url: self.etcd_url.clone(),
-            };
+        let redis = |instances: u32, redlock: bool| Runtime::Redis {
+            urls: self.redis_urls.clone(),
+            instances,
+            persistence: self.redis_persistence,
+            redlock,
+        };
+        match backend {
+            BackendKind::Fencepost => {}
+            BackendKind::Etcd => {
+                cfg.runtime = Runtime::Etcd {
+                    etcd_url: self.etcd_url.clone(),
+                }
+            }
+            BackendKind::Redis => cfg.runtime = redis(1, false),
+            BackendKind::Redlock => cfg.runtime = redis(self.redlock_instances, true),
         }
         cfg.backends = vec![backend];
         cfg
@@ -180,6 +202,8 @@ impl RunConfig {
     pub fn backend(&self) -> BackendKind {
         match self.runtime {
             Runtime::Etcd { .. } => BackendKind::Etcd,
+            Runtime::Redis { redlock: false, .. } => BackendKind::Redis,
+            Runtime::Redis { redlock: true, .. } => BackendKind::Redlock,
             _ => BackendKind::Fencepost,
         }
     }
@@ -197,6 +221,9 @@ impl RunConfig {
                 format!("backend=etcd_{}", cell.id()),
                 session_ttl_on_etcd(cell.lease, session_ttl),
             ),
+            b @ (BackendKind::Redis | BackendKind::Redlock) => {
+                (format!("backend={b}_{}", cell.id()), session_ttl)
+            }
         };
         let mut plan = CellPlan::new(PlanInputs {
             id,

@@ -268,6 +268,8 @@ fn absent(name: &str, height: usize) -> Option<Column> {
         "renewals_per_payout" => Some(Column::new(name.into(), vec![f64::NAN; height])),
         // Before long holds every payout was one step with no work.
         "hold" => Some(Column::new(name.into(), vec!["none"; height])),
+        // Every earlier run had both fences on.
+        "rail_fences" => Some(Column::new(name.into(), vec!["on"; height])),
         "steps" => Some(Column::new(name.into(), vec![1u32; height])),
         _ => None,
     }
@@ -430,7 +432,7 @@ cell_row! {
     build_profile: String,
     /// CPU quota of the workers when the cell is one of a throttle pair (`none` = its unthrottled run), else empty.
     cpu_quota: String,
-    /// The lock service the workers ran on: `fencepost` or `etcd`.
+    /// The lock service the workers ran on: `fencepost`, `etcd`, `redis` or `redlock`.
     backend: String,
     /// Lease deadlines (L4 grants, L5 renewals) `margin_effective` is the mean over; 0 when
     /// the window had none (then `margin_effective` is what the policy computes at the end).
@@ -504,6 +506,10 @@ cell_row! {
     /// `renewals` per payout finished (`payouts_paid / steps`): the renewals a payout needed
     /// to finish; NaN when none was paid.
     renewals_per_payout: f64,
+    /// Whether the rail compared fencing tokens: `on` (fence 1 and fence 2 refuse a stale
+    /// token) or `off` (`rail-stub --fences off`: redlock, which has no token); a table from
+    /// before the column reads as `on`.
+    rail_fences: String,
 }
 
 /// Writes `results.parquet` and `results.csv` into `dir` (created if missing),

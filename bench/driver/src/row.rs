@@ -179,8 +179,8 @@ pub fn cell_row(m: &Measurement) -> CellRow {
 }
 
 /// The columns appended last: the freezes applied, long holds and
-/// multi-step payouts (`--hold`, `--steps`); every other column at its
-/// default, for [`cell_row`] to fill.
+/// multi-step payouts (`--hold`, `--steps`), the rail's fences; every other
+/// column at its default, for [`cell_row`] to fill.
 fn appended_columns(m: &Measurement) -> CellRow {
     let (plan, tally) = (&m.plan, &m.workers.tally);
     CellRow {
@@ -190,6 +190,7 @@ fn appended_columns(m: &Measurement) -> CellRow {
             .map_or_else(|| "none".to_owned(), |h| h.to_string()),
         steps: plan.steps,
         abandoned_mid_payout: tally.abandoned_mid_payout,
+        rail_fences: m.rail_fences.to_string(),
         ..renewal_columns(m)
     }
 }
@@ -320,6 +321,7 @@ mod tests {
             cpu: CpuUse::default(),
             fences: FenceTrace::default(),
             backend: BackendKind::Fencepost,
+            rail_fences: Default::default(),
             blocks: None,
             stopped_by: Default::default(),
             idle_sessions: 0,
@@ -377,5 +379,6 @@ mod tests {
             "no submits and no pid: not measured, never 0"
         );
         assert_eq!(row.cpu_quota, "", "not part of a throttle pair");
+        assert_eq!(row.rail_fences, "on");
     }
 }

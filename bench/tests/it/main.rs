@@ -13,3 +13,4 @@ mod peer;
 mod prometheus;
 mod promtool;
 mod proxy;
+mod redis;

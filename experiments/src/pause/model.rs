@@ -60,8 +60,8 @@ pub fn resolve(inputs: &PauseInputs, seed: u64) -> PauseConfig {
     let session_ttl = inputs.session_ttl.unwrap_or(inputs.ttl);
     // On etcd the session is the etcd lease every key shares: whole seconds.
     let session_ttl = match inputs.backend {
-        BackendKind::Fencepost => session_ttl,
         BackendKind::Etcd => session_ttl_on_etcd(inputs.ttl, session_ttl),
+        BackendKind::Fencepost | BackendKind::Redis | BackendKind::Redlock => session_ttl,
     };
     let timings = base_plan(inputs.ttl, session_ttl, inputs.margin);
     let ms = |d: Duration| d.as_millis() as u64;
@@ -91,6 +91,16 @@ pub fn runtime(cfg: &PauseConfig) -> Runtime {
             replicas: 1,
         },
         BackendKind::Etcd => Runtime::Etcd { etcd_url: None },
+        BackendKind::Redis | BackendKind::Redlock => Runtime::Redis {
+            urls: Vec::new(),
+            instances: if cfg.backend == BackendKind::Redlock {
+                3
+            } else {
+                1
+            },
+            persistence: Default::default(),
+            redlock: cfg.backend == BackendKind::Redlock,
+        },
     }
 }
 

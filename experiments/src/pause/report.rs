@@ -70,7 +70,9 @@ pub fn report_section(r: &PauseResult) -> String {
 /// What differs on etcd, in the report's words (empty on fencepost).
 fn backend_note(r: &PauseResult) -> String {
     match r.config.backend {
-        bench_driver::backend::BackendKind::Fencepost => String::new(),
+        bench_driver::backend::BackendKind::Fencepost
+        | bench_driver::backend::BackendKind::Redis
+        | bench_driver::backend::BackendKind::Redlock => String::new(),
         bench_driver::backend::BackendKind::Etcd => format!(
             "On etcd the key lives on the frozen worker's session lease ({} ms: etcd leases are \
              whole seconds) and etcd has no grace: the key is deleted once etcd's lessor finds the \

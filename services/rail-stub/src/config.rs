@@ -91,6 +91,12 @@ pub struct Cli {
     #[arg(long, value_name = "MODE", long_help = SABOTAGE_HELP, allow_hyphen_values = true)]
     pub sabotage: Option<Sabotage>,
 
+    /// Whether fence 1 and fence 2 compare tokens: `on` (default) or `off`,
+    /// for a lock service without fencing tokens (see --help). No
+    /// environment variable: only this flag, given explicitly.
+    #[arg(long, value_name = "on|off", default_value = "on", long_help = FENCES_HELP)]
+    pub fences: Fences,
+
     /// API tokens for the writes: the same file as the
     /// lock-server's --auth-tokens (`NAME ROLE sha256:HEX [PREFIX]`; `lock-server
     /// token new` prints a line). Every POST then needs `Authorization: Bearer
@@ -114,6 +120,39 @@ to fail (`experiments chaos --sabotage no-fences`). The only mode:
               submit on a PAID payout pays again. A stale holder pays.
 Never on by default and not settable from the environment; logged as an
 ERROR at start and shown in /healthz (`sabotage`).";
+
+/// Long help for `--fences`.
+const FENCES_HELP: &str = "\
+Whether the rail compares fencing tokens.
+  on    fence 1 (claim, release) and fence 2 (submit) refuse a token lower
+        than the highest one seen: a stale lock holder cannot pay. The default.
+  off   no token is compared: for a lock service that issues no fencing
+        token (redlock), so the measurement shows what the lock alone
+        protects. Claims, releases and submits follow token-blind rules (a
+        claim takes a PENDING or CLAIMED payout whoever holds it, a submit
+        pays, also one already PAID): a stale holder pays. Logged as a WARN
+        at start and shown in /healthz (`fences`).
+Not settable from the environment.";
+
+/// Whether the rail compares fencing tokens (`--fences`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fences {
+    /// Fence 1 and fence 2 refuse stale tokens.
+    #[default]
+    On,
+    /// No token is compared (a lock service without fencing tokens).
+    Off,
+}
+
+impl Fences {
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fences::On => "on",
+            Fences::Off => "off",
+        }
+    }
+}
 
 /// A deliberate defect for tests of the checkers (`--sabotage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -168,6 +207,8 @@ pub struct Config {
     pub ledger: LedgerSpec,
     /// A deliberate defect (tests only); `None` in every real configuration.
     pub sabotage: Option<Sabotage>,
+    /// Whether fence 1 and fence 2 compare tokens (`--fences`).
+    pub fences: Fences,
     /// The API token file writes are checked against (`None`: writes are open).
     pub auth_tokens: Option<PathBuf>,
 }
@@ -181,6 +222,7 @@ impl Default for Config {
             seed: 0,
             ledger: LedgerSpec::Memory,
             sabotage: None,
+            fences: Fences::On,
             auth_tokens: None,
         }
     }
@@ -195,6 +237,7 @@ impl Cli {
             seed: self.seed.unwrap_or_else(rand::random),
             ledger: self.ledger,
             sabotage: self.sabotage,
+            fences: self.fences,
             auth_tokens: self.auth_tokens,
         };
         (self.listen, config)
@@ -236,6 +279,16 @@ mod tests {
         let cli = Cli::try_parse_from(["rail-stub", "--sabotage", "no-fences"]).unwrap();
         assert_eq!(cli.into_config().1.sabotage, Some(Sabotage::NoFences));
         assert!(Cli::try_parse_from(["rail-stub", "--sabotage", "some"]).is_err());
+    }
+
+    #[test]
+    fn fences_are_on_unless_turned_off_by_the_flag() {
+        let cli = Cli::try_parse_from(["rail-stub"]).unwrap();
+        assert_eq!(cli.into_config().1.fences, Fences::On);
+        let cli = Cli::try_parse_from(["rail-stub", "--fences", "off"]).unwrap();
+        assert_eq!(cli.into_config().1.fences, Fences::Off);
+        let err = Cli::try_parse_from(["rail-stub", "--fences", "maybe"]).unwrap_err();
+        assert!(err.to_string().contains("--fences"), "{err}");
     }
 
     #[test]

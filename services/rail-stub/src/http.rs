@@ -144,6 +144,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         "ledger": config.ledger.to_string(),
         "durable": config.ledger.is_durable(),
         "sabotage": config.sabotage.map(|s| s.as_str()),
+        "fences": config.fences.as_str(),
     }))
     .into_response()
 }

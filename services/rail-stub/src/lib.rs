@@ -24,7 +24,7 @@ use std::sync::Arc;
 use fencepost_api::auth::{TokenFile, TokenFileError};
 use fencepost_api::clock::MonotonicClock;
 
-pub use config::{Cli, Config, Sabotage};
+pub use config::{Cli, Config, Fences, Sabotage};
 pub use error::RailError;
 pub use http::{app, app_with_auth};
 pub use state::AppState;
@@ -99,6 +99,12 @@ pub async fn run(
         tracing::error!(
             sabotage = sabotage.as_str(),
             "rail_sabotage_enabled: both fences are off, stale and repeated submissions pay (test use only)"
+        );
+    }
+    if c.fences == Fences::Off {
+        tracing::warn!(
+            fences = c.fences.as_str(),
+            "rail_fences_off: --fences off compares no token; a stale lock holder pays"
         );
     }
     tracing::info!(

@@ -23,7 +23,7 @@ use fencepost_api::rail::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{Config, Sabotage};
+use crate::config::{Config, Fences, Sabotage};
 use crate::error::RailError;
 use crate::ledger::{self, Decision, Ledger, Refusal};
 use crate::store::{Change, LedgerStore, StoreError};
@@ -343,7 +343,8 @@ impl AppState {
             .ledger
             .get(payout_id)
             .ok_or_else(|| RailError::PayoutUnknown(payout_id.to_string()))?;
-        let unfenced = self.config.sabotage == Some(Sabotage::NoFences);
+        let unfenced =
+            self.config.sabotage == Some(Sabotage::NoFences) || self.config.fences == Fences::Off;
         let decision: Decision = match (action, unfenced) {
             (Action::Claim, false) => ledger::claim(before, token),
             (Action::Submit, false) => ledger::submit(before, token),

@@ -21,13 +21,14 @@
 
 pub mod etcd;
 pub mod fencepost;
+pub mod redis;
 
 use std::future::Future;
 use std::time::Duration;
 
 use fencepost_sdk::{ClientStats, Histogram, LockError, LockLost, MarginStats};
 
-pub use bench_core::backend::BackendKind;
+pub use bench_core::backend::{BackendKind, RailFences};
 
 /// Why a backend call failed. Each variant says what the caller can do.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bench_core::backend::BackendKind;
+use bench_core::backend::{BackendKind, RailFences};
 use bench_core::blocks::{self, Blocks};
 use bench_core::cpu::CpuUse;
 use bench_core::grid::PolicySpec;
@@ -89,6 +89,8 @@ pub struct Measurement {
     pub fences: FenceTrace,
     /// The lock service the workers ran on (the stack's).
     pub backend: BackendKind,
+    /// Whether the rail compared fencing tokens (the stack's).
+    pub rail_fences: RailFences,
     /// The corrected histogram in time blocks of the window (adding up to
     /// `workers.hists.corrected`); `None` when a member ran elsewhere.
     pub blocks: Option<Blocks>,

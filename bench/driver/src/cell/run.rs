@@ -576,6 +576,7 @@ pub async fn measure(
         cpu,
         fences,
         backend: stack.backend(),
+        rail_fences: stack.rail_fences(),
     }))
 }
 

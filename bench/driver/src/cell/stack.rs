@@ -30,7 +30,8 @@ use fencepost_api::latency::LatencySpec;
 use fencepost_harness::ChildService;
 use serde::Serialize;
 
-use crate::backend::BackendKind;
+use crate::backend::redis::{RedisLaunch, RedisPersistence};
+use crate::backend::{BackendKind, RailFences};
 use crate::cell::faults::{Fault, FaultNotApplied, FaultTargets, FaultTasks};
 use crate::docker::DockerServices;
 use crate::proxy::{self, BaselineError, DelayProxy, ProxyControl};
@@ -85,6 +86,21 @@ pub enum Runtime {
     Etcd {
         /// An etcd the user runs (its client URL); `None` starts one.
         etcd_url: Option<String>,
+    },
+    /// Redis as the lock service and a rail-stub child: `instances`
+    /// redis-servers started as children (data and logs in the stack's
+    /// directory) unless `urls` names running ones. With `redlock` the
+    /// workers run Redlock over them and the rail-stub runs with its fences
+    /// off (`--fences off`: Redlock has no token to check).
+    Redis {
+        /// Redis instances the user runs (`redis://HOST:PORT`); empty starts them.
+        urls: Vec<String>,
+        /// How many redis-servers to start (1 for the single-instance backend).
+        instances: u32,
+        /// The started servers' persistence.
+        persistence: RedisPersistence,
+        /// Redlock over the instances rather than the single-instance lock.
+        redlock: bool,
     },
     /// Services the user runs; counters are read as before/after deltas.
     External {
@@ -190,6 +206,11 @@ pub struct Stack {
     rail_url: String,
     /// The lock service behind `lock_url`.
     backend: BackendKind,
+    /// Whether the rail-stub compares fencing tokens.
+    rail_fences: RailFences,
+    /// The redis-servers the stack started, by instance: how to start each
+    /// again in its place (empty on other runtimes).
+    redis: Vec<RedisLaunch>,
     /// The driver's rail client: seeds backlogs and reads the ledger.
     rail: RailClient,
     /// Where the services' logs (and the embedded store) are.
@@ -218,6 +239,12 @@ impl Stack {
     /// The lock service behind [`Stack::lock_url`].
     pub fn backend(&self) -> BackendKind {
         self.backend
+    }
+
+    /// Whether the rail-stub compares fencing tokens (`off` for redlock, or
+    /// a rail started with its fences off): the results' `rail_fences`.
+    pub fn rail_fences(&self) -> RailFences {
+        self.rail_fences
     }
 
     /// The CA (PEM) the lock-server's certificate chains to, when the stack
@@ -295,10 +322,11 @@ impl Stack {
     /// kill -9 of the lock-server, then a new one on the same durable store
     /// (process runtime, behind the proxy, which is pointed at the new port:
     /// workers keep one URL; docker runtime: `docker kill` and `docker
-    /// start` of its container, on the same port). Returns when the new one
-    /// listens.
+    /// start` of its container, on the same port; redis runtime: a new
+    /// redis-server on the same port and directory, see
+    /// [`Stack::restart_replica`]). Returns when the new one listens.
     pub async fn restart_lock(&mut self) -> Result<(), StackError> {
-        if let Some(Services::Docker(_)) = &self.services {
+        if matches!(&self.services, Some(Services::Docker(_))) || !self.redis.is_empty() {
             return self.restart_replica(0).await;
         }
         let (Some(lock), Some(proxy)) = (self.lock_child(), self.proxy.as_ref()) else {
@@ -400,11 +428,14 @@ impl Drop for Stack {
     }
 }
 
-/// The socket address of an `http://IP:PORT` URL (the proxy only forwards to
-/// loopback IPs we started or were given).
+/// The socket address of an `http://IP:PORT` or `redis://IP:PORT` URL (the
+/// proxy only forwards to loopback IPs we started or were given).
 fn lock_addr(url: &str) -> Result<SocketAddr, StackError> {
     use std::net::ToSocketAddrs;
-    let hostport = url.trim_start_matches("http://").trim_end_matches('/');
+    let hostport = url
+        .trim_start_matches("http://")
+        .trim_start_matches("redis://")
+        .trim_end_matches('/');
     hostport
         .to_socket_addrs()
         .map_err(StackError::Resolve)?

@@ -37,6 +37,9 @@ pub enum BuildError {
     /// the cell's parameters.
     #[error(transparent)]
     Etcd(#[from] BackendError),
+    /// The backend has no worker in this build yet: pick another `--backend`.
+    #[error("{0}: not built yet")]
+    NotBuilt(BackendKind),
 }
 
 /// One worker: its own lock client (own heartbeat task, own RTT histogram).
@@ -163,6 +166,7 @@ pub fn build_worker(idx: u64, env: WorkerEnv) -> Result<Arc<dyn RunWorker>, Buil
     Ok(match env.backend {
         BackendKind::Fencepost => Arc::new(Worker::new(idx, env)?),
         BackendKind::Etcd => Arc::new(Worker::new_etcd(idx, env)?),
+        b @ (BackendKind::Redis | BackendKind::Redlock) => return Err(BuildError::NotBuilt(b)),
     })
 }
 

@@ -3,6 +3,8 @@
 
 use fencepost_api::ledger_check::check_ledger;
 
+use rail_stub::{Config, Fences};
+
 use crate::common::{Rail, assert_error};
 
 /// A rail with payout `p-1` claimed by token 5.
@@ -179,4 +181,32 @@ async fn fenced_requests_on_unknown_payouts_are_payout_unknown() {
         404,
         "PAYOUT_UNKNOWN",
     );
+}
+
+/// `--fences off` (a lock service without tokens): a stale holder's claim
+/// takes the payout and its submit pays, where fence 1 and fence 2 would
+/// refuse both; `/healthz` says the fences are off.
+#[tokio::test]
+async fn with_fences_off_a_stale_token_claims_and_pays() {
+    let rail = Rail::with_config(Config {
+        latency: "fixed:0ms".parse().unwrap(),
+        fences: Fences::Off,
+        ..Config::default()
+    });
+    rail.create("p-1").await;
+    assert_eq!(rail.fenced("claim", "p-1", 5).await.0, 200);
+    let (s, v) = rail.fenced("claim", "p-1", 4).await;
+    assert_eq!(s, 200, "fence 1 is off: {v}");
+    let (s, v) = rail.fenced("submit", "p-1", 4).await;
+    assert_eq!(
+        (s.as_u16(), v["state"].as_str()),
+        (200, Some("PAID")),
+        "{v}"
+    );
+    let c = rail.state.counters();
+    assert_eq!(
+        (c.fenced_out_fence1, c.fenced_out_fence2, c.paid),
+        (0, 0, 1)
+    );
+    assert_eq!(rail.call("GET", "/healthz", None).await.1["fences"], "off");
 }

@@ -1,7 +1,7 @@
 //! `--ledger sqlite:PATH`: state, fences and counters survive a restart.
 
 use fencepost_api::ledger_check::check_ledger;
-use rail_stub::{Config, LedgerSpec};
+use rail_stub::{Config, Fences, LedgerSpec};
 use serde_json::json;
 
 use crate::common::{Rail, assert_error, temp_path};
@@ -13,6 +13,7 @@ fn sqlite_config(dir: &std::path::Path) -> Config {
         seed: 1,
         ledger: LedgerSpec::Sqlite(dir.join("rail.db")),
         sabotage: None,
+        fences: Fences::On,
         auth_tokens: None,
     }
 }

@@ -1,6 +1,7 @@
 //! Why a stack could not start its services, or restart one of them.
 
 use crate::backend::etcd::server::EtcdServerError;
+use crate::backend::redis::RedisServerError;
 use crate::docker::DockerError;
 use fencepost_harness::HarnessError;
 use std::time::Duration;
@@ -57,6 +58,16 @@ pub enum StackError {
     /// etcd could not be found or started; its own doc says what to do.
     #[error(transparent)]
     Etcd(#[from] EtcdServerError),
+    /// redis-server could not be found or started; its own doc says what to do.
+    #[error(transparent)]
+    Redis(#[from] RedisServerError),
+    /// A single-instance redis stack asked for more (or fewer) than one
+    /// redis-server: pass one instance, or run redlock.
+    #[error("the redis backend runs on one redis-server, not {instances}; redlock runs on several")]
+    RedisInstances {
+        /// The instances asked for.
+        instances: u32,
+    },
     /// A fault of the spec cannot act on this runtime (the message says what
     /// it needs): change the runtime or drop the fault.
     #[error("{0}")]

@@ -13,12 +13,17 @@ use fencepost_harness::ChildService;
 use super::error::StackError;
 use super::launch::spawn_child_on;
 use super::{Services, Stack};
+use crate::backend::redis::RedisLaunch;
 use crate::docker::{DockerError, DockerServices};
 use crate::proxy::{DelayProxy, ProxyControl};
 
 impl Stack {
-    /// The lock-server replicas' URLs by index (process and docker runtimes; empty otherwise).
+    /// The lock-server replicas' URLs by index (process and docker runtimes;
+    /// the redis-servers' `redis://` URLs on the redis runtime; empty otherwise).
     pub fn replica_urls(&self) -> Vec<String> {
+        if !self.redis.is_empty() {
+            return self.redis.iter().map(RedisLaunch::url).collect();
+        }
         match &self.services {
             Some(Services::Process { lock, standbys, .. }) => {
                 std::iter::once(lock.lock().unwrap_or_else(|e| e.into_inner()).url())
@@ -92,9 +97,17 @@ impl Stack {
     /// A fresh lock-server in replica `i`'s place (killed first if it still
     /// runs): its address, store and arguments, its own log (docker: the
     /// same container started again). Returns when it listens; it serves as
-    /// a standby until it wins the leader row.
+    /// a standby until it wins the leader row. On the redis runtime: a new
+    /// redis-server on instance `i`'s port, flags and directory (its
+    /// append-only file, if any, replayed); returns when it answers `PING`.
     pub async fn restart_replica(&mut self, i: usize) -> Result<(), StackError> {
         self.lock_restarts += 1;
+        if let Some(launch) = self.redis.get(i).cloned() {
+            self.kill_replica(i).await;
+            let fresh = launch.spawn(&launch.log(self.lock_restarts)).await?;
+            self.with_replica(i, move |c| *c = fresh);
+            return Ok(());
+        }
         if let Some(d) = self.containers() {
             d.kill_lock(i).await?;
             d.start_lock(i).await?;

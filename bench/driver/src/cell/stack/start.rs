@@ -11,8 +11,9 @@ use super::error::StackError;
 use super::launch::{self, spawn_child};
 use super::tls::{self, CellTls};
 use super::{REPLICA_LEADER_LEASE, Runtime, Services, Stack, StackSpec, await_ready, lock_addr};
-use crate::backend::BackendKind;
 use crate::backend::etcd::server::EtcdServer;
+use crate::backend::redis::{RedisLaunch, RedisPersistence, server as redis_server};
+use crate::backend::{BackendKind, RailFences};
 use crate::docker::{self, DockerSpec, Postgres};
 use crate::proxy::DelayProxy;
 use crate::rail::RailClient;
@@ -29,6 +30,8 @@ struct Started {
     replica_args: Vec<Vec<String>>,
     /// Per replica, the delay proxy in front of its PostgreSQL.
     db_relays: Vec<DelayProxy>,
+    /// The redis-servers started (redis runtime), to restart them in place.
+    redis: Vec<RedisLaunch>,
 }
 
 impl Started {
@@ -40,6 +43,7 @@ impl Started {
             restart_args: Vec::new(),
             replica_args: Vec::new(),
             db_relays: Vec::new(),
+            redis: Vec::new(),
         }
     }
 }
@@ -56,14 +60,17 @@ impl Stack {
             }
             Runtime::Docker { .. } => start_containers(spec, dir).await?,
             Runtime::Etcd { etcd_url } => start_etcd(spec, etcd_url.as_deref(), dir).await?,
+            Runtime::Redis {
+                urls,
+                instances,
+                persistence,
+                redlock,
+            } => start_redis(spec, urls, *instances, *persistence, *redlock, dir).await?,
             Runtime::External { lock_url, rail_url } => {
                 Started::new(Services::External, lock_url.clone(), rail_url.clone())
             }
         };
-        let backend = match spec.runtime {
-            Runtime::Etcd { .. } => BackendKind::Etcd,
-            _ => BackendKind::Fencepost,
-        };
+        let backend = runtime_backend(&spec.runtime);
         let metrics_targets = metrics_targets(backend, &started.lock_url, &started.rail_url);
         // From here on the stack owns the services, so every exit path stops them.
         let mut stack = Stack {
@@ -75,6 +82,8 @@ impl Stack {
             lock_url: started.lock_url,
             rail_url: started.rail_url,
             backend,
+            rail_fences: rail_fences(&rail_args(spec, backend)),
+            redis: started.redis,
             dir: dir.to_path_buf(),
             lock_args: started.restart_args,
             replica_args: started.replica_args,
@@ -91,7 +100,10 @@ impl Stack {
             let proxy = DelayProxy::start(lock_addr(&stack.lock_url)?, delay, spec.seed)
                 .await
                 .map_err(StackError::Proxy)?;
-            stack.lock_url = proxy.url();
+            stack.lock_url = match backend {
+                BackendKind::Redis | BackendKind::Redlock => format!("redis://{}", proxy.addr()),
+                _ => proxy.url(),
+            };
             stack.proxy = Some(proxy);
         }
         Ok(stack)
@@ -111,8 +123,37 @@ fn lock_args(spec: &StackSpec) -> Vec<String> {
     .collect()
 }
 
-/// The rail-stub's arguments: the cell's latency and seed, and a fresh ledger.
-fn rail_args(spec: &StackSpec) -> Vec<String> {
+/// The lock service a runtime's workers use.
+pub(super) fn runtime_backend(runtime: &Runtime) -> BackendKind {
+    match runtime {
+        Runtime::Etcd { .. } => BackendKind::Etcd,
+        Runtime::Redis { redlock: false, .. } => BackendKind::Redis,
+        Runtime::Redis { redlock: true, .. } => BackendKind::Redlock,
+        _ => BackendKind::Fencepost,
+    }
+}
+
+/// Whether a rail-stub started with `args` compares tokens: off with
+/// `--fences off` (or the chaos experiment's `--sabotage no-fences`).
+fn rail_fences(args: &[String]) -> RailFences {
+    let off = args.windows(2).any(|w| {
+        (w[0] == "--fences" && w[1] == "off") || (w[0] == "--sabotage" && w[1] == "no-fences")
+    });
+    if off { RailFences::Off } else { RailFences::On }
+}
+
+/// The rail-stub's arguments: the cell's latency and seed, a fresh ledger,
+/// and its fences off on a backend without fencing tokens (redlock).
+fn rail_args(spec: &StackSpec, backend: BackendKind) -> Vec<String> {
+    let fences = (!backend.has_fencing_tokens()).then(|| ["--fences".to_string(), "off".into()]);
+    base_rail_args(spec)
+        .into_iter()
+        .chain(fences.into_iter().flatten())
+        .collect()
+}
+
+/// The rail-stub's arguments every backend shares.
+fn base_rail_args(spec: &StackSpec) -> Vec<String> {
     [
         "--latency".to_string(),
         spec.rail_latency.to_string(),
@@ -174,7 +215,12 @@ async fn start_processes(
     let relays = replicated && spec.db_relays;
     let spawned = launch::spawn(&args, replicas, relays, spec.seed, dir).await?;
     let (lock, standbys) = (spawned.lock, spawned.standbys);
-    let rail = spawn_child("rail-stub", rail_args(spec), dir.join("rail-stub.log")).await?;
+    let rail = spawn_child(
+        "rail-stub",
+        rail_args(spec, BackendKind::Fencepost),
+        dir.join("rail-stub.log"),
+    )
+    .await?;
     let lock_urls: Vec<String> = std::iter::once(lock.url())
         .chain(standbys.iter().map(|s| s.url()))
         .collect();
@@ -230,7 +276,7 @@ async fn start_containers(spec: &StackSpec, dir: &Path) -> Result<Started, Stack
         db_relays: spec.db_relays,
         seed: spec.seed,
         lock_args,
-        rail_args: rail_args(spec),
+        rail_args: rail_args(spec, BackendKind::Fencepost),
         log_dir: dir.to_path_buf(),
     })
     .await?;
@@ -249,7 +295,12 @@ async fn start_etcd(
     etcd_url: Option<&str>,
     dir: &Path,
 ) -> Result<Started, StackError> {
-    let rail = spawn_child("rail-stub", rail_args(spec), dir.join("rail-stub.log")).await?;
+    let rail = spawn_child(
+        "rail-stub",
+        rail_args(spec, BackendKind::Fencepost),
+        dir.join("rail-stub.log"),
+    )
+    .await?;
     let rail_url = rail.url();
     Ok(match etcd_url {
         Some(url) => Started::new(Services::RailOnly(rail), url.to_owned(), rail_url),
@@ -275,12 +326,79 @@ fn metrics_targets(
     let lock_job = match backend {
         BackendKind::Etcd => "etcd",
         BackendKind::Fencepost => "lock-server",
+        // redis-server serves no Prometheus text: only the rail-stub is scraped.
+        BackendKind::Redis | BackendKind::Redlock => "",
     };
     lock_url
         .split(',')
+        .filter(|_| !lock_job.is_empty())
         .map(str::trim)
         .filter(|u| !u.is_empty())
         .map(|u| (lock_job, u.to_owned()))
         .chain(std::iter::once(("rail-stub", rail_url.to_owned())))
         .collect()
+}
+
+/// Redis as the lock service (`instances` redis-server children, unless
+/// `urls` names running ones) and a rail-stub child, its fences off for redlock.
+async fn start_redis(
+    spec: &StackSpec,
+    urls: &[String],
+    instances: u32,
+    persistence: RedisPersistence,
+    redlock: bool,
+    dir: &Path,
+) -> Result<Started, StackError> {
+    if !redlock && urls.len() > 1 || !redlock && urls.is_empty() && instances != 1 {
+        let instances = if urls.is_empty() {
+            instances
+        } else {
+            urls.len() as u32
+        };
+        return Err(StackError::RedisInstances { instances });
+    }
+    let backend = if redlock {
+        BackendKind::Redlock
+    } else {
+        BackendKind::Redis
+    };
+    let rail = spawn_child(
+        "rail-stub",
+        rail_args(spec, backend),
+        dir.join("rail-stub.log"),
+    )
+    .await?;
+    let rail_url = rail.url();
+    if !urls.is_empty() {
+        return Ok(Started::new(
+            Services::RailOnly(rail),
+            urls.join(","),
+            rail_url,
+        ));
+    }
+    let servers = if redlock {
+        redis_server::start_n(dir, instances, persistence).await?
+    } else {
+        vec![redis_server::RedisServer::start(dir, persistence).await?]
+    };
+    let (children, launches): (Vec<_>, Vec<_>) =
+        servers.into_iter().map(|s| s.into_parts()).unzip();
+    let lock_url = launches
+        .iter()
+        .map(RedisLaunch::url)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut children = children.into_iter();
+    let lock = children
+        .next()
+        .ok_or(StackError::RedisInstances { instances })?;
+    let services = Services::Process {
+        lock: Arc::new(Mutex::new(lock)),
+        rail,
+        standbys: children.collect(),
+    };
+    Ok(Started {
+        redis: launches,
+        ..Started::new(services, lock_url, rail_url)
+    })
 }
