@@ -25,6 +25,7 @@ use crate::values::whole;
 ///   bench run --runtime external --lock-url http://10.0.0.5:7070 --rail-url http://10.0.0.6:7080
 ///   bench run --backend etcd --ttl 2s --duration 4s            # the workers on etcd
 ///   bench sweep --backend fencepost,etcd --ttl 2s --margin 0.1..0.5:0.2
+///   bench run --backend redis --ttl 1s --duration 6s           # one redis-server, counter tokens
 ///   bench peer --duration 4s                  # fencepost vs etcd: heartbeats and grants
 ///   bench sweep ... --out data/runs/my-sweep --resume     # skip cells already done
 ///   bench report data/runs/my-sweep                       # redraw report.md and plots
@@ -534,17 +535,34 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub replicas: u32,
 
-    /// The lock service the workers run on: fencepost, etcd, or both
-    /// (`fencepost,etcd`: every cell runs on each, one after the other, and
-    /// the report compares them cell by cell). etcd runs as a child process
-    /// (`etcd` on PATH) unless --etcd-url names one; its lease TTL is
-    /// min(--ttl, session TTL) rounded up to whole seconds.
+    /// The lock service the workers run on: fencepost, etcd, redis,
+    /// redlock, or a list (`fencepost,etcd,redis`: every cell runs on each,
+    /// one after the other, and the report compares them cell by cell). etcd
+    /// runs as a child process (`etcd` on PATH) unless --etcd-url names one;
+    /// its lease TTL is min(--ttl, session TTL) rounded up to whole seconds.
+    /// redis runs one redis-server child (`redis-server` on PATH) unless
+    /// --redis-url names one; every lock's PX is --ttl.
     #[arg(long, default_value = "fencepost")]
     pub backend: String,
 
     /// An etcd to use for --backend etcd instead of starting one (its client URL).
     #[arg(long)]
     pub etcd_url: Option<String>,
+
+    /// A Redis to use for --backend redis instead of starting one
+    /// (redis://HOST:PORT; comma-separated instances for redlock). Not with
+    /// --server-pause, which signals a server the bench started.
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// How the redis-servers the bench starts persist: none (nothing on
+    /// disk: a restart forgets every lock and fencing counter), everysec
+    /// (append-only file fsynced every second), always (fsync before every
+    /// reply) [default: everysec: Redis's suggested policy; a killed server
+    /// keeps its keys and counters, and locks do not pay an fsync per
+    /// request].
+    #[arg(long, value_name = "none|everysec|always")]
+    pub redis_persistence: Option<String>,
 
     /// PostgreSQL for --runtime docker's lock-server, as this machine reaches it
     /// (relayed into the containers' network) [default: $FENCEPOST_TEST_PG_URL].

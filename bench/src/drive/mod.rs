@@ -10,6 +10,7 @@
 
 pub mod execute;
 pub mod plan;
+pub mod redis_flags;
 pub mod replay;
 pub mod resume;
 

@@ -61,11 +61,14 @@ pub fn resolve(args: &RunArgs, sweep: Option<SweepOnly>) -> Result<Plan, FlagErr
     let runtime = runtime(args, g.server_pause.is_some())?;
     check_replicas(args)?;
     let (backends, etcd_url) = resolve_backends(args, &runtime)?;
-    if load.sampling.sessions > 0 && backends.contains(&BackendKind::Etcd) {
+    let redis = super::redis_flags::resolve_redis(args, &backends)?;
+    if let Some(other) = backends.iter().find(|b| **b != BackendKind::Fencepost)
+        && load.sampling.sessions > 0
+    {
         return Err(flag(
             "--sessions",
             &load.sampling.sessions.to_string(),
-            "idle sessions are fencepost SDK sessions; drop --backend etcd",
+            format!("idle sessions are fencepost SDK sessions; drop --backend {other}"),
         ));
     }
     check_tls(args, &runtime, &backends)?;
@@ -103,8 +106,8 @@ pub fn resolve(args: &RunArgs, sweep: Option<SweepOnly>) -> Result<Plan, FlagErr
             warmup: load.warmup,
             backends,
             etcd_url,
-            redis_urls: Vec::new(),
-            redis_persistence: Default::default(),
+            redis_urls: redis.urls,
+            redis_persistence: redis.persistence,
             redlock_instances: 3,
             sampling: load.sampling,
             tls: args.tls,
@@ -372,8 +375,8 @@ fn check_tls(args: &RunArgs, runtime: &Runtime, backends: &[BackendKind]) -> Res
     }
     let why = if !matches!(runtime, Runtime::Process { .. }) {
         Some("needs --runtime process (the cell makes the lock-server's certificate)")
-    } else if backends.contains(&BackendKind::Etcd) {
-        Some("serves the fencepost lock-server over TLS; drop --backend etcd")
+    } else if backends.iter().any(|b| *b != BackendKind::Fencepost) {
+        Some("serves the fencepost lock-server over TLS; drop every other --backend")
     } else if args.net_delay.is_some() {
         Some("does not go through the --net-delay proxy yet; drop one of the two")
     } else {
@@ -451,9 +454,10 @@ fn sampling(args: &RunArgs, duration: std::time::Duration) -> Result<Sampling, F
     })
 }
 
-/// Checks `--backend` (a list: `fencepost`, `etcd`, `fencepost,etcd`) and
-/// `--etcd-url` against the runtime: etcd runs beside the process runtime's
-/// rail-stub, so it needs `--runtime process`; `--etcd-url` cannot be paused.
+/// Checks `--backend` (a list: `fencepost`, `etcd`, `fencepost,etcd,redis`)
+/// and `--etcd-url` against the runtime: etcd and Redis run beside the
+/// process runtime's rail-stub, so they need `--runtime process`;
+/// `--etcd-url` cannot be paused.
 fn resolve_backends(
     args: &RunArgs,
     runtime: &Runtime,
@@ -469,20 +473,25 @@ fn resolve_backends(
         backends.push(b);
     }
     let etcd = backends.contains(&BackendKind::Etcd);
-    if etcd && !matches!(runtime, Runtime::Process { .. }) {
+    if let Some(other) = backends.iter().find(|b| **b != BackendKind::Fencepost)
+        && !matches!(runtime, Runtime::Process { .. })
+    {
         return Err(flag(
             "--backend",
             &args.backend,
-            "etcd runs with --runtime process (a rail-stub child beside etcd)",
+            format!("{other} runs with --runtime process (a rail-stub child beside {other})"),
         ));
     }
-    if backends == [BackendKind::Etcd]
+    if !backends.contains(&BackendKind::Fencepost)
         && let Some(s) = &args.store
     {
         return Err(flag(
             "--store",
             s,
-            "is the fencepost lock-server's store; --backend etcd has none",
+            format!(
+                "is the fencepost lock-server's store; --backend {} has none",
+                args.backend
+            ),
         ));
     }
     let etcd_url = match &args.etcd_url {

@@ -13,7 +13,13 @@
 //!   in the SDK's own recorder (`fencepost_sdk::metrics::Metrics`), so every
 //!   results column means the same on both backends.
 //!
-//! The report puts the two side by side, cell by cell.
+//! - [`redis`]: an adapter on one Redis instance: acquire is one Lua script
+//!   (`SET NX PX` and, when it succeeds, `INCR` of the key's fencing
+//!   counter), the renew script (compare-value `PEXPIRE` of every held key)
+//!   is the heartbeat, release is a compare-value `DEL`; the session lives
+//!   in the client. Recorded in the SDK's recorder too.
+//!
+//! The report puts them side by side, cell by cell.
 //!
 //! The worker ([`crate::worker::Worker`]) is written once against these
 //! traits; [`crate::worker::build_worker`] picks the backend a
@@ -42,10 +48,21 @@ pub enum BackendError {
     /// the message says otherwise; retry later.
     #[error("etcd: {0}")]
     Etcd(etcd_client::Error),
+    /// Redis answered with an error or could not be reached. Transient
+    /// unless the message says otherwise (a bad URL); retry later.
+    #[error("redis: {0}")]
+    Redis(::redis::RedisError),
     /// etcd's reply is not what the adapter asked for (a txn without a
     /// header, a keep-alive for another lease): a version mismatch. Report it.
     #[error("unexpected reply from etcd: {0}")]
     Unexpected(&'static str),
+}
+
+impl From<::redis::RedisError> for BackendError {
+    // Not `#[from]`, for the same reason as etcd's.
+    fn from(e: ::redis::RedisError) -> Self {
+        BackendError::Redis(e)
+    }
 }
 
 impl From<etcd_client::Error> for BackendError {

@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
 use crate::backend::etcd::{EtcdBackend, EtcdConfig};
+use crate::backend::redis::{RedisBackend, RedisConfig};
 use crate::backend::{BackendError, BackendSession, HeartbeatStats, LockBackend};
 use crate::rail::{RailClient, RailOutcome, history_outcome};
 use crate::worker::env::{BoxFuture, Step, StepCtx, WorkerEnv};
@@ -33,8 +34,8 @@ pub enum BuildError {
     /// fix the cell's parameters.
     #[error(transparent)]
     Sdk(#[from] ConfigError),
-    /// The etcd adapter refused the configuration (its margin policy): fix
-    /// the cell's parameters.
+    /// The etcd or redis adapter refused the configuration (its margin
+    /// policy, its URL): fix the cell's parameters.
     #[error(transparent)]
     Etcd(#[from] BackendError),
     /// The backend has no worker in this build yet: pick another `--backend`.
@@ -113,6 +114,25 @@ impl Worker<EtcdBackend> {
     }
 }
 
+impl Worker<RedisBackend> {
+    /// Builds worker `idx` on one Redis instance (`env.lock_url`, a
+    /// `redis://` URL): every lock's `PX` is the cell's lease, and its
+    /// client-side sessions run on the cell's session TTL. Fails only on
+    /// a configuration error (the margin policy, the URL); connects at the
+    /// first session.
+    pub fn new_redis(idx: u64, env: WorkerEnv) -> Result<Self, BuildError> {
+        let mut config = RedisConfig::new(env.lock_url.clone(), env.lease);
+        config.session_ttl = env.session_ttl;
+        config.margin = env.margin;
+        config.heartbeat_divisor = env.heartbeat_divisor;
+        config.request_timeout = request_timeout(&env);
+        config.seed = env.seed.wrapping_add(idx);
+        config.prometheus = env.prometheus.clone();
+        let client = RedisBackend::new(config)?;
+        Ok(Worker::with_backend(idx, env, client))
+    }
+}
+
 /// The per-request timeout of a worker's lock client: the lease, at least 1 s.
 fn request_timeout(env: &WorkerEnv) -> Duration {
     env.lease.max(Duration::from_secs(1))
@@ -166,7 +186,8 @@ pub fn build_worker(idx: u64, env: WorkerEnv) -> Result<Arc<dyn RunWorker>, Buil
     Ok(match env.backend {
         BackendKind::Fencepost => Arc::new(Worker::new(idx, env)?),
         BackendKind::Etcd => Arc::new(Worker::new_etcd(idx, env)?),
-        b @ (BackendKind::Redis | BackendKind::Redlock) => return Err(BuildError::NotBuilt(b)),
+        BackendKind::Redis => Arc::new(Worker::new_redis(idx, env)?),
+        b @ BackendKind::Redlock => return Err(BuildError::NotBuilt(b)),
     })
 }
 

@@ -85,7 +85,7 @@ pub struct WorkerSpec {
     pub idx: u64,
     /// The lock service `lock_url` points at.
     pub backend: BackendKind,
-    /// The lock-server (or the delay proxy, or etcd's client URL).
+    /// The lock-server (or the delay proxy, etcd's client URL, or the redis URL(s)).
     pub lock_url: String,
     /// The CA bundle the SDK trusts for an `https://` `lock_url`.
     #[serde(default)]

@@ -42,9 +42,11 @@ const START_TRIES: u32 = 3;
 pub enum RedisPersistence {
     /// Nothing on disk (`--save '' --appendonly no`): a restart forgets every
     /// lock key and fencing counter.
-    #[default]
     None,
-    /// Append-only file, fsynced once a second (`--appendfsync everysec`).
+    /// Append-only file, fsynced once a second (`--appendfsync everysec`):
+    /// Redis's suggested policy; a killed process loses nothing written, a
+    /// crashed machine up to about a second. The default.
+    #[default]
     EverySec,
     /// Append-only file, fsynced before every reply (`--appendfsync always`).
     Always,

@@ -383,6 +383,7 @@ async fn start_redis(
     };
     let (children, launches): (Vec<_>, Vec<_>) =
         servers.into_iter().map(|s| s.into_parts()).unzip();
+    record_redis(dir, persistence, &launches)?;
     let lock_url = launches
         .iter()
         .map(RedisLaunch::url)
@@ -401,4 +402,25 @@ async fn start_redis(
         redis: launches,
         ..Started::new(services, lock_url, rail_url)
     })
+}
+
+/// Writes `redis-server.json` into the stack's directory: each started
+/// instance's URL and flags, and the persistence mode, so a run records how
+/// its Redis ran.
+fn record_redis(
+    dir: &Path,
+    persistence: RedisPersistence,
+    launches: &[RedisLaunch],
+) -> Result<(), StackError> {
+    let instances: Vec<serde_json::Value> = launches
+        .iter()
+        .map(|l| serde_json::json!({"url": l.url(), "args": l.args()}))
+        .collect();
+    let record = serde_json::json!({
+        "binary": redis_server::redis_binary()?.display().to_string(),
+        "persistence": persistence.as_str(),
+        "instances": instances,
+    });
+    let text = serde_json::to_string_pretty(&record).unwrap_or_default();
+    std::fs::write(dir.join("redis-server.json"), text).map_err(StackError::Dir)
 }
