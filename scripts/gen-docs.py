@@ -1128,12 +1128,14 @@ def gen_lock_services(here: Path) -> str:
     base_s = min(prod["lease_ms"], prod["session_ttl_ms"]) / 1000.0
     rows = []
     for x in ls["rows"]:
-        e = x["exchange"]
-        if e:
-            rtt = (f"{mm(scaled(e['p50_us'], 1e-3), 2)} / {mm(scaled(e['p99_us'], 1e-3), 2)} "
-                   f"(`{e['label']}`, {e['conc']} clients, {e['repeats']} repeats, {e['samples']:,} exchanges, "
-                   f"{e['errors']} errors)")
-            margin = f"{mm(e['margin_needed'], 5)}: ≤ {prod['margin']:.2f} {e['within_margin']}"
+        ex = x["exchanges"]
+        if ex:
+            rtt = "; ".join(
+                f"`{e['label']}`: {mm(scaled(e['p50_us'], 1e-3), 2)} / {mm(scaled(e['p99_us'], 1e-3), 2)} "
+                f"({e['conc']} clients, {e['repeats']} repeats, {e['samples']:,} exchanges, {e['errors']} errors)"
+                for e in ex)
+            margin = "; ".join(f"`{e['label']}`: {mm(e['margin_needed'], 5)}, ≤ {prod['margin']:.2f} {e['within_margin']}"
+                               for e in ex)
         else:
             rtt, margin = NO_DATA, NO_DATA
         rows.append([f"**{x['service']}**", x["lease"], x["token"], rtt, margin,
@@ -1146,8 +1148,10 @@ def gen_lock_services(here: Path) -> str:
                "worker frozen past its lease, client check off", "the same, client check on"],
               rows, ["l", "l", "l", "l", "l", "l", "l"])
         + f"\n\nThe exchange is `bench peer`'s heartbeat row of each service (L2, one LeaseKeepAlive, the "
-        "compare-owner `PEXPIRE` script), closed loop, at the fewest clients the run measured; fencepost's "
-        f"on its SQLite store. The margin is ADR-006's trigger-1 rule solved for the margin at production "
+        "compare-owner `PEXPIRE` script), closed loop, at the fewest clients the run measured, one entry per "
+        "store it ran on (fencepost's SQLite and PostgreSQL; Redis without persistence, `memory`, and with its "
+        "append-only file fsynced before every reply, `aof-always`, where the renew waits for the fsync). "
+        f"The margin is ADR-006's trigger-1 rule solved for the margin at production "
         f"(lease {prod['lease_ms'] / 1000:g} s, session TTL {prod['session_ttl_ms'] / 1000:g} s), per repeat, "
         f"judged repeat by repeat against the margin in force ({prod['margin']:.2f}). The pauses are "
         f"`experiments pause` runs ({dirs} under data/reference/), the same schedule on every service; a "

@@ -16,6 +16,7 @@
 //! facts feed `docs-facts.json` (`bench docs`) and the evidence document
 //! (`bench adr`).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use bench_analysis::peer::{PeerRow, Spread};
@@ -68,11 +69,6 @@ pub const SERVICES: [Service; 4] = [
         token: "none: the algorithm has no fencing token, so the rail runs with its fences off",
     },
 ];
-
-/// The store a service's exchange is taken on when the peer run measured
-/// several: fencepost's default (the pause runs' lock-server runs on it;
-/// the heartbeat does not write to the store).
-const PREFERRED_STORE: &str = "sqlite";
 
 /// The pause runs' directories for `service`: (client check on, off).
 pub fn pause_dirs(service: &str) -> (String, String) {
@@ -129,7 +125,7 @@ pub fn lock_services_in(pack: &Path) -> Value {
                 "service": s.name,
                 "lease": s.lease,
                 "token": s.token,
-                "exchange": peer.as_ref().ok().and_then(|r| exchange(r, s.name, &prod)),
+                "exchanges": peer.as_ref().map(|r| exchanges(r, s.name, &prod)).unwrap_or_default(),
                 "pause_check_on": pause(&on),
                 "pause_check_off": pause(&off),
             })
@@ -146,30 +142,34 @@ pub fn lock_services_in(pack: &Path) -> Value {
     })
 }
 
-/// The heartbeat-equivalent exchange of `system` in the peer rows, at the
-/// fewest clients measured: its p50 and p99 per repeat, and the margin
-/// trigger 1 needs for that p99 at `prod` (`3 × p99 / min(lease, session
-/// TTL)`), judged against the margin in force repeat by repeat.
-pub fn exchange(rows: &[PeerRow], system: &str, prod: &Production) -> Option<Value> {
+/// The heartbeat-equivalent exchange of `system` in the peer rows, one
+/// entry per store it was measured on (fencepost's SQLite and PostgreSQL,
+/// Redis's persistence modes), each at the fewest clients measured on it:
+/// its p50 and p99 per repeat, and the margin trigger 1 needs for that p99
+/// at `prod` (`3 × p99 / min(lease, session TTL)`), judged against the
+/// margin in force repeat by repeat. Empty without rows of `system`.
+pub fn exchanges(rows: &[PeerRow], system: &str, prod: &Production) -> Vec<Value> {
     let mine: Vec<&PeerRow> = rows
         .iter()
         .filter(|r| r.system == system && r.is_native() && r.op == PeerOp::Heartbeat)
         .collect();
-    let store = mine
-        .iter()
-        .find(|r| r.store == PREFERRED_STORE)
-        .or_else(|| mine.first())?
-        .store
-        .clone();
-    let conc = mine
-        .iter()
-        .filter(|r| r.store == store)
-        .map(|r| r.conc)
-        .min()?;
-    let at: Vec<&PeerRow> = mine
+    let stores: BTreeSet<&str> = mine.iter().map(|r| r.store.as_str()).collect();
+    stores
         .into_iter()
-        .filter(|r| r.store == store && r.conc == conc && r.ops > 0)
-        .collect();
+        .filter_map(|store| {
+            let of: Vec<&PeerRow> = mine.iter().copied().filter(|r| r.store == store).collect();
+            let conc = of.iter().map(|r| r.conc).min()?;
+            let at: Vec<&PeerRow> = of
+                .into_iter()
+                .filter(|r| r.conc == conc && r.ops > 0)
+                .collect();
+            exchange_at(&at, conc, prod)
+        })
+        .collect()
+}
+
+/// One store's exchange over the repeats `at` (one concurrency).
+fn exchange_at(at: &[&PeerRow], conc: usize, prod: &Production) -> Option<Value> {
     let base_ms = prod.lease_ms.min(prod.session_ttl_ms);
     let p50: Vec<f64> = at.iter().map(|r| r.p50_us as f64).collect();
     let p99: Vec<f64> = at.iter().map(|r| r.p99_us as f64).collect();
@@ -298,20 +298,27 @@ mod tests {
             row("etcd", ETCD_CLIENT, 16, 2, 15_000),
             row("etcd", ETCD_CLIENT, 64, 1, 900_000),
         ];
-        let v = exchange(&rows, "etcd", &prod).unwrap();
+        let all = exchanges(&rows, "etcd", &prod);
+        assert_eq!(all.len(), 1, "one store");
+        let v = &all[0];
         assert_eq!(v["conc"], 16, "the fewest clients measured");
         assert_eq!(v["repeats"], 2);
         assert!((v["margin_needed"]["median"].as_f64().unwrap() - 0.003).abs() < 1e-9);
         assert_eq!(v["within_margin"], "met in all 2");
-        assert!(exchange(&rows, "redis", &prod).is_none(), "no rows: none");
+        assert!(exchanges(&rows, "redis", &prod).is_empty(), "no rows: none");
     }
 
     #[test]
-    fn a_p99_beyond_the_margin_in_force_is_not_met() {
+    fn a_p99_beyond_the_margin_in_force_is_not_met_store_by_store() {
         // 2 s p99: 3 × 2,000 / 15,000 = 0.4 > 0.30.
-        let rows = vec![row("redis", "redis-rs", 1, 1, 2_000_000)];
-        let v = exchange(&rows, "redis", &Production::default()).unwrap();
-        assert_eq!(v["within_margin"], "not met");
+        let mut memory = row("redis", "redis-rs", 1, 1, 1_000);
+        memory.store = "memory".into();
+        let rows = vec![row("redis", "redis-rs", 1, 1, 2_000_000), memory];
+        let v = exchanges(&rows, "redis", &Production::default());
+        assert_eq!(v.len(), 2, "one entry per store");
+        assert_eq!(v[0]["label"], "redis/bbolt");
+        assert_eq!(v[0]["within_margin"], "not met");
+        assert_eq!(v[1]["within_margin"], "met in all 1");
     }
 
     #[test]
@@ -342,7 +349,7 @@ mod tests {
         );
         assert_eq!(by("redis")["pause_check_on"]["rail_fences"], "on");
         assert_eq!(by("etcd")["pause_check_on"]["backend_matches"], false);
-        assert!(by("redlock")["exchange"].is_null());
+        assert_eq!(by("redlock")["exchanges"], json!([]));
         assert!(v["peer_unavailable"].is_string());
     }
 }

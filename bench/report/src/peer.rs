@@ -95,7 +95,9 @@ fn intro(t: &mut String, plan: &PeerPlan) {
              the token) + the compare-owner `DEL`; floor = `PING`. Its store is the \
              redis-server's persistence: `aof-always` fsyncs the append-only file before every \
              reply (the durability the others give a grant), `aof-everysec` once a second, \
-             `memory` never (a restart forgets every key and fencing counter).\n"
+             `memory` never (a restart forgets every key and fencing counter). On `aof-always` \
+             the renew is a write too (`PEXPIRE`), so every heartbeat waits for an fsync, where \
+             the lock-server's L2 and etcd's keep-alive write nothing to disk.\n"
         );
     }
     for s in &plan.skipped {

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use bench_analysis::peer::PEER_COLUMNS;
 use bench_driver::backend::etcd::server::etcd_binary;
+use bench_driver::backend::redis::server::redis_binary;
 
 /// Whether `etcd` is on PATH (the test skips, saying so); under `CI=true`
 /// a missing one is a failure, never a skip.
@@ -52,6 +53,8 @@ fn a_run_with_both_http_clients_records_each_and_compares_them() {
             "sqlite",
             "--http-client",
             "sdk,hyper-legacy",
+            "--redis",
+            "off",
             "--seed",
             "3",
             "--out",
@@ -119,7 +122,7 @@ fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
         .args(["peer", "--ops", "heartbeat,floor,grant,fsync"])
         .args(["--concurrency", "4", "--repeat", "1", "--duration", "300ms"])
         .args([
-            "--warmup", "100ms", "--stores", "sqlite", "--seed", "3", "--out",
+            "--warmup", "100ms", "--stores", "sqlite", "--redis", "off", "--seed", "3", "--out",
         ])
         .arg(&out)
         .output()
@@ -250,5 +253,100 @@ fn a_sessions_run_keeps_every_session_and_lease_alive_and_counts_every_tick() {
         "{report}"
     );
     assert!(out.join("peer_sessions.svg").exists(), "the plot");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Whether `redis-server` is on PATH (the test skips, saying so); under
+/// `CI=true` a missing one is a failure, never a skip.
+fn redis_on_path() -> bool {
+    match redis_binary() {
+        Ok(_) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and no redis-server for bench peer: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            false
+        }
+    }
+}
+
+/// Redis beside the others: one redis-server child per persistence mode,
+/// each a system of its own whose every operation succeeded (the renew
+/// found its key, each grant's acquire script returned a token its release
+/// matched), its fsync ceiling measured only where it writes a file, and
+/// the report's ratios over it.
+#[test]
+fn a_run_with_redis_records_each_persistence_mode_and_ratios_over_it() {
+    if !etcd_on_path() || !redis_on_path() {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!(
+        "fencepost-peer-redis-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["peer", "--ops", "heartbeat,grant,floor,fsync"])
+        .args(["--concurrency", "2", "--repeat", "1", "--duration", "300ms"])
+        .args([
+            "--warmup",
+            "100ms",
+            "--stores",
+            "sqlite",
+            "--redis",
+            "none,always",
+        ])
+        .args(["--seed", "5", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run bench peer");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
+    let col = |name: &str| PEER_COLUMNS.iter().position(|c| *c == name).unwrap();
+    let rows: Vec<Vec<String>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    for store in ["memory", "aof-always"] {
+        let mine: Vec<&Vec<String>> = rows
+            .iter()
+            .filter(|r| r[0] == "redis" && r[1] == store)
+            .collect();
+        let ops = |op: &str| mine.iter().filter(|r| r[col("op")] == op).count();
+        for op in ["heartbeat", "grant", "floor"] {
+            assert_eq!(ops(op), 1, "redis/{store} {op}\n{csv}");
+        }
+        let fsync = if store == "memory" { 0 } else { 1 };
+        assert_eq!(
+            ops("fsync"),
+            fsync,
+            "no file to fsync without persistence\n{csv}"
+        );
+        for r in mine.iter().filter(|r| r[col("op")] != "fsync") {
+            assert_eq!(r[col("client")], "redis-rs", "{csv}");
+            assert!(r[col("ops")].parse::<u64>().unwrap() > 0, "{csv}");
+            assert_eq!(
+                r[col("errors")],
+                "0",
+                "every renew and grant succeeded\n{text}"
+            );
+        }
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        report.contains("## Ratios: fencepost ÷ redis/aof-always"),
+        "{report}"
+    );
+    assert!(
+        report.contains("## Ratios: fencepost ÷ redis/memory"),
+        "{report}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -21,26 +21,38 @@ fn mm(sp: &Value, k: f64, d: usize) -> String {
     }
 }
 
-/// The exchange's two cells: p50 / p99 ms, and the margin trigger 1 needs.
-fn exchange_cells(e: &Value, margin: f64) -> (String, String) {
-    if e.is_null() {
+/// The exchange's two cells, one entry per store: p50 / p99 ms, and the
+/// margin trigger 1 needs.
+fn exchange_cells(all: &[Value], margin: f64) -> (String, String) {
+    if all.is_empty() {
         return (NO_DATA.into(), NO_DATA.into());
     }
-    let rtt = format!(
-        "{} / {} (`{}`, {} clients, {} repeats, {} errors)",
-        mm(&e["p50_us"], 1e-3, 2),
-        mm(&e["p99_us"], 1e-3, 2),
-        e["label"].as_str().unwrap_or("?"),
-        e["conc"],
-        e["repeats"],
-        e["errors"],
-    );
-    let need = format!(
-        "{}: ≤ {margin:.2} {}",
-        mm(&e["margin_needed"], 1.0, 5),
-        e["within_margin"].as_str().unwrap_or("?")
-    );
-    (rtt, need)
+    let rtt: Vec<String> = all
+        .iter()
+        .map(|e| {
+            format!(
+                "`{}`: {} / {} ({} clients, {} repeats, {} errors)",
+                e["label"].as_str().unwrap_or("?"),
+                mm(&e["p50_us"], 1e-3, 2),
+                mm(&e["p99_us"], 1e-3, 2),
+                e["conc"],
+                e["repeats"],
+                e["errors"],
+            )
+        })
+        .collect();
+    let need: Vec<String> = all
+        .iter()
+        .map(|e| {
+            format!(
+                "`{}`: {}, ≤ {margin:.2} {}",
+                e["label"].as_str().unwrap_or("?"),
+                mm(&e["margin_needed"], 1.0, 5),
+                e["within_margin"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    (rtt.join("; "), need.join("; "))
 }
 
 /// One pause run's cell: the fences, the double payments, the ledger.
@@ -103,7 +115,7 @@ pub(crate) fn services_section(md: &mut String, ev: &Evidence) {
         md,
         "### The lock services side by side\n\n\
          What plays the lease and the token on each lock service, its heartbeat-equivalent \
-         exchange in {} (median (min–max) over repeats, at the fewest clients measured), the \
+         exchange in {} (median (min–max) over repeats, per store, at the fewest clients measured), the \
          margin trigger 1 needs for that p99 at production (3 × p99 ÷ min(lease, session TTL), \
          per repeat, against {margin:.2}), and what the fences and the ledger saw when a worker \
          was frozen past its lease (`experiments pause`, steps `pause`/`pause-uc03` for \
@@ -116,7 +128,8 @@ pub(crate) fn services_section(md: &mut String, ev: &Evidence) {
         "| lock service | lease | token | exchange p50 / p99 ms | margin needed | frozen, client check off | frozen, client check on |\n|---|---|---|---|---|---|---|"
     );
     for r in ls["rows"].as_array().into_iter().flatten() {
-        let (rtt, need) = exchange_cells(&r["exchange"], margin);
+        let all = r["exchanges"].as_array().cloned().unwrap_or_default();
+        let (rtt, need) = exchange_cells(&all, margin);
         let name = r["service"].as_str().unwrap_or("?");
         let (on, off) = pause_dirs(name);
         let cell = |p: &Value, dir: &str| {
