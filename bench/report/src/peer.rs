@@ -174,7 +174,7 @@ fn per_system_section(t: &mut String, rows: &[PeerRow]) {
     let _ = writeln!(
         t,
         "## Throughput, latency and CPU per system (median of repeats)\n\n\
-         CPU is per operation, µs: the server process (lock-server or etcd), the PostgreSQL \
+         CPU is per operation, µs: the server process (lock-server, etcd or redis-server), the PostgreSQL \
          backends serving the lock-server (postgres only), and this driver.\n"
     );
     let _ = writeln!(
