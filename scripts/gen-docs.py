@@ -1132,7 +1132,7 @@ def gen_lock_services(here: Path) -> str:
         if ex:
             rtt = "; ".join(
                 f"`{e['label']}`: {mm(scaled(e['p50_us'], 1e-3), 2)} / {mm(scaled(e['p99_us'], 1e-3), 2)} "
-                f"({e['conc']} clients, {e['repeats']} repeats, {e['samples']:,} exchanges, {e['errors']} errors)"
+                f"({e['conc']} client{'' if e['conc'] == 1 else 's'}, {e['repeats']} repeats, {e['samples']:,} exchanges, {e['errors']} errors)"
                 for e in ex)
             margin = "; ".join(f"`{e['label']}`: {mm(e['margin_needed'], 5)}, ≤ {prod['margin']:.2f} {e['within_margin']}"
                                for e in ex)

@@ -247,14 +247,20 @@ fn pause_run(pack: &Path, dir: &str, service: &str, reference: Option<&Value>) -
     Value::Object(out)
 }
 
-/// Whether the rail checked tokens in a pause run: the run's own record
-/// (`rail_fences`, top level or in its config) where it has one, else `on`
-/// (every run before the rail could run without fences checked them).
+/// Whether the rail checked tokens in a pause run, `on` or `off`: the
+/// run's own record (`rail_fences`, top level or in its config, as `on`/
+/// `off` or as a bool) where it has one, else `on` (every run before the
+/// rail could run without fences checked them).
 fn rail_fences(p: &Value) -> Value {
-    p.get("rail_fences")
-        .or_else(|| p["config"].get("rail_fences"))
-        .cloned()
-        .unwrap_or_else(|| json!("on"))
+    let recorded = p
+        .get("rail_fences")
+        .filter(|v| !v.is_null())
+        .or_else(|| p["config"].get("rail_fences"));
+    match recorded {
+        Some(Value::Bool(false)) => json!("off"),
+        Some(Value::String(s)) if s == "off" => json!("off"),
+        _ => json!("on"),
+    }
 }
 
 #[cfg(test)]
@@ -348,6 +354,14 @@ mod tests {
             json!(["seed"])
         );
         assert_eq!(by("redis")["pause_check_on"]["rail_fences"], "on");
+        for (recorded, reads) in [
+            (json!({"config": {"rail_fences": false}}), "off"),
+            (json!({"rail_fences": "off"}), "off"),
+            (json!({"config": {"rail_fences": true}}), "on"),
+            (json!({"config": {}}), "on"),
+        ] {
+            assert_eq!(rail_fences(&recorded), reads, "{recorded}");
+        }
         assert_eq!(by("etcd")["pause_check_on"]["backend_matches"], false);
         assert_eq!(by("redlock")["exchanges"], json!([]));
         assert!(v["peer_unavailable"].is_string());

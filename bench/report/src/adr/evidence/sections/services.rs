@@ -31,11 +31,12 @@ fn exchange_cells(all: &[Value], margin: f64) -> (String, String) {
         .iter()
         .map(|e| {
             format!(
-                "`{}`: {} / {} ({} clients, {} repeats, {} errors)",
+                "`{}`: {} / {} ({} client{}, {} repeats, {} errors)",
                 e["label"].as_str().unwrap_or("?"),
                 mm(&e["p50_us"], 1e-3, 2),
                 mm(&e["p99_us"], 1e-3, 2),
                 e["conc"],
+                if e["conc"] == 1 { "" } else { "s" },
                 e["repeats"],
                 e["errors"],
             )
