@@ -350,3 +350,62 @@ fn a_run_with_redis_records_each_persistence_mode_and_ratios_over_it() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The Redis client's checks fire: a renew after the key was taken from it
+/// (expired, or another owner's) is an error, not a sample, and a grant on
+/// a key someone else holds is refused with the key named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_renew_of_a_lost_key_and_a_grant_on_a_held_key_are_errors() {
+    use bench_core::peer::PeerOp;
+    use bench_driver::backend::redis::server::{RedisPersistence, RedisServer};
+    use bench_driver::peer_redis::{RedisPeer, RedisPeerError};
+    use std::time::Duration;
+
+    if !redis_on_path() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "fencepost-peer-redis-checks-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let server = RedisServer::start(&dir, RedisPersistence::None)
+        .await
+        .unwrap();
+    let url = server.url();
+    let t = Duration::from_secs(5);
+    let mut hb = RedisPeer::open(&url, "k", 0, PeerOp::Heartbeat, 60_000, t)
+        .await
+        .unwrap();
+    hb.op(PeerOp::Heartbeat).await.expect("its own key renews");
+    let mut other = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let lock = bench_driver::backend::redis::scripts::lock_key("k");
+    let _: () = redis::cmd("SET")
+        .arg(&lock)
+        .arg("someone-else:9")
+        .query_async(&mut other)
+        .await
+        .unwrap();
+    let e = hb.op(PeerOp::Heartbeat).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RedisPeerError::NotOurs {
+                script: "renew",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut grant = RedisPeer::open(&url, "k", 1, PeerOp::Grant, 60_000, t)
+        .await
+        .unwrap();
+    let e = grant.op(PeerOp::Grant).await.unwrap_err();
+    assert_eq!(e.to_string(), format!("acquire script: {lock} is held"));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
