@@ -26,6 +26,44 @@ fn etcd_on_path() -> bool {
     }
 }
 
+/// The column index of `name` in `peer.csv`.
+fn col(name: &str) -> usize {
+    PEER_COLUMNS.iter().position(|c| *c == name).unwrap()
+}
+
+/// Runs `bench peer ARGS` for one repeat of 300 ms on SQLite into `out`
+/// and checks it exited 0: its output, `peer.csv`, and the rows' cells.
+fn run_peer(args: &[&str], out: &std::path::Path) -> (String, String, Vec<Vec<String>>) {
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "peer",
+            "--repeat",
+            "1",
+            "--duration",
+            "300ms",
+            "--stores",
+            "sqlite",
+        ])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run bench peer");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
+    let rows = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    (text, csv, rows)
+}
+
 #[test]
 fn a_run_with_both_http_clients_records_each_and_compares_them() {
     if !etcd_on_path() {
@@ -118,28 +156,21 @@ fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
         std::process::id(),
         rand::random::<u32>()
     ));
-    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(["peer", "--ops", "heartbeat,floor,grant,fsync"])
-        .args(["--concurrency", "4", "--repeat", "1", "--duration", "300ms"])
-        .args([
-            "--warmup", "100ms", "--stores", "sqlite", "--redis", "off", "--seed", "3", "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("run bench peer");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
+    let (_, csv, rows) = run_peer(
+        &[
+            "--ops",
+            "heartbeat,floor,grant,fsync",
+            "--concurrency",
+            "4",
+            "--warmup",
+            "100ms",
+            "--redis",
+            "off",
+            "--seed",
+            "3",
+        ],
+        &out,
     );
-    assert_eq!(run.status.code(), Some(0), "{text}");
-    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
-    let col = |name: &str| PEER_COLUMNS.iter().position(|c| *c == name).unwrap();
-    let rows: Vec<Vec<String>> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
     let of = |system: &str, op: &str| {
         rows.iter()
             .filter(|r| r[0] == system && r[col("op")] == op)
@@ -286,34 +317,21 @@ fn a_run_with_redis_records_each_persistence_mode_and_ratios_over_it() {
         std::process::id(),
         rand::random::<u32>()
     ));
-    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(["peer", "--ops", "heartbeat,grant,floor,fsync"])
-        .args(["--concurrency", "2", "--repeat", "1", "--duration", "300ms"])
-        .args([
+    let (text, csv, rows) = run_peer(
+        &[
+            "--ops",
+            "heartbeat,grant,floor,fsync",
+            "--concurrency",
+            "2",
             "--warmup",
             "100ms",
-            "--stores",
-            "sqlite",
             "--redis",
             "none,always",
-        ])
-        .args(["--seed", "5", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run bench peer");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
+            "--seed",
+            "5",
+        ],
+        &out,
     );
-    assert_eq!(run.status.code(), Some(0), "{text}");
-    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
-    let col = |name: &str| PEER_COLUMNS.iter().position(|c| *c == name).unwrap();
-    let rows: Vec<Vec<String>> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
     for store in ["memory", "aof-always"] {
         let mine: Vec<&Vec<String>> = rows
             .iter()
