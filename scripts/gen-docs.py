@@ -1102,6 +1102,73 @@ def gen_tls(here: Path) -> str:
     )
 
 
+NO_DATA = "no data committed"
+
+
+def pause_cell(run: dict | None) -> str:
+    """What the fences and the ledger check saw in one pause run, or that it is not committed."""
+    if run is None:
+        return NO_DATA
+    if not run["backend_matches"]:
+        raise Missing(f"data/reference/{run['file']} for this service (it ran another backend)")
+    fences = (f"fences off, nothing to fence" if run["rail_fences"] == "off"
+              else f"fenced out {run['fenced_out']} (fence 1 / 2: {run['fenced_out_fence1']} / {run['fenced_out_fence2']})")
+    twice = run["paid_twice"]
+    out = (f"{fences}; paid twice {'**' + str(twice) + '**' if twice else twice}, stale paid {run['stale_paid']}, "
+           f"ledger {'ok' if run['ledger_ok'] else '**broken**'}")
+    if run["schedule_differs"]:
+        out += f" (not the reference run's schedule: {', '.join(run['schedule_differs'])} differ)"
+    return out
+
+
+def gen_lock_services(here: Path) -> str:
+    """One row per lock service: lease, token, exchange RTT, the margin trigger 1 derives, the pauses."""
+    ls = facts("lock_services")
+    prod = ls["production"]
+    base_s = min(prod["lease_ms"], prod["session_ttl_ms"]) / 1000.0
+    rows = []
+    for x in ls["rows"]:
+        ex = x["exchanges"]
+        if ex:
+            rtt = "; ".join(
+                f"`{e['label']}`: {mm(scaled(e['p50_us'], 1e-3), 2)} / {mm(scaled(e['p99_us'], 1e-3), 2)} "
+                f"({e['conc']} client{'' if e['conc'] == 1 else 's'}, {e['repeats']} repeats, {e['samples']:,} exchanges, {e['errors']} errors)"
+                for e in ex)
+            margin = "; ".join(f"`{e['label']}`: {mm(e['margin_needed'], 5)}, ≤ {prod['margin']:.2f} {e['within_margin']}"
+                               for e in ex)
+        else:
+            rtt, margin = NO_DATA, NO_DATA
+        rows.append([f"**{x['service']}**", x["lease"], x["token"], rtt, margin,
+                     pause_cell(x["pause_check_off"]), pause_cell(x["pause_check_on"])])
+    dirs = ", ".join(f"`{d}`" for d in ("pause", "pause-uc03", "pause-SERVICE", "pause-SERVICE-uc03"))
+    return (
+        table(["lock service", "what plays the lease", "what plays the token",
+               "heartbeat-equivalent exchange p50 / p99 ms, median (min–max) over repeats",
+               f"margin trigger 1 needs for that p99 at production (3 × p99 ÷ {base_s:g} s)",
+               "worker frozen past its lease, client check off", "the same, client check on"],
+              rows, ["l", "l", "l", "l", "l", "l", "l"])
+        + f"\n\nThe exchange is `bench peer`'s heartbeat row of each service (L2, one LeaseKeepAlive, the "
+        "compare-owner `PEXPIRE` script), closed loop, at the fewest clients the run measured, one entry per "
+        "store it ran on (fencepost's SQLite and PostgreSQL; Redis without persistence, `memory`, and with its "
+        "append-only file fsynced before every reply, `aof-always`, where the renew waits for the fsync). "
+        f"The margin is ADR-006's trigger-1 rule solved for the margin at production "
+        f"(lease {prod['lease_ms'] / 1000:g} s, session TTL {prod['session_ttl_ms'] / 1000:g} s), per repeat, "
+        f"judged repeat by repeat against the margin in force ({prod['margin']:.2f}). The pauses are "
+        f"`experiments pause` runs ({dirs} under data/reference/), the same schedule on every service; a "
+        "double payment where the service has no token is that lock's documented consequence, not a fault of the "
+        f"bench. Rows marked \"{NO_DATA}\" have no such file under data/reference/ yet. "
+        + "Source: " + link(here, "data/reference/peer/peer.csv") + ", the pause runs' `pause.json`, and "
+        + link(here, "data/docs-facts.json") + " (`lock_services`, written by `bench docs`)."
+    )
+
+
+def scaled(sp: dict | None, k: float) -> dict | None:
+    """A spread of data/docs-facts.json with every value multiplied by `k` (µs to ms)."""
+    if not sp:
+        return sp
+    return {**sp, "median": sp["median"] * k, "min": sp["min"] * k, "max": sp["max"] * k}
+
+
 GENERATORS = {
     "pack-run": gen_pack_run,
     "sessions": gen_sessions,
@@ -1134,6 +1201,7 @@ GENERATORS = {
     "failover": gen_failover,
     "proxy-overhead": gen_proxy_overhead,
     "toolchain": gen_toolchain,
+    "lock-services": gen_lock_services,
 }
 
 

@@ -217,11 +217,13 @@ pub fn probe() -> Features {
         .unwrap_or_default();
     let etcd = std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("etcd").is_file()));
+    let redis = bench_driver::backend::redis::server::redis_binary().is_ok();
     Features {
         sweep_repeat,
         experiments,
         experiment_commands,
         etcd,
+        redis,
     }
 }
 

@@ -295,6 +295,21 @@ pub struct PeerArgs {
     #[arg(long)]
     pub etcd_url: Option<String>,
 
+    /// Redis beside them: a list of redis-server persistence modes, one
+    /// redis-server child (and one system) each: none (memory only),
+    /// everysec (append-only file fsynced once a second), always (fsynced
+    /// before every reply: the durability the lock-server and etcd give a
+    /// grant); or off. heartbeat = the renew script (compare-owner PEXPIRE),
+    /// grant = the acquire script (SET NX PX and the fencing counter's INCR)
+    /// then the compare-owner DEL, floor = PING [default: none,always, or
+    /// skipped and said so when redis-server is not on PATH].
+    #[arg(long, conflicts_with = "redis_url")]
+    pub redis: Option<String>,
+
+    /// A Redis to measure (redis://HOST:PORT) instead of starting one.
+    #[arg(long)]
+    pub redis_url: Option<String>,
+
     /// Seed of the order of the systems within each group (printed and
     /// recorded) [default: random].
     #[arg(long, value_parser = whole::<u64>(0, u64::MAX))]

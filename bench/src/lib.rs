@@ -24,6 +24,7 @@ pub mod docs;
 pub mod drive;
 pub mod peer;
 pub mod peer_sessions;
+pub mod peer_systems;
 pub mod prometheus;
 pub mod rtt_from;
 pub mod runner;

@@ -9,7 +9,10 @@
 //! and, when a PostgreSQL is given, a second one on a fresh schema; etcd as
 //! a child from `etcd` on PATH (data dir in the run directory; its WAL is
 //! fsynced before every acknowledgement, batched across concurrent writes)
-//! or at `--etcd-url`. Every measurement is one (repeat, op, concurrency,
+//! or at `--etcd-url`; Redis as one redis-server child per `--redis`
+//! persistence mode (default: none, and the append-only file fsynced before
+//! every reply, the durability the others give a grant) or at `--redis-url`,
+//! driven with the redis backend's own scripts ([`load`]). Every measurement is one (repeat, op, concurrency,
 //! system); within a repeat the systems of one (op, concurrency) run back to
 //! back in a seeded order, so every ratio is taken between neighbours in
 //! time (interleaved A/B, docs/measurement.md) and once per repeat. Each row
@@ -31,10 +34,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use bench_core::error::Chain;
-use fencepost_harness::ChildService;
 use rand::SeedableRng as _;
 use rand::seq::SliceRandom as _;
 use rand_chacha::ChaCha8Rng;
@@ -42,15 +42,19 @@ use rand_chacha::ChaCha8Rng;
 use crate::cli::PeerArgs;
 use bench_analysis::manifest::Manifest;
 use bench_analysis::manifest::ManifestError;
-use bench_analysis::peer::{ETCD_CLIENT, PeerPlan, PeerRow, fmt_opt, is_native, label, write_csv};
+use bench_analysis::peer::{PeerPlan, PeerRow, fmt_opt, is_native, write_csv};
 use bench_core::cpu;
 use bench_core::grid::{self, FlagError};
 use bench_core::peer::PeerOp;
-use bench_driver::backend::etcd::server::{EtcdServer, EtcdServerError};
+use bench_driver::backend::etcd::server::EtcdServerError;
+use bench_driver::backend::redis::server::{RedisPersistence, RedisServerError, redis_binary};
 use bench_driver::cell::StackError;
-use bench_driver::peer::{self as load, PeerError, Target, WindowProbe};
+use bench_driver::peer::{self as load, PeerError, WindowProbe};
 use bench_driver::peer_http::PeerHttpClient;
 use bench_report::peer as report;
+
+use crate::peer_systems::redis_store;
+pub(crate) use crate::peer_systems::{READY_TIMEOUT, System, start_systems};
 
 /// Why `bench peer` stopped (exit 1). Each message is its own context; the
 /// cause, where there is one, is its `source()`.
@@ -115,6 +119,9 @@ pub enum PeerRunError {
     /// etcd did not start; see its log under `servers/etcd`.
     #[error(transparent)]
     Etcd(#[from] EtcdServerError),
+    /// A redis-server did not start; see its log under `servers/redis-STORE`.
+    #[error(transparent)]
+    Redis(#[from] RedisServerError),
     /// A measurement failed before its window (a client could not connect or
     /// open its session/lease).
     #[error("{label} {op} at {conc}")]
@@ -138,9 +145,6 @@ pub(crate) fn written<T>(path: &Path, result: std::io::Result<T>) -> Result<T, P
         source,
     })
 }
-
-/// How long a lock-server may take to answer `/readyz` (PostgreSQL: leadership).
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn bad(flag: &'static str, value: &str, why: impl Into<String>) -> FlagError {
     FlagError {
@@ -220,6 +224,7 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
     {
         return Err(bad("--etcd-url", u, "expected http://HOST:PORT"));
     }
+    let redis_stores = redis_stores(args, &mut skipped)?;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("data/runs").join(format!(
             "{}-peer",
@@ -237,6 +242,8 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
         skipped,
         pg_url,
         etcd_url: args.etcd_url.clone(),
+        redis_stores,
+        redis_url: args.redis_url.clone(),
         pg_dir: args.pg_dir.clone(),
         http_clients,
         seed: args.seed.unwrap_or_else(rand::random),
@@ -246,229 +253,47 @@ pub fn resolve(args: &PeerArgs) -> Result<PeerPlan, FlagError> {
     })
 }
 
-/// What keeps a measured server running (dropped last: stops it).
-pub(crate) enum Guard {
-    /// A lock-server child.
-    LockServer {
-        /// Stopped when dropped.
-        _child: ChildService,
-    },
-    /// An etcd child.
-    Etcd {
-        /// Stopped when dropped.
-        _server: EtcdServer,
-    },
-    /// A server someone else runs.
-    External,
-}
-
-/// The PostgreSQL backends serving one lock-server, found by its
-/// `application_name`, for their CPU seconds.
-pub(crate) struct PgBackends {
-    /// A connection of the driver's own (not counted: another application name).
-    client: tokio_postgres::Client,
-    /// The lock-server's `application_name`.
-    app: String,
-    /// The connection task.
-    _conn: tokio::task::JoinHandle<()>,
-}
-
-impl PgBackends {
-    /// The backend pids serving the lock-server now.
-    pub(crate) async fn pids(&self) -> Vec<i32> {
-        match self
-            .client
-            .query(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
-                &[&self.app],
-            )
-            .await
-        {
-            Ok(rows) => rows.iter().map(|r| r.get::<_, i32>(0)).collect(),
+/// The redis-server children `--redis` asks for, by store name; by
+/// default `memory` and `aof-always` when redis-server is found, else none
+/// (and said so in `skipped`). None with `--redis-url` (that Redis is measured instead).
+fn redis_stores(args: &PeerArgs, skipped: &mut Vec<String>) -> Result<Vec<String>, FlagError> {
+    if let Some(u) = &args.redis_url {
+        if !u.starts_with("redis://") {
+            return Err(bad("--redis-url", u, "expected redis://HOST:PORT"));
+        }
+        return Ok(Vec::new());
+    }
+    let Some(list) = &args.redis else {
+        return Ok(match redis_binary() {
+            Ok(_) => [RedisPersistence::None, RedisPersistence::Always]
+                .map(redis_store)
+                .into(),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot list the lock-server's PostgreSQL backends");
+                skipped.push(format!("redis: {}", Chain(&e)));
                 Vec::new()
             }
-        }
-    }
-}
-
-/// One measured system: fencepost on one store, or etcd.
-pub(crate) struct System {
-    /// `fencepost` or `etcd`.
-    pub(crate) system: &'static str,
-    /// `sqlite`, `postgres` or `bbolt` (etcd's store, behind its raft WAL).
-    pub(crate) store: String,
-    /// The client library: `sdk`/`hyper-legacy` (fencepost), `etcd-client`.
-    pub(crate) client: &'static str,
-    /// Where the driver sends its load.
-    pub(crate) target: Target,
-    /// The server process (lock-server or etcd) when the bench started it.
-    pub(crate) pid: Option<i32>,
-    /// The PostgreSQL backends, for the postgres store (shared by the
-    /// systems that drive one lock-server with different clients).
-    pub(crate) pg: Option<Arc<PgBackends>>,
-    /// Where its server's `/metrics` are (the store's flush and write counters).
-    metrics: Option<String>,
-    /// Its store's directory and the block its log writes, for the fsync
-    /// ceiling (none for a server someone else runs).
-    data_dir: Option<(PathBuf, usize)>,
-    /// Keeps the server running (shared likewise; the last one stops it).
-    _guard: Arc<Guard>,
-}
-
-impl System {
-    pub(crate) fn label(&self) -> String {
-        label(self.system, &self.store, self.client)
-    }
-}
-
-/// Starts a lock-server child on `store` with its log in `dir`, and waits
-/// until it serves (`/readyz`: on PostgreSQL it must hold the leader lease).
-async fn start_lock_server(store: &str, dir: &Path) -> Result<ChildService, PeerRunError> {
-    written(dir, std::fs::create_dir_all(dir))?;
-    let args = vec!["--store".to_string(), store.to_string()];
-    let child =
-        bench_driver::cell::stack::spawn_child("lock-server", args, dir.join("lock-server.log"))
-            .await?;
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .map_err(PeerRunError::Poll)?;
-    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
-    loop {
-        if let Ok(r) = http.get(format!("{}/readyz", child.url())).send().await
-            && r.status().is_success()
-        {
-            return Ok(child);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(PeerRunError::NotReady {
-                store: redact(store),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A store URL for messages: no user, password or query (`postgres://***@HOST/DB`).
-fn redact(url: &str) -> String {
-    let url = url.split('?').next().unwrap_or(url);
-    match (url.split_once("://"), url.rfind('@')) {
-        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
-        _ => url.to_string(),
-    }
-}
-
-/// Connects to PostgreSQL (the driver's own connection).
-async fn pg_connect(
-    url: &str,
-) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), PeerRunError> {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(|source| PeerRunError::PgConnect {
-            url: redact(url),
-            source,
-        })?;
-    let task = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok((client, task))
-}
-
-/// Starts (or connects to) every system of the plan: each lock-server once,
-/// driven by each of the plan's HTTP clients (one system per client), and etcd.
-pub(crate) async fn start_systems(plan: &PeerPlan) -> Result<Vec<System>, PeerRunError> {
-    let dir = plan.out.join("servers");
-    let mut systems = Vec::new();
-    for store in &plan.stores {
-        let (child, pg, data_dir) = match store.as_str() {
-            "sqlite" => {
-                let d = dir.join("sqlite");
-                written(&d, std::fs::create_dir_all(&d))?;
-                let url = format!("sqlite:{}", d.join("lock.sqlite").display());
-                // A WAL frame is one 4 KiB page (and a 24-byte header).
-                let data = Some((d.clone(), SQLITE_BLOCK));
-                (start_lock_server(&url, &d).await?, None, data)
-            }
-            _ => {
-                let base = plan.pg_url.as_deref().ok_or(PeerRunError::NoPgUrl)?;
-                let (client, conn) = pg_connect(base).await?;
-                let tag = format!(
-                    "fencepost_peer_{}_{}",
-                    std::process::id(),
-                    plan.seed % 1_000_000
-                );
-                client
-                    .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {tag}"))
-                    .await
-                    .map_err(|source| PeerRunError::PgSchema {
-                        schema: tag.clone(),
-                        source,
-                    })?;
-                let sep = if base.contains('?') { '&' } else { '?' };
-                let url =
-                    format!("{base}{sep}options=-csearch_path%3D{tag}&application_name={tag}");
-                let child = start_lock_server(&url, &dir.join("postgres")).await?;
-                let pg = PgBackends {
-                    client,
-                    app: tag,
-                    _conn: conn,
-                };
-                // PostgreSQL's WAL is written in 8 KiB pages.
-                let data = plan.pg_dir.as_ref().map(|d| (d.join("data"), PG_BLOCK));
-                (child, Some(Arc::new(pg)), data)
-            }
-        };
-        let (base, pid) = (child.url(), child.pid());
-        let guard = Arc::new(Guard::LockServer { _child: child });
-        for &client in &plan.http_clients {
-            systems.push(System {
-                system: "fencepost",
-                store: store.clone(),
-                client: client.as_str(),
-                target: Target::Fencepost {
-                    base: base.clone(),
-                    client,
-                },
-                pid: Some(pid),
-                pg: pg.clone(),
-                metrics: Some(format!("{base}/metrics")),
-                data_dir: data_dir.clone(),
-                _guard: guard.clone(),
-            });
-        }
-    }
-    let etcd = match &plan.etcd_url {
-        Some(url) => System {
-            system: "etcd",
-            store: "bbolt".into(),
-            client: ETCD_CLIENT,
-            target: Target::Etcd(url.clone()),
-            pid: None,
-            pg: None,
-            metrics: Some(format!("{}/metrics", url.trim_end_matches('/'))),
-            data_dir: None,
-            _guard: Arc::new(Guard::External),
-        },
-        None => {
-            let server = EtcdServer::start(&dir.join("etcd")).await?;
-            System {
-                system: "etcd",
-                store: "bbolt".into(),
-                client: ETCD_CLIENT,
-                target: Target::Etcd(server.url().to_string()),
-                pid: Some(server.pid()),
-                pg: None,
-                metrics: Some(format!("{}/metrics", server.url().trim_end_matches('/'))),
-                // Its WAL directory, written in 4 KiB pages.
-                data_dir: Some((dir.join("etcd").join("etcd-data"), SQLITE_BLOCK)),
-                _guard: Arc::new(Guard::Etcd { _server: server }),
-            }
-        }
+        });
     };
-    systems.push(etcd);
-    Ok(systems)
+    if list.trim() == "off" {
+        return Ok(Vec::new());
+    }
+    let mut stores = Vec::new();
+    for part in list.split(',') {
+        let mode = RedisPersistence::ALL
+            .into_iter()
+            .find(|m| m.as_str() == part.trim())
+            .ok_or_else(|| {
+                bad(
+                    "--redis",
+                    list,
+                    "expected a list of none, everysec, always, or off",
+                )
+            })?;
+        if !stores.contains(&redis_store(mode)) {
+            stores.push(redis_store(mode));
+        }
+    }
+    Ok(stores)
 }
 
 /// CPU counters read at the window's ends: the server, its PostgreSQL
@@ -488,10 +313,6 @@ pub(crate) struct CpuProbe<'a> {
     pub(crate) store_used: (Option<u64>, Option<u64>),
 }
 
-/// The block a SQLite WAL frame (a 4 KiB page) and etcd's WAL write.
-const SQLITE_BLOCK: usize = 4096;
-/// The block PostgreSQL's WAL writes.
-const PG_BLOCK: usize = 8192;
 /// How long each fsync ceiling measurement loops.
 const FSYNC_WINDOW: Duration = Duration::from_secs(1);
 
@@ -694,4 +515,32 @@ pub async fn execute(plan: PeerPlan) -> Result<i32, PeerRunError> {
     print!("{}", report::summary(&plan, &rows));
     println!("\nreport: {}", plan.out.join("report.md").display());
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn plan(extra: &[&str]) -> Result<PeerPlan, FlagError> {
+        let mut argv = vec!["bench", "peer"];
+        argv.extend_from_slice(extra);
+        match crate::cli::Cli::parse_from(argv).command {
+            crate::cli::Command::Peer(a) => resolve(&a),
+            _ => unreachable!("a peer command"),
+        }
+    }
+
+    #[test]
+    fn redis_modes_become_stores_and_a_bad_one_is_named() {
+        let p = plan(&["--redis", "always,none,always"]).unwrap();
+        assert_eq!(p.redis_stores, ["aof-always", "memory"]);
+        assert!(plan(&["--redis", "off"]).unwrap().redis_stores.is_empty());
+        let p = plan(&["--redis-url", "redis://127.0.0.1:6379"]).unwrap();
+        assert!(p.redis_stores.is_empty() && p.redis_url.is_some());
+        let e = plan(&["--redis", "none,fsync"]).unwrap_err();
+        assert_eq!((e.flag, e.value.as_str()), ("--redis", "none,fsync"));
+        let e = plan(&["--redis-url", "127.0.0.1:6379"]).unwrap_err();
+        assert_eq!(e.flag, "--redis-url");
+    }
 }

@@ -219,6 +219,8 @@ async fn measure_group(
         .join(format!("r{}-n{}", at.repeat, at.n));
     gp.seed = at.seed;
     gp.http_clients = vec![bench_core::peer::PeerHttpClient::Sdk];
+    // Live sessions are measured on fencepost and etcd only.
+    (gp.redis_stores, gp.redis_url) = (Vec::new(), None);
     let systems = start_systems(&gp).await?;
     let mut order: Vec<&System> = systems.iter().collect();
     order.shuffle(rng);

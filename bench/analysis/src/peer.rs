@@ -46,6 +46,13 @@ pub const PEER_COLUMNS: [&str; 18] = [
 /// fencepost row's is a [`PeerHttpClient`] (`sdk` or `hyper-legacy`).
 pub const ETCD_CLIENT: &str = "etcd-client";
 
+/// The `system` of a Redis row.
+pub const REDIS: &str = "redis";
+
+/// The `client` of a Redis row (the `redis` crate, one multiplexed
+/// connection per client task).
+pub const REDIS_CLIENT: &str = "redis-rs";
+
 /// The ratio the issue asks fencepost to reach over etcd at 16 clients
 /// (none for the floor, which is each server's own reference).
 pub fn target_ratio(op: PeerOp) -> Option<f64> {
@@ -282,12 +289,19 @@ pub struct Ratio {
     pub values: Vec<f64>,
 }
 
-/// The ratios, per (store, op, conc), each taken within a repeat, with
-/// fencepost driven by the SDK's own client (what an SDK user gets).
+/// The ratios over etcd, per (store, op, conc), each taken within a
+/// repeat, with fencepost driven by the SDK's own client (what an SDK user gets).
 pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
-    let etcd: BTreeMap<(PeerOp, usize, u32), f64> = rows
+    ratios_over(rows, "etcd", None)
+}
+
+/// The same over another system (`redis`), on one of its stores when it
+/// was measured on several (`aof-always`); `None` takes every row of it (one
+/// store).
+pub fn ratios_over(rows: &[PeerRow], system: &str, store: Option<&str>) -> Vec<Ratio> {
+    let other: BTreeMap<(PeerOp, usize, u32), f64> = rows
         .iter()
-        .filter(|r| r.system == "etcd")
+        .filter(|r| r.system == system && store.is_none_or(|s| r.store == s))
         .map(|r| ((r.op, r.conc, r.repeat), r.ops_per_s))
         .collect();
     let mut per: BTreeMap<(String, PeerOp, usize), Vec<f64>> = BTreeMap::new();
@@ -296,7 +310,7 @@ pub fn ratios(rows: &[PeerRow]) -> Vec<Ratio> {
         .iter()
         .filter(|r| r.system == "fencepost" && r.is_native() && r.op != PeerOp::Fsync)
     {
-        if let Some(&e) = etcd.get(&(r.op, r.conc, r.repeat))
+        if let Some(&e) = other.get(&(r.op, r.conc, r.repeat))
             && e > 0.0
         {
             per.entry((r.store.clone(), r.op, r.conc))
@@ -571,6 +585,21 @@ mod tests {
         let (lo, hi) = s.ci95.unwrap();
         assert!((lo - 2.0).abs() < 1e-9 && (hi - 2.0).abs() < 1e-9);
         assert_eq!(s.verdict(2.0), "met");
+    }
+
+    #[test]
+    fn ratios_over_redis_take_one_of_its_stores_and_leave_etcd_out() {
+        let redis = |store, ops| row_with(REDIS, store, REDIS_CLIENT, PeerOp::Grant, 16, 1, ops);
+        let rows = vec![
+            row("fencepost", "sqlite", PeerOp::Grant, 16, 1, 6_000.0),
+            row("etcd", "bbolt", PeerOp::Grant, 16, 1, 2_000.0),
+            redis("aof-always", 3_000.0),
+            redis("memory", 12_000.0),
+        ];
+        let over = |store| ratios_over(&rows, REDIS, Some(store))[0].spread.median;
+        assert_eq!((over("aof-always"), over("memory")), (2.0, 0.5));
+        assert_eq!(ratios(&rows)[0].spread.median, 3.0, "over etcd, as before");
+        assert!(rows[2].is_native(), "the redis crate is Redis's own client");
     }
 
     #[test]

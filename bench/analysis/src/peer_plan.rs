@@ -31,6 +31,15 @@ pub struct PeerPlan {
     pub pg_url: Option<String>,
     /// An etcd to measure instead of starting one.
     pub etcd_url: Option<String>,
+    /// The redis-servers started beside them, one system each, by the
+    /// store they run on: `memory` (no persistence), `aof-everysec`,
+    /// `aof-always` (`--redis`); empty when Redis is not measured.
+    #[serde(default)]
+    pub redis_stores: Vec<String>,
+    /// A Redis to measure instead of starting one (`--redis-url`; its rows'
+    /// store is `external`).
+    #[serde(default)]
+    pub redis_url: Option<String>,
     /// The PostgreSQL cluster's directory (`--pg-dir`), where the postgres
     /// store's fsync ceiling is measured; without it that ceiling is not.
     /// Not written to the manifest: it is a scratch path of the machine that

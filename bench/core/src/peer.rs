@@ -9,13 +9,14 @@ use serde::Serialize;
 /// The operation a measurement loops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PeerOp {
-    /// L2 vs LeaseKeepAlive.
+    /// L2 vs LeaseKeepAlive vs Redis's renew script.
     Heartbeat,
-    /// L4 + L6 vs the acquire txn + the guarded delete.
+    /// L4 + L6 vs the acquire txn + the guarded delete vs Redis's acquire
+    /// script + the compare-owner `DEL`.
     Grant,
     /// The floor under the heartbeat: the cheapest request each
     /// server answers through the same client — fencepost's `GET /healthz`,
-    /// etcd's serializable `Range` of a missing key. Heartbeat ÷ floor says
+    /// etcd's serializable `Range` of a missing key, Redis's `PING`. Heartbeat ÷ floor says
     /// how much of a heartbeat's cost is the server's own work.
     Floor,
     /// Not a request: the fsync ceiling of the store's own directory
@@ -126,7 +127,7 @@ impl Serialize for PeerHttpClient {
 }
 
 /// Removes the server data a finished `bench peer` run leaves under `dir`
-/// (SQLite files, etcd's data directory), keeping the logs. Best effort:
+/// (SQLite files, etcd's and redis-server's data directories), keeping the logs. Best effort:
 /// what cannot be removed stays.
 pub fn remove_server_data(dir: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -135,7 +136,9 @@ pub fn remove_server_data(dir: &std::path::Path) {
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
-            if p.file_name().is_some_and(|n| n == "etcd-data") {
+            if p.file_name()
+                .is_some_and(|n| n == "etcd-data" || n == "redis-data")
+            {
                 let _ = std::fs::remove_dir_all(&p);
             } else {
                 remove_server_data(&p);

@@ -34,6 +34,7 @@ pub mod cell;
 pub mod docker;
 pub mod peer;
 pub mod peer_http;
+pub mod peer_redis;
 pub mod peer_sessions;
 pub mod peer_sessions_conn;
 pub mod proxy;

@@ -9,13 +9,16 @@
 //!
 //! Each system is driven through its native client: fencepost over HTTP/1.1
 //! keep-alive with the SDK's own client (`fencepost_sdk::http`, one
-//! connection per task), etcd over gRPC (`etcd-client`, one channel per task).
+//! connection per task), etcd over gRPC (`etcd-client`, one channel per task),
+//! Redis with the `redis` crate (one connection per task, [`crate::peer_redis`]).
 //! - heartbeat: fencepost L2 on the task's session; etcd one LeaseKeepAlive
-//!   on the task's stream (sent, then its answer read).
+//!   on the task's stream (sent, then its answer read); Redis the renew
+//!   script (compare-owner `PEXPIRE`) of the task's key.
 //! - grant: fencepost L4 on the task's own key, then L6 with the token;
 //!   etcd `txn(create_revision(key) == 0 → put(key, lease))`, then
-//!   `txn(create_revision(key) == token → delete(key))`: two durable writes
-//!   on each side.
+//!   `txn(create_revision(key) == token → delete(key))`; Redis the acquire
+//!   script (`SET NX PX` + the fencing counter's `INCR`), then the
+//!   compare-owner `DEL`: two writes on every side.
 
 use std::time::Duration;
 
@@ -33,6 +36,7 @@ use bench_core::hist;
 use bench_core::peer::{PeerOp, Sample};
 
 use crate::peer_http::{PeerHttp, PeerHttpClient, PeerHttpError, Reply};
+use crate::peer_redis::{RedisPeer, RedisPeerError};
 
 /// How long one operation may take before it counts as an error.
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,6 +100,10 @@ pub enum PeerError {
         /// The key.
         key: String,
     },
+    /// A Redis client could not connect or open its key, or a Redis
+    /// operation failed (its text the sample's `first_error`).
+    #[error(transparent)]
+    Redis(#[from] RedisPeerError),
     /// A histogram could not be merged (bounds differ): a bug; report it.
     #[error(transparent)]
     Histogram(#[from] hdrhistogram::errors::AdditionError),
@@ -128,6 +136,8 @@ pub enum Target {
     },
     /// etcd at this client URL.
     Etcd(String),
+    /// A redis-server at this URL (`redis://127.0.0.1:PORT`).
+    Redis(String),
 }
 
 /// A fencepost client's request URLs, built once at set-up so the timed
@@ -160,12 +170,14 @@ enum Client {
         stream: Box<(LeaseKeeper, LeaseKeepAliveStream)>,
         key: String,
     },
+    /// A Redis connection and the task's key.
+    Redis(Box<RedisPeer>),
 }
 
 impl Client {
-    /// Connects client `i` and opens its session / lease (not timed).
-    async fn open(target: &Target, i: usize, tag: &str) -> Result<Client, PeerError> {
-        let key = format!("peer:{tag}:{i}");
+    /// Connects client `i` and opens its session / lease / key for `op` (not timed).
+    async fn open(target: &Target, i: usize, op: PeerOp) -> Result<Client, PeerError> {
+        let key = format!("peer:{}:{i}", op.as_str());
         match target {
             Target::Fencepost { base, client } => {
                 let http = PeerHttp::new(*client, OP_TIMEOUT);
@@ -211,6 +223,11 @@ impl Client {
                     key,
                 })
             }
+            Target::Redis(url) => {
+                let lease_ms = CLIENT_TTL_S as u64 * 1000;
+                let peer = RedisPeer::open(url, &key, i, op, lease_ms, OP_TIMEOUT).await?;
+                Ok(Client::Redis(Box::new(peer)))
+            }
         }
     }
 
@@ -234,6 +251,7 @@ impl Client {
             } => etcd_op(client, *lease, stream, key, op)
                 .await
                 .map_err(|e| Chain(&e).to_string()),
+            Client::Redis(peer) => peer.op(op).await.map_err(|e| Chain(&e).to_string()),
         }
     }
 
@@ -248,6 +266,7 @@ impl Client {
             } => {
                 let _ = client.lease_revoke(lease).await;
             }
+            Client::Redis(peer) => peer.close().await,
         }
     }
 }
@@ -408,7 +427,7 @@ pub async fn measure(
 ) -> Result<Sample, PeerError> {
     let mut clients = Vec::with_capacity(concurrency);
     for i in 0..concurrency {
-        clients.push(Client::open(target, i, op.as_str()).await?);
+        clients.push(Client::open(target, i, op).await?);
     }
     let start = Instant::now() + warmup;
     let end = start + duration;

@@ -406,6 +406,7 @@ pub async fn measure(
         conns.push(match target {
             Target::Fencepost { base, .. } => Ok(Conn::fencepost(base, OPEN_TIMEOUT)),
             Target::Etcd(url) => Conn::etcd(url, OPEN_TIMEOUT).await,
+            Target::Redis(_) => Err(ConnError::NotMeasured("redis")),
         });
     }
     // A short lead so the first tick is not already late when the lanes start.

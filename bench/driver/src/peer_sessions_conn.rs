@@ -29,6 +29,10 @@ pub enum ConnError {
     /// The HTTP exchange failed (the SDK's message names the URL and cause).
     #[error("{0}")]
     Http(crate::peer_http::PeerHttpError),
+    /// `bench peer --sessions` does not measure this system (Redis): leave
+    /// it out of the sessions run.
+    #[error("bench peer --sessions does not measure {0}")]
+    NotMeasured(&'static str),
     /// The lock-server refused: its status and body.
     #[error("{call}: {status} {body}")]
     Refused {

@@ -1,13 +1,13 @@
 //! `bench peer`'s report: the report section, the printed summary and the
 //! throughput plot, pure over the rows the analysis holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
 use bench_analysis::peer::{
-    PeerPlan, PeerRow, Spread, TARGET_CONCURRENCY, client_ratios, client_verdict, cpu_ratios,
-    cpu_us_per_op, fmt_opt, groups, ratios, target_ratio,
+    PeerPlan, PeerRow, REDIS, Spread, TARGET_CONCURRENCY, client_ratios, client_verdict,
+    cpu_ratios, cpu_us_per_op, fmt_opt, groups, ratios, ratios_over, target_ratio,
 };
 use bench_analysis::peer_limits::{
     CEILING_CONCURRENCY, FLOOR_TARGET, GRANTS_PER_FSYNC_TARGET, ceiling_rows, floor_ratios,
@@ -39,6 +39,7 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
     let mut t = String::new();
     intro(&mut t, plan);
     ratios_section(&mut t, rows);
+    redis_ratios_section(&mut t, rows);
     floor_section(&mut t, rows);
     ceiling_section(&mut t, rows);
     client_section(&mut t, rows);
@@ -50,7 +51,10 @@ pub fn render(plan: &PeerPlan, rows: &[PeerRow]) -> String {
 
 /// The title, the plan and how the systems are driven.
 fn intro(t: &mut String, plan: &PeerPlan) {
-    let _ = writeln!(t, "# bench peer: fencepost vs etcd on one machine\n");
+    let _ = writeln!(
+        t,
+        "# bench peer: fencepost vs etcd (and Redis) on one machine\n"
+    );
     let _ = writeln!(
         t,
         "Seed {} · {} repeat(s) · {:.1} s measured after {:.1} s warm-up per measurement · \
@@ -82,8 +86,54 @@ fn intro(t: &mut String, plan: &PeerPlan) {
          whatever else the machine runs, so only the within-run ratios are meant to be compared \
          (the machine is in `manifest.json`).\n"
     );
+    if !plan.redis_stores.is_empty() || plan.redis_url.is_some() {
+        let _ = writeln!(
+            t,
+            "Redis (the `redis` crate, one connection per client) runs the redis backend's own \
+             scripts: heartbeat = the renew (compare-owner `PEXPIRE`) of the client's key; grant = \
+             the acquire (`SET key owner NX PX` + `INCR` of the key's fencing counter, returning \
+             the token) + the compare-owner `DEL`; floor = `PING`. Its store is the \
+             redis-server's persistence: `aof-always` fsyncs the append-only file before every \
+             reply (the durability the others give a grant), `aof-everysec` once a second, \
+             `memory` never (a restart forgets every key and fencing counter). On `aof-always` \
+             the renew is a write too (`PEXPIRE`), so every heartbeat waits for an fsync, where \
+             the lock-server's L2 and etcd's keep-alive write nothing to disk.\n"
+        );
+    }
     for s in &plan.skipped {
         let _ = writeln!(t, "Skipped: {s}.\n");
+    }
+}
+
+/// fencepost ÷ redis per (store, op, conc), one table per redis store; no
+/// target (the performance targets are set against etcd).
+fn redis_ratios_section(t: &mut String, rows: &[PeerRow]) {
+    let stores: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.system == REDIS)
+        .map(|r| r.store.as_str())
+        .collect();
+    for store in stores {
+        let _ = writeln!(
+            t,
+            "## Ratios: fencepost ÷ redis/{store} (ops/s, per repeat)\n\n\
+             Taken within each repeat like the ratios over etcd; no target is set against Redis.\n"
+        );
+        let _ = writeln!(
+            t,
+            "| store | op | conc | median | min–max | 95 % CI |\n|---|---|---:|---:|---:|---:|"
+        );
+        for r in ratios_over(rows, REDIS, Some(store)) {
+            let _ = writeln!(
+                t,
+                "| {} | {} | {} | {} |",
+                r.store,
+                r.op.as_str(),
+                r.conc,
+                spread_columns(&r.spread)
+            );
+        }
+        t.push('\n');
     }
 }
 
@@ -124,7 +174,7 @@ fn per_system_section(t: &mut String, rows: &[PeerRow]) {
     let _ = writeln!(
         t,
         "## Throughput, latency and CPU per system (median of repeats)\n\n\
-         CPU is per operation, µs: the server process (lock-server or etcd), the PostgreSQL \
+         CPU is per operation, µs: the server process (lock-server, etcd or redis-server), the PostgreSQL \
          backends serving the lock-server (postgres only), and this driver.\n"
     );
     let _ = writeln!(
@@ -264,7 +314,7 @@ fn floor_section(t: &mut String, rows: &[PeerRow]) {
         t,
         "## Heartbeat ÷ floor (ops/s, per repeat)\n\n\
          The floor is the cheapest request each server answers through the same client and \
-         connection: fencepost's `GET /healthz`, etcd's serializable `Range` of a missing key. \
+         connection: fencepost's `GET /healthz`, etcd's serializable `Range` of a missing key, Redis's `PING`. \
          1.0 would be a heartbeat that costs the server nothing beyond the round trip. Target \
          (fencepost, {TARGET_CONCURRENCY} clients): ≥ {FLOOR_TARGET}, given only where the \
          interval decides it.\n"

@@ -43,6 +43,8 @@ pub struct Features {
     pub experiment_commands: Vec<String>,
     /// `etcd` is on PATH.
     pub etcd: bool,
+    /// `redis-server` is on PATH (or `FENCEPOST_REDIS` names it).
+    pub redis: bool,
 }
 
 /// The sizes of a plan. The full plan's are set by what the proposed
@@ -128,6 +130,7 @@ pub fn plan(quick: bool, seed: u64, out: &Path, features: &Features) -> Vec<Step
     let dir = |name: &str| out.join(name).display().to_string();
     let mut steps = sweep_steps(s, &seed, &dir, features);
     steps.extend(experiment_steps(s, &seed, &dir, features));
+    steps.extend(service_pause_steps(s, &seed, &dir, features));
     steps.push(peer_step(s, &seed, &dir("peer"), features));
     steps
 }
@@ -309,6 +312,67 @@ fn experiment_steps(
             }
         })
         .collect()
+}
+
+/// The `pause` and `pause-uc03` steps again on the other lock services
+/// (`pause-SERVICE`, `pause-SERVICE-uc03`), the same schedule and seed, for
+/// the lock services side by side (`bench_report::lock_services`); each not
+/// available without the experiments binary or the service's server.
+fn service_pause_steps(
+    s: &Sizes,
+    seed: &str,
+    dir: &dyn Fn(&str) -> String,
+    features: &Features,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for (service, here) in [
+        (
+            "etcd",
+            features.etcd.then_some(()).ok_or("`etcd` is not on PATH"),
+        ),
+        (
+            "redis",
+            features
+                .redis
+                .then_some(())
+                .ok_or("`redis-server` is not on PATH"),
+        ),
+        (
+            "redlock",
+            features
+                .redis
+                .then_some(())
+                .ok_or("`redis-server` is not on PATH"),
+        ),
+    ] {
+        for (suffix, check) in [("", "on"), ("-uc03", "off")] {
+            let name = format!("pause-{service}{suffix}");
+            let mut args = strings(&["pause", "--ttl", "1s", "--pauses", s.pauses]);
+            args.extend(strings(&["--backend", service]));
+            if check == "off" {
+                args.push("--disable-client-check".into());
+            }
+            args.extend(strings(&["--seed", seed, "--out", &dir(&name)]));
+            let unavailable = match (&features.experiments, here) {
+                (None, _) => Some(
+                    "the experiments binary was not found next to bench (cargo build --release -p experiments)"
+                        .to_string(),
+                ),
+                (Some(_), Err(why)) => Some(why.to_string()),
+                (Some(_), Ok(())) => None,
+            };
+            steps.push(Step {
+                name,
+                title: format!(
+                    "the same worker frozen, on {service}, client check {check} (lock services side by side)"
+                ),
+                program: Program::Experiments,
+                args,
+                unavailable,
+            });
+        }
+    }
+    steps
 }
 
 /// `bench peer`: fencepost against etcd on this machine; not available

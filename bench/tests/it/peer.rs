@@ -9,6 +9,7 @@ use std::process::Command;
 
 use bench_analysis::peer::PEER_COLUMNS;
 use bench_driver::backend::etcd::server::etcd_binary;
+use bench_driver::backend::redis::server::redis_binary;
 
 /// Whether `etcd` is on PATH (the test skips, saying so); under `CI=true`
 /// a missing one is a failure, never a skip.
@@ -23,6 +24,44 @@ fn etcd_on_path() -> bool {
             false
         }
     }
+}
+
+/// The column index of `name` in `peer.csv`.
+fn col(name: &str) -> usize {
+    PEER_COLUMNS.iter().position(|c| *c == name).unwrap()
+}
+
+/// Runs `bench peer ARGS` for one repeat of 300 ms on SQLite into `out`
+/// and checks it exited 0: its output, `peer.csv`, and the rows' cells.
+fn run_peer(args: &[&str], out: &std::path::Path) -> (String, String, Vec<Vec<String>>) {
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "peer",
+            "--repeat",
+            "1",
+            "--duration",
+            "300ms",
+            "--stores",
+            "sqlite",
+        ])
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run bench peer");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
+    let rows = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    (text, csv, rows)
 }
 
 #[test]
@@ -52,6 +91,8 @@ fn a_run_with_both_http_clients_records_each_and_compares_them() {
             "sqlite",
             "--http-client",
             "sdk,hyper-legacy",
+            "--redis",
+            "off",
             "--seed",
             "3",
             "--out",
@@ -115,28 +156,21 @@ fn a_run_with_the_floor_and_the_fsync_ceiling_records_both_and_the_flushes() {
         std::process::id(),
         rand::random::<u32>()
     ));
-    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args(["peer", "--ops", "heartbeat,floor,grant,fsync"])
-        .args(["--concurrency", "4", "--repeat", "1", "--duration", "300ms"])
-        .args([
-            "--warmup", "100ms", "--stores", "sqlite", "--seed", "3", "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("run bench peer");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
+    let (_, csv, rows) = run_peer(
+        &[
+            "--ops",
+            "heartbeat,floor,grant,fsync",
+            "--concurrency",
+            "4",
+            "--warmup",
+            "100ms",
+            "--redis",
+            "off",
+            "--seed",
+            "3",
+        ],
+        &out,
     );
-    assert_eq!(run.status.code(), Some(0), "{text}");
-    let csv = std::fs::read_to_string(out.join("peer.csv")).expect("peer.csv");
-    let col = |name: &str| PEER_COLUMNS.iter().position(|c| *c == name).unwrap();
-    let rows: Vec<Vec<String>> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
     let of = |system: &str, op: &str| {
         rows.iter()
             .filter(|r| r[0] == system && r[col("op")] == op)
@@ -251,4 +285,145 @@ fn a_sessions_run_keeps_every_session_and_lease_alive_and_counts_every_tick() {
     );
     assert!(out.join("peer_sessions.svg").exists(), "the plot");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Whether `redis-server` is on PATH (the test skips, saying so); under
+/// `CI=true` a missing one is a failure, never a skip.
+fn redis_on_path() -> bool {
+    match redis_binary() {
+        Ok(_) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true and no redis-server for bench peer: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            false
+        }
+    }
+}
+
+/// Redis beside the others: one redis-server child per persistence mode,
+/// each a system of its own whose every operation succeeded (the renew
+/// found its key, each grant's acquire script returned a token its release
+/// matched), its fsync ceiling measured only where it writes a file, and
+/// the report's ratios over it.
+#[test]
+fn a_run_with_redis_records_each_persistence_mode_and_ratios_over_it() {
+    if !etcd_on_path() || !redis_on_path() {
+        return;
+    }
+    let out = std::env::temp_dir().join(format!(
+        "fencepost-peer-redis-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let (text, csv, rows) = run_peer(
+        &[
+            "--ops",
+            "heartbeat,grant,floor,fsync",
+            "--concurrency",
+            "2",
+            "--warmup",
+            "100ms",
+            "--redis",
+            "none,always",
+            "--seed",
+            "5",
+        ],
+        &out,
+    );
+    for store in ["memory", "aof-always"] {
+        let mine: Vec<&Vec<String>> = rows
+            .iter()
+            .filter(|r| r[0] == "redis" && r[1] == store)
+            .collect();
+        let ops = |op: &str| mine.iter().filter(|r| r[col("op")] == op).count();
+        for op in ["heartbeat", "grant", "floor"] {
+            assert_eq!(ops(op), 1, "redis/{store} {op}\n{csv}");
+        }
+        let fsync = if store == "memory" { 0 } else { 1 };
+        assert_eq!(
+            ops("fsync"),
+            fsync,
+            "no file to fsync without persistence\n{csv}"
+        );
+        for r in mine.iter().filter(|r| r[col("op")] != "fsync") {
+            assert_eq!(r[col("client")], "redis-rs", "{csv}");
+            assert!(r[col("ops")].parse::<u64>().unwrap() > 0, "{csv}");
+            assert_eq!(
+                r[col("errors")],
+                "0",
+                "every renew and grant succeeded\n{text}"
+            );
+        }
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        report.contains("## Ratios: fencepost ÷ redis/aof-always"),
+        "{report}"
+    );
+    assert!(
+        report.contains("## Ratios: fencepost ÷ redis/memory"),
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The Redis client's checks fire: a renew after the key was taken from it
+/// (expired, or another owner's) is an error, not a sample, and a grant on
+/// a key someone else holds is refused with the key named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_renew_of_a_lost_key_and_a_grant_on_a_held_key_are_errors() {
+    use bench_core::peer::PeerOp;
+    use bench_driver::backend::redis::server::{RedisPersistence, RedisServer};
+    use bench_driver::peer_redis::{RedisPeer, RedisPeerError};
+    use std::time::Duration;
+
+    if !redis_on_path() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "fencepost-peer-redis-checks-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let server = RedisServer::start(&dir, RedisPersistence::None)
+        .await
+        .unwrap();
+    let url = server.url();
+    let t = Duration::from_secs(5);
+    let mut hb = RedisPeer::open(&url, "k", 0, PeerOp::Heartbeat, 60_000, t)
+        .await
+        .unwrap();
+    hb.op(PeerOp::Heartbeat).await.expect("its own key renews");
+    let mut other = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let lock = bench_driver::backend::redis::scripts::lock_key("k");
+    let _: () = redis::cmd("SET")
+        .arg(&lock)
+        .arg("someone-else:9")
+        .query_async(&mut other)
+        .await
+        .unwrap();
+    let e = hb.op(PeerOp::Heartbeat).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RedisPeerError::NotOurs {
+                script: "renew",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut grant = RedisPeer::open(&url, "k", 1, PeerOp::Grant, 60_000, t)
+        .await
+        .unwrap();
+    let e = grant.op(PeerOp::Grant).await.unwrap_err();
+    assert_eq!(e.to_string(), format!("acquire script: {lock} is held"));
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }

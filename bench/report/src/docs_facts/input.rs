@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use bench_analysis::peer::Spread;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::adr::evidence::Table;
 
@@ -26,16 +26,7 @@ pub enum FactsError {
 
 /// A spread as the facts give it (`null` for none).
 pub(super) fn spread(s: Option<Spread>) -> Value {
-    match s {
-        None => Value::Null,
-        Some(s) => json!({
-            "n": s.n,
-            "median": s.median,
-            "min": s.min,
-            "max": s.max,
-            "ci95": s.ci95.map(|(lo, hi)| json!([lo, hi])),
-        }),
-    }
+    crate::lock_services::spread_json(s)
 }
 
 /// The spread of `values` (`null` when empty).

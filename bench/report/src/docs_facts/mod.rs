@@ -19,8 +19,9 @@
 //! reference pack: its run, the trigger tally, the adaptive policy, the
 //! pauses, the clock), `peer` (`bench peer` runs: ratios, floors, the fsync
 //! ceiling, the performance targets, the HTTP clients), `pairs` (the
-//! interleaved pairs of the scripts: wrk, pg-floor, the A/B runs) and `runs`
-//! (the idle-sessions, TLS and live-sessions runs).
+//! interleaved pairs of the scripts: wrk, pg-floor, the A/B runs), `runs`
+//! (the idle-sessions, TLS and live-sessions runs); the per-lock-service
+//! table's facts are [`crate::lock_services`]'s.
 
 use std::path::Path;
 
@@ -44,7 +45,7 @@ type Section = fn(&Path) -> Result<Value, FactsError>;
 /// the JSON text `bench docs` writes (pretty, one trailing newline).
 pub fn render(data: &Path) -> String {
     let mut out = Map::new();
-    let sections: [(&str, Section); 17] = [
+    let sections: [(&str, Section); 18] = [
         ("pack_run", pack::pack_run),
         ("pack_triggers", pack::pack_triggers),
         ("adaptive", pack::adaptive),
@@ -61,6 +62,11 @@ pub fn render(data: &Path) -> String {
         ("sessions", runs::sessions),
         ("tls", runs::tls),
         ("peer_sessions", runs::peer_sessions),
+        ("lock_services", |data| {
+            Ok(crate::lock_services::lock_services_in(
+                &data.join("reference"),
+            ))
+        }),
         ("about", |_| {
             Ok(json!(
                 "Computed by `bench docs` from the runs under data/ for scripts/gen-docs.py, \

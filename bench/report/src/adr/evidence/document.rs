@@ -10,8 +10,8 @@ use crate::adr::evidence::model::Evidence;
 use crate::adr::evidence::sections::{
     adaptive_section, clock_section, fences_section, files_section, guide, header,
     long_hold_section, margin_section, others_section, pause_condition_section, peer_section,
-    plan_section, projection_section, revision_section, rtt_section, triggers_appendix,
-    triggers_section,
+    plan_section, projection_section, revision_section, rtt_section, services_section,
+    triggers_appendix, triggers_section,
 };
 use crate::adr::revision::Tolerances;
 
@@ -35,6 +35,7 @@ pub fn render_with(ev: &Evidence, tol: &Tolerances) -> String {
     clock_section(&mut md, ev);
     fences_section(&mut md, ev);
     peer_section(&mut md, ev);
+    services_section(&mut md, ev);
     others_section(&mut md, ev);
     long_hold_section(&mut md, ev);
     revision_section(&mut md, ev, &d);

@@ -223,6 +223,7 @@ pub fn load(dir: &Path) -> Result<Evidence, LoadError> {
     ev.peer = std::fs::read_to_string(dir.join("peer").join("peer.csv"))
         .ok()
         .map(|t| Table::parse(&t));
+    ev.lock_services = Some(crate::lock_services::lock_services_in(dir));
     let step_names: Vec<String> = ev
         .manifest
         .iter()

@@ -100,6 +100,9 @@ pub struct Evidence {
     pub clocks: BTreeMap<String, ClockData>,
     /// `peer/peer.csv`.
     pub peer: Option<Table>,
+    /// The lock services side by side (lease, token, exchange RTT, margin,
+    /// pauses): [`crate::lock_services::lock_services_in`] the pack.
+    pub lock_services: Option<serde_json::Value>,
     /// `long-hold/results.csv`: payouts that outlive their lease, per margin
     /// (reported beside the decision, not weighed in it).
     pub long_hold: Option<Vec<CellRow>>,

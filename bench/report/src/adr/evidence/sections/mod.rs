@@ -12,6 +12,7 @@ mod peer;
 mod projection;
 mod proposal;
 mod server_pause;
+mod services;
 mod sweep;
 mod triggers;
 
@@ -27,6 +28,7 @@ pub(crate) use peer::peer_section;
 pub(crate) use projection::projection_section;
 pub(crate) use proposal::revision_section;
 pub(crate) use server_pause::pause_condition_section;
+pub(crate) use services::services_section;
 pub(crate) use sweep::{margin_section, rtt_section};
 pub use triggers::{TriggerTally, not_imposed, trigger_tally};
 pub(crate) use triggers::{triggers_appendix, triggers_section};
