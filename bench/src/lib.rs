@@ -23,6 +23,7 @@ pub mod cli;
 pub mod docs;
 pub mod drive;
 pub mod peer;
+pub mod peer_error;
 pub mod peer_sessions;
 pub mod peer_systems;
 pub mod prometheus;

@@ -14,10 +14,7 @@ use bench_driver::backend::redis::server::{RedisPersistence, RedisServer};
 use bench_driver::peer::Target;
 use fencepost_harness::ChildService;
 
-use crate::peer::{PeerRunError, written};
-
-/// How long a lock-server may take to answer `/readyz` (PostgreSQL: leadership).
-pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(60);
+use crate::peer_error::{PeerRunError, READY_TIMEOUT, written};
 
 /// The block a SQLite WAL frame (a 4 KiB page) and etcd's WAL write.
 pub(crate) const SQLITE_BLOCK: usize = 4096;
