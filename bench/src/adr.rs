@@ -165,7 +165,11 @@ pub fn prune(dir: &Path) -> std::io::Result<u64> {
             let parent_is_chaos = dir.file_name().is_some_and(|n| n == "chaos");
             // chaos/runs/: each run's history and service logs; chaos.json
             // keeps every run's seed and schedule (`--only-run I` replays it).
+            // etcd-data/, redis-data/: a lock service's store (its WAL, its
+            // append-only file) beside a step's results.
             if name == "cells"
+                || name == "etcd-data"
+                || name == "redis-data"
                 || (name == "servers" && parent_is_peer)
                 || (name == "runs" && parent_is_chaos)
             {
