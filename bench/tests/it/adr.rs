@@ -410,7 +410,11 @@ fn prune_keeps_the_results_and_drops_the_working_files() {
     std::fs::create_dir_all(p.join("pause-etcd/etcd-data/member/wal")).unwrap();
     std::fs::write(p.join("pause-etcd/etcd-data/member/wal/0.wal"), [0u8; 7]).unwrap();
     std::fs::create_dir_all(p.join("pause-redis/redis-data/appendonlydir")).unwrap();
-    std::fs::write(p.join("pause-redis/redis-data/appendonlydir/a.aof"), [0u8; 3]).unwrap();
+    std::fs::write(
+        p.join("pause-redis/redis-data/appendonlydir/a.aof"),
+        [0u8; 3],
+    )
+    .unwrap();
     std::fs::write(p.join("pause-redis/pause.json"), "{}").unwrap();
     let freed = bench::adr::prune(p).unwrap();
     assert_eq!(freed, 1 + 4096 + 100 + 10 + 7 + 3);

@@ -109,6 +109,52 @@ pub trait HeartbeatStats: Send + Sync {
     fn reset_measurements(&self);
 }
 
+/// A backend adapter whose heartbeat measurements are the SDK's own
+/// recorder (etcd, redis, redlock): [`HeartbeatStats`] is that recorder's,
+/// read the same way for each.
+pub trait SdkRecorded: Send + Sync {
+    /// The recorder every session of this backend records in.
+    fn recorder(&self) -> &fencepost_sdk::metrics::Metrics;
+}
+
+impl<T: SdkRecorded> HeartbeatStats for T {
+    fn stats(&self) -> ClientStats {
+        self.recorder().stats()
+    }
+
+    fn rtt_histogram(&self) -> Histogram<u64> {
+        self.recorder().rtt_snapshot()
+    }
+
+    fn corrected_rtt_histogram(&self) -> Histogram<u64> {
+        self.recorder().corrected_snapshot()
+    }
+
+    fn tick_lag_histogram(&self) -> Histogram<u64> {
+        self.recorder().tick_lag_snapshot()
+    }
+
+    fn gap_histogram(&self) -> Histogram<u64> {
+        self.recorder().gap_snapshot()
+    }
+
+    fn renew_rtt_histogram(&self) -> Histogram<u64> {
+        self.recorder().renew_rtt_snapshot()
+    }
+
+    fn renew_corrected_histogram(&self) -> Histogram<u64> {
+        self.recorder().renew_corrected_snapshot()
+    }
+
+    fn margin_stats(&self) -> MarginStats {
+        self.recorder().margin_stats()
+    }
+
+    fn reset_measurements(&self) {
+        self.recorder().reset_measurements()
+    }
+}
+
 /// A lock client: opens sessions, and measures its heartbeats.
 pub trait LockBackend: HeartbeatStats + 'static {
     /// One session of this backend.

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use fencepost_sdk::LockError;
 use fencepost_sdk::metrics::Metrics;
-use fencepost_sdk::{ClientStats, Histogram, LockError, MarginStats};
 use tokio::sync::OnceCell;
 
 use crate::backend::etcd::lease;
 use crate::backend::etcd::session::EtcdSession;
 use crate::backend::etcd::shared::{EtcdConfig, Inner};
-use crate::backend::{BackendError, HeartbeatStats, LockBackend};
+use crate::backend::{BackendError, LockBackend, SdkRecorded};
 
 /// The session TTL a cell runs with on etcd: the etcd lease every key
 /// shares, `min(lease, session_ttl)` rounded up to whole seconds (at least 1 s).
@@ -58,41 +58,9 @@ impl EtcdBackend {
     }
 }
 
-impl HeartbeatStats for EtcdBackend {
-    fn stats(&self) -> ClientStats {
-        self.inner.metrics.stats()
-    }
-
-    fn rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.rtt_snapshot()
-    }
-
-    fn corrected_rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.corrected_snapshot()
-    }
-
-    fn tick_lag_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.tick_lag_snapshot()
-    }
-
-    fn gap_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.gap_snapshot()
-    }
-
-    fn renew_rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.renew_rtt_snapshot()
-    }
-
-    fn renew_corrected_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.renew_corrected_snapshot()
-    }
-
-    fn margin_stats(&self) -> MarginStats {
-        self.inner.metrics.margin_stats()
-    }
-
-    fn reset_measurements(&self) {
-        self.inner.metrics.reset_measurements()
+impl SdkRecorded for EtcdBackend {
+    fn recorder(&self) -> &Metrics {
+        &self.inner.metrics
     }
 }
 

@@ -6,13 +6,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use fencepost_sdk::LockError;
 use fencepost_sdk::metrics::Metrics;
-use fencepost_sdk::{ClientStats, Histogram, LockError, MarginStats};
 
 use crate::backend::redis::session::RedisSession;
 use crate::backend::redis::shared::Inner;
 pub use crate::backend::redis::shared::RedisConfig;
-use crate::backend::{BackendError, HeartbeatStats, LockBackend};
+use crate::backend::{BackendError, LockBackend, SdkRecorded};
 
 /// A redis lock client: one multiplexed connection (made at the first
 /// session), one recorder, shared by its sessions. Cheap to clone.
@@ -54,41 +54,9 @@ impl RedisBackend {
     }
 }
 
-impl HeartbeatStats for RedisBackend {
-    fn stats(&self) -> ClientStats {
-        self.inner.metrics.stats()
-    }
-
-    fn rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.rtt_snapshot()
-    }
-
-    fn corrected_rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.corrected_snapshot()
-    }
-
-    fn tick_lag_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.tick_lag_snapshot()
-    }
-
-    fn gap_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.gap_snapshot()
-    }
-
-    fn renew_rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.renew_rtt_snapshot()
-    }
-
-    fn renew_corrected_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.renew_corrected_snapshot()
-    }
-
-    fn margin_stats(&self) -> MarginStats {
-        self.inner.metrics.margin_stats()
-    }
-
-    fn reset_measurements(&self) {
-        self.inner.metrics.reset_measurements()
+impl SdkRecorded for RedisBackend {
+    fn recorder(&self) -> &Metrics {
+        &self.inner.metrics
     }
 }
 

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use fencepost_sdk::LockError;
 use fencepost_sdk::metrics::Metrics;
-use fencepost_sdk::{ClientStats, Histogram, LockError, MarginStats};
 
 use super::session::RedlockSession;
 use super::shared::{Inner, RedlockConfig};
-use crate::backend::{BackendError, HeartbeatStats, LockBackend};
+use crate::backend::{BackendError, LockBackend, SdkRecorded};
 
 /// A Redlock client: one connection per instance (made at the first
 /// round), one recorder, shared by its sessions. Cheap to clone.
@@ -51,41 +51,9 @@ impl RedlockBackend {
     }
 }
 
-impl HeartbeatStats for RedlockBackend {
-    fn stats(&self) -> ClientStats {
-        self.inner.metrics.stats()
-    }
-
-    fn rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.rtt_snapshot()
-    }
-
-    fn corrected_rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.corrected_snapshot()
-    }
-
-    fn tick_lag_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.tick_lag_snapshot()
-    }
-
-    fn gap_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.gap_snapshot()
-    }
-
-    fn renew_rtt_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.renew_rtt_snapshot()
-    }
-
-    fn renew_corrected_histogram(&self) -> Histogram<u64> {
-        self.inner.metrics.renew_corrected_snapshot()
-    }
-
-    fn margin_stats(&self) -> MarginStats {
-        self.inner.metrics.margin_stats()
-    }
-
-    fn reset_measurements(&self) {
-        self.inner.metrics.reset_measurements()
+impl SdkRecorded for RedlockBackend {
+    fn recorder(&self) -> &Metrics {
+        &self.inner.metrics
     }
 }
 
